@@ -1,0 +1,61 @@
+# openbus: two commands. `make run` starts the daemon in local mode; `make test` installs
+# everything the tests need and runs the gates and the suite.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+HARNESS_DIR := .harness
+CLAUDE_VERSION := 2.1.197
+CODEX_VERSION := 0.171.0
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+
+.PHONY: run test lint types unit wheel-check harnesses system-deps bench clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+run: $(VENV)/.installed
+	$(VENV)/bin/openbus serve
+
+system-deps:
+	@command -v tmux >/dev/null 2>&1 || { apt-get update -q && apt-get install -y -q tmux; }
+	@command -v npm >/dev/null 2>&1 || { apt-get update -q && apt-get install -y -q nodejs npm; }
+
+# The real Claude Code and Codex CLIs, for the tests that drive them against a stub model.
+harnesses: $(HARNESS_DIR)/.installed
+$(HARNESS_DIR)/.installed:
+	mkdir -p $(HARNESS_DIR)
+	cd $(HARNESS_DIR) && { [ -f package.json ] || echo '{"private":true}' > package.json; } && \
+	  npm install --no-audit --no-fund --loglevel=error \
+	    @anthropic-ai/claude-code@$(CLAUDE_VERSION) @openai/codex@$(CODEX_VERSION) \
+	  || echo "npm could not install the harness CLIs; their tests will skip and say why"
+	touch $@
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check daemon tunnel policy tests bench
+	$(VENV)/bin/ruff format --check daemon tunnel policy tests bench
+
+types: $(VENV)/.installed
+	$(VENV)/bin/mypy
+
+unit: $(VENV)/.installed
+	$(VENV)/bin/pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+
+# The wheel must import under the openbus namespace in a fresh venv, shadowing nothing.
+wheel-check: $(VENV)/.installed
+	rm -rf build/wheel-check && mkdir -p build/wheel-check
+	$(PY) -m pip wheel -q --no-deps . -w build/wheel-check
+	$(PYTHON) -m venv build/wheel-check/venv
+	build/wheel-check/venv/bin/pip install -q build/wheel-check/openbus-*.whl
+	cd build/wheel-check && venv/bin/python -c "import openbus.daemon.app, openbus.policy, openbus.tunnel; import importlib.util as u; assert u.find_spec('daemon') is None, 'wheel installs a top-level daemon package'; print('wheel imports as openbus.*')"
+	cd build/wheel-check && venv/bin/openbus --help >/dev/null && venv/bin/openbus-policy --help >/dev/null
+
+test: system-deps harnesses $(VENV)/.installed lint types wheel-check unit
+
+bench: system-deps $(VENV)/.installed
+	$(PY) -m bench
+
+clean:
+	rm -rf $(VENV) build $(HARNESS_DIR) .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""The openbus daemon: core rules, tmux watcher, history index, MCP and HTTP API, audit."""

@@ -1,0 +1,133 @@
+"""The append-only audit store in the state database.
+
+``append`` seals a draft onto the chain inside the caller's transaction, so a state change and
+its audit record commit together or not at all. The chain head is kept in memory and re-read
+after a failed transaction, so a rollback never leaves a gap or a fork.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from typing import Any
+
+from openbus.daemon.core.audit import GENESIS, AuditDraft, AuditRecord, Checkpoint, seal
+from openbus.daemon.core.clock import Clock
+from openbus.daemon.core.errors import AuditUnavailable
+from openbus.daemon.state import StateDB
+
+_COLUMNS = "seq, time, actor, action, outcome, scope, target, message_id, details, prev_hash, hash"
+
+
+def _row_to_record(row: tuple[Any, ...]) -> AuditRecord:
+    seq, time, actor, action, outcome, scope, target, message_id, details, prev_hash, digest = row
+    return AuditRecord(
+        seq=seq,
+        time=time,
+        actor=actor,
+        action=action,
+        outcome=outcome,
+        scope=scope,
+        target=target,
+        message_id=message_id,
+        details=json.loads(details),
+        prev_hash=prev_hash,
+        hash=digest,
+    )
+
+
+class AuditLog:
+    def __init__(self, db: StateDB, clock: Clock) -> None:
+        self.db = db
+        self.clock = clock
+        self._head: tuple[int, str] | None = None
+        self.listeners: list[Any] = []  # callables notified with each committed record
+
+    # ------------------------------------------------------------------ chain head
+
+    def head(self) -> tuple[int, str]:
+        if self._head is None:
+            row = self.db.conn.execute("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1").fetchone()
+            self._head = (row[0], row[1]) if row else (0, GENESIS)
+        return self._head
+
+    def forget_head(self) -> None:
+        """After a rollback: the next append re-reads the head from the database."""
+        self._head = None
+
+    # ------------------------------------------------------------------ writing
+
+    def append_in_txn(self, draft: AuditDraft) -> AuditRecord:
+        """Seal and insert ``draft`` inside the caller's open transaction."""
+        seq, prev = self.head()
+        record = seal(draft, seq=seq + 1, time=self.clock.now(), prev_hash=prev)
+        self.db.conn.execute(
+            f"INSERT INTO audit ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                record.seq,
+                record.time,
+                record.actor,
+                record.action,
+                record.outcome,
+                record.scope,
+                record.target,
+                record.message_id,
+                json.dumps(dict(record.details), sort_keys=True),
+                record.prev_hash,
+                record.hash,
+            ),
+        )
+        self._head = (record.seq, record.hash)
+        return record
+
+    def append(self, draft: AuditDraft) -> AuditRecord:
+        """Append ``draft`` in a transaction of its own; durable when this returns."""
+        conn = self.db.conn
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                record = self.append_in_txn(draft)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                self.forget_head()
+                raise
+        except sqlite3.Error as exc:
+            self.forget_head()
+            raise AuditUnavailable(f"the audit record could not be written ({exc}); nothing was done") from None
+        self.committed(record)
+        return record
+
+    def committed(self, record: AuditRecord) -> None:
+        for listener in list(self.listeners):
+            listener(record)
+
+    def add_checkpoint_in_txn(self, checkpoint: Checkpoint) -> None:
+        self.db.conn.execute(
+            "INSERT OR REPLACE INTO audit_checkpoints (seq, hash, time, box, signature) VALUES (?,?,?,?,?)",
+            (checkpoint.seq, checkpoint.hash, checkpoint.time, checkpoint.box, checkpoint.signature),
+        )
+
+    # ------------------------------------------------------------------ reading
+
+    def read(self, after: int = 0, limit: int = 1000) -> list[AuditRecord]:
+        rows = self.db.conn.execute(
+            f"SELECT {_COLUMNS} FROM audit WHERE seq > ? ORDER BY seq LIMIT ?", (after, limit)
+        ).fetchall()
+        return [_row_to_record(r) for r in rows]
+
+    def iter_all(self, batch: int = 5000) -> Iterator[AuditRecord]:
+        after = 0
+        while True:
+            records = self.read(after, batch)
+            if not records:
+                return
+            yield from records
+            after = records[-1].seq
+
+    def checkpoints(self, after: int = 0) -> list[Checkpoint]:
+        rows = self.db.conn.execute(
+            "SELECT seq, hash, time, box, signature FROM audit_checkpoints WHERE seq > ? ORDER BY seq", (after,)
+        ).fetchall()
+        return [Checkpoint(*row) for row in rows]

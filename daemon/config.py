@@ -1,0 +1,345 @@
+"""The daemon's configuration: TOML, validated strictly, with embedded defaults.
+
+Every CLI verb takes ``--config FILE``; else ``$OPENBUS_CONFIG``; else the per-user default
+(``$XDG_CONFIG_HOME/openbus/openbus.toml``), and when that file does not exist the embedded
+defaults alone apply, so ``make run`` works on a fresh machine. Unknown keys and bad values
+stop start-up with a ``ConfigError`` naming the key and the file.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from openbus.daemon.core.errors import ConfigError
+
+HARNESSES = ("claude", "codex", "opencode", "omp", "gemini", "shell", "unknown")
+OTLP_PROTOCOLS = ("grpc", "http/protobuf")
+HOSTED_CONFIG_PATH = "/etc/openbus/openbus.toml"
+
+
+def _xdg(name: str, fallback: str) -> Path:
+    value = os.environ.get(name)
+    return Path(value) if value else Path.home() / fallback
+
+
+def default_config_path() -> Path:
+    return _xdg("XDG_CONFIG_HOME", ".config") / "openbus" / "openbus.toml"
+
+
+def default_state_dir() -> Path:
+    return _xdg("XDG_STATE_HOME", ".local/state") / "openbus"
+
+
+def default_socket_path(state_dir: Path) -> Path:
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and Path(runtime).is_dir():
+        return Path(runtime) / "openbus" / "daemon.sock"
+    return state_dir / "daemon.sock"
+
+
+@dataclass(frozen=True)
+class DaemonConfig:
+    listen_host: str = "127.0.0.1"
+    listen_port: int = 7707
+    socket: Path = field(default_factory=lambda: default_socket_path(default_state_dir()))
+    state_dir: Path = field(default_factory=default_state_dir)
+
+    @property
+    def listen(self) -> str:
+        return f"{self.listen_host}:{self.listen_port}"
+
+
+@dataclass(frozen=True)
+class TmuxConfig:
+    socket: Path | None = None  # None: the user's own default server
+
+
+@dataclass(frozen=True)
+class AuditConfig:
+    otlp_endpoint: str | None = None
+    otlp_protocol: str = "grpc"
+    otlp_headers_file: Path | None = None
+    checkpoint_every: int = 1000
+    checkpoint_seconds: float = 60.0
+    box_name: str | None = None
+
+
+@dataclass(frozen=True)
+class HistoryConfig:
+    claude_config_dirs: tuple[Path, ...] = ()
+    codex_homes: tuple[Path, ...] = ()
+
+
+@dataclass(frozen=True)
+class Launcher:
+    name: str
+    harness: str
+    argv: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    cwd: Path | None = None
+    resume: tuple[str, ...] = ()
+    command: str | None = None  # an opaque shell string: launches, never connectable
+
+    @property
+    def structured(self) -> bool:
+        return self.command is None
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    file: Path | None = None
+    org_public_key: Path | None = None
+
+
+@dataclass(frozen=True)
+class HostedConfig:
+    enabled: bool = False
+    tunnel_user: str = "openbus-tunnel"
+    agent_user: str = "openbus-agent"
+    operators_group: str | None = "openbus-operators"
+    tunnel_public_key: Path | None = None
+    signature_window_seconds: float = 30.0
+
+
+@dataclass(frozen=True)
+class Config:
+    path: Path | None
+    daemon: DaemonConfig = field(default_factory=DaemonConfig)
+    tmux: TmuxConfig = field(default_factory=TmuxConfig)
+    audit: AuditConfig = field(default_factory=AuditConfig)
+    history: HistoryConfig = field(default_factory=HistoryConfig)
+    launchers: Mapping[str, Launcher] = field(default_factory=dict)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    hosted: HostedConfig = field(default_factory=HostedConfig)
+
+    @property
+    def db_path(self) -> Path:
+        return self.daemon.state_dir / "openbus.db"
+
+
+def builtin_launchers() -> dict[str, Launcher]:
+    """The default launchers, written in the structured form so Connect can inject."""
+    return {
+        "claude": Launcher("claude", "claude", ("claude",), resume=("claude", "--resume", "{session_id}")),
+        "codex": Launcher("codex", "codex", ("codex",), resume=("codex", "resume", "{session_id}")),
+        "opencode": Launcher("opencode", "opencode", ("opencode",)),
+        "gemini": Launcher("gemini", "gemini", ("gemini",)),
+        "omp": Launcher("omp", "omp", ("omp",)),
+        "shell": Launcher("shell", "shell", (os.environ.get("SHELL") or "/bin/sh",)),
+    }
+
+
+# --------------------------------------------------------------------------- validation
+
+
+class _Section:
+    """Reads one table of the file, remembering which keys were consumed."""
+
+    def __init__(self, data: Any, path: str, prefix: str) -> None:
+        if not isinstance(data, dict):
+            raise ConfigError("must be a table", path=path, key=prefix)
+        self.data: dict[str, Any] = data
+        self.path = path
+        self.prefix = prefix
+        self.seen: set[str] = set()
+
+    def key(self, name: str) -> str:
+        return f"{self.prefix}.{name}" if self.prefix else name
+
+    def get(self, name: str, kind: type | tuple[type, ...], default: Any = None) -> Any:
+        self.seen.add(name)
+        if name not in self.data:
+            return default
+        value = self.data[name]
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        if isinstance(value, bool) and bool not in kinds:
+            raise ConfigError(f"expected {_kind_name(kinds)}, got a boolean", path=self.path, key=self.key(name))
+        if not isinstance(value, kinds):
+            raise ConfigError(
+                f"expected {_kind_name(kinds)}, got {type(value).__name__}", path=self.path, key=self.key(name)
+            )
+        return value
+
+    def path_value(self, name: str, default: Path | None = None) -> Path | None:
+        value = self.get(name, str)
+        if value is None:
+            return default
+        if not value:
+            raise ConfigError("must not be empty", path=self.path, key=self.key(name))
+        return Path(os.path.expanduser(value))
+
+    def str_list(self, name: str) -> tuple[str, ...] | None:
+        value = self.get(name, list)
+        if value is None:
+            return None
+        for item in value:
+            if not isinstance(item, str):
+                raise ConfigError("expected a list of strings", path=self.path, key=self.key(name))
+        return tuple(value)
+
+    def sub(self, name: str) -> _Section:
+        self.seen.add(name)
+        return _Section(self.data.get(name, {}), self.path, self.key(name))
+
+    def finish(self) -> None:
+        for name in self.data:
+            if name not in self.seen:
+                raise ConfigError("unknown key", path=self.path, key=self.key(name))
+
+
+def _kind_name(kinds: tuple[type, ...]) -> str:
+    names = {str: "a string", int: "an integer", float: "a number", bool: "true or false", list: "a list", dict: "a table"}
+    return " or ".join(names.get(k, k.__name__) for k in kinds)
+
+
+def _choice(section: _Section, name: str, choices: tuple[str, ...], default: str) -> str:
+    value: str = section.get(name, str, default)
+    if value not in choices:
+        raise ConfigError(f"must be one of {', '.join(choices)}; got {value!r}", path=section.path, key=section.key(name))
+    return value
+
+
+def _parse_listen(section: _Section) -> tuple[str, int]:
+    value: str = section.get("listen", str, "127.0.0.1:7707")
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"expected HOST:PORT, got {value!r}", path=section.path, key=section.key("listen"))
+    return host.strip("[]"), int(port)
+
+
+def _positive(section: _Section, name: str, kind: type, default: float) -> Any:
+    value = section.get(name, (int, float) if kind is float else kind, default)
+    if value <= 0:
+        raise ConfigError("must be positive", path=section.path, key=section.key(name))
+    return kind(value)
+
+
+def _launcher(name: str, section: _Section) -> Launcher:
+    command = section.get("command", str)
+    if command is None:
+        if "harness" not in section.data:
+            raise ConfigError("a structured launcher needs a harness", path=section.path, key=section.key("harness"))
+        harness = _choice(section, "harness", HARNESSES, "unknown")
+        argv = section.str_list("argv")
+        if not argv:
+            raise ConfigError("a structured launcher needs a non-empty argv (or an opaque command)", path=section.path, key=section.key("argv"))
+    else:
+        harness = _choice(section, "harness", HARNESSES, "unknown")
+        argv = ()
+        for forbidden in ("argv", "env", "resume"):
+            if forbidden in section.data:
+                raise ConfigError("an opaque command launcher takes no " + forbidden, path=section.path, key=section.key(forbidden))
+    env_raw = section.get("env", dict, {})
+    for key, value in env_raw.items():
+        if not isinstance(value, str):
+            raise ConfigError("environment values must be strings", path=section.path, key=section.key(f"env.{key}"))
+    resume = section.str_list("resume") or ()
+    cwd = section.path_value("cwd")
+    section.finish()
+    return Launcher(name=name, harness=harness, argv=tuple(argv), env=dict(env_raw), cwd=cwd, resume=resume, command=command)
+
+
+def parse_config(data: Mapping[str, Any], path: str, *, hosted_default: bool = False) -> Config:
+    root = _Section(dict(data), path, "")
+
+    d = root.sub("daemon")
+    host, port = _parse_listen(d)
+    state_dir = d.path_value("state_dir", default_state_dir())
+    assert state_dir is not None
+    socket = d.path_value("socket") or default_socket_path(state_dir)
+    d.finish()
+
+    t = root.sub("tmux")
+    tmux = TmuxConfig(socket=t.path_value("socket"))
+    t.finish()
+
+    a = root.sub("audit")
+    audit = AuditConfig(
+        otlp_endpoint=a.get("otlp_endpoint", str),
+        otlp_protocol=_choice(a, "otlp_protocol", OTLP_PROTOCOLS, "grpc"),
+        otlp_headers_file=a.path_value("otlp_headers_file"),
+        checkpoint_every=_positive(a, "checkpoint_every", int, 1000),
+        checkpoint_seconds=_positive(a, "checkpoint_seconds", float, 60.0),
+        box_name=a.get("box_name", str),
+    )
+    a.finish()
+
+    h = root.sub("history")
+    history = HistoryConfig(
+        claude_config_dirs=tuple(Path(os.path.expanduser(p)) for p in (h.str_list("claude_config_dirs") or ())),
+        codex_homes=tuple(Path(os.path.expanduser(p)) for p in (h.str_list("codex_homes") or ())),
+    )
+    h.finish()
+
+    launchers = builtin_launchers()
+    ls = root.sub("launchers")
+    for name in list(ls.data):
+        launchers[name] = _launcher(name, ls.sub(name))
+    ls.finish()
+
+    p = root.sub("policy")
+    policy = PolicyConfig(file=p.path_value("file"), org_public_key=p.path_value("org_public_key"))
+    p.finish()
+
+    ho = root.sub("hosted")
+    hosted = HostedConfig(
+        enabled=ho.get("enabled", bool, hosted_default),
+        tunnel_user=ho.get("tunnel_user", str, "openbus-tunnel"),
+        agent_user=ho.get("agent_user", str, "openbus-agent"),
+        operators_group=ho.get("operators_group", str, "openbus-operators"),
+        tunnel_public_key=ho.path_value("tunnel_public_key"),
+        signature_window_seconds=_positive(ho, "signature_window_seconds", float, 30.0),
+    )
+    ho.finish()
+    root.finish()
+
+    return Config(
+        path=Path(path) if path != "<defaults>" else None,
+        daemon=DaemonConfig(listen_host=host, listen_port=port, socket=socket, state_dir=state_dir),
+        tmux=tmux,
+        audit=audit,
+        history=history,
+        launchers=launchers,
+        policy=policy,
+        hosted=hosted,
+    )
+
+
+def resolve_config_path(explicit: str | None, environ: Mapping[str, str] | None = None) -> Path | None:
+    """``--config``, else ``$OPENBUS_CONFIG``, else the per-user file if it exists."""
+    env = os.environ if environ is None else environ
+    if explicit:
+        return Path(explicit)
+    if env.get("OPENBUS_CONFIG"):
+        return Path(env["OPENBUS_CONFIG"])
+    per_user = default_config_path()
+    if per_user.exists():
+        return per_user
+    if os.geteuid() != 0 or not Path(HOSTED_CONFIG_PATH).exists():
+        return None
+    return Path(HOSTED_CONFIG_PATH)
+
+
+def load_config(explicit: str | None = None, *, reader: Callable[[Path], bytes] | None = None) -> Config:
+    path = resolve_config_path(explicit)
+    if path is None:
+        return parse_config({}, "<defaults>")
+    read = reader or (lambda p: p.read_bytes())
+    try:
+        raw = read(path)
+    except FileNotFoundError:
+        raise ConfigError("no such file", path=str(path)) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read: {exc.strerror}", path=str(path)) from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError("not UTF-8 text", path=str(path)) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"not valid TOML ({exc})", path=str(path)) from None
+    return parse_config(data, str(path), hosted_default=str(path) == HOSTED_CONFIG_PATH)

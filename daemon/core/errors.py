@@ -1,0 +1,96 @@
+"""One error hierarchy for the whole daemon.
+
+Core code raises these; only the edges (HTTP in ``daemon.http.errors``, MCP in the MCP
+adapter, the CLI) translate them into status codes, tool errors or exit codes. Each error
+carries a short machine-readable ``code``, a human sentence, and where it applies the
+``field`` of the request it is about. Messages never contain secrets.
+"""
+
+from __future__ import annotations
+
+
+class OpenbusError(Exception):
+    """Base of every error the daemon reports to a caller."""
+
+    code = "error"
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+    def to_dict(self) -> dict[str, str]:
+        body = {"error": self.code, "message": self.message}
+        if self.field is not None:
+            body["field"] = self.field
+        return body
+
+
+class BadRequest(OpenbusError):
+    """The request itself is malformed: a missing or invalid field."""
+
+    code = "bad_request"
+
+
+class Unauthenticated(OpenbusError):
+    """No identity could be established for the caller."""
+
+    code = "unauthenticated"
+
+
+class Forbidden(OpenbusError):
+    """The caller is known but may not do this."""
+
+    code = "forbidden"
+
+
+class NotConnected(Forbidden):
+    """An agent's grant is off, revoked or narrowed below what the call needs."""
+
+    code = "not_connected"
+
+
+class PolicyRefused(Forbidden):
+    """The org policy caps what may be granted or done."""
+
+    code = "policy_refused"
+
+
+class NotFound(OpenbusError):
+    code = "not_found"
+
+
+class Conflict(OpenbusError):
+    """The target is in a state that does not allow this (a resolved card, a used id)."""
+
+    code = "conflict"
+
+
+class Refused(OpenbusError):
+    """Refused before admission (rate, size, character set, id cap): nothing was stored."""
+
+    code = "refused"
+
+
+class Unavailable(OpenbusError):
+    """A dependency the action needs is not there (tmux server down, audit store failing)."""
+
+    code = "unavailable"
+
+
+class AuditUnavailable(Unavailable):
+    """The audit record could not be made durable, so the action did not happen."""
+
+    code = "audit_unavailable"
+
+
+class ConfigError(OpenbusError):
+    """A configuration file has an unknown key or a bad value."""
+
+    code = "config_error"
+
+    def __init__(self, message: str, *, path: str, key: str | None = None) -> None:
+        where = f"{path}: {key}: " if key else f"{path}: "
+        super().__init__(where + message, field=key)
+        self.path = path
+        self.key = key

@@ -1,0 +1,1 @@
+"""The HTTP edge: falcon resources, the error translation, the gunicorn worker."""

@@ -1,0 +1,52 @@
+"""The gunicorn worker: gunicorn's native ASGI worker plus the peer's credentials.
+
+The human side listens on a unix socket, where identity is the connecting peer's uid
+(SO_PEERCRED). gunicorn's ASGI scope carries no such thing, so this worker's protocol reads
+the credentials once per connection and puts them in the scope as the extension
+``openbus.peer`` = ``{"pid", "uid", "gid"}``. A request without that extension came over TCP
+(the agents' side). The app trusts nothing else to tell the two listeners apart.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from typing import Any
+
+from gunicorn.asgi.protocol import ASGIProtocol
+from gunicorn.workers import gasgi
+
+PEER_EXTENSION = "openbus.peer"
+
+
+def peer_credentials(sock: socket.socket) -> dict[str, int] | None:
+    if sock.family != socket.AF_UNIX:
+        return None
+    raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    pid, uid, gid = struct.unpack("3i", raw)
+    return {"pid": pid, "uid": uid, "gid": gid}
+
+
+class PeerCredProtocol(ASGIProtocol):  # type: ignore[misc]
+    _openbus_peer: dict[str, int] | None = None
+
+    def connection_made(self, transport: Any) -> None:
+        sock = transport.get_extra_info("socket")
+        self._openbus_peer = peer_credentials(sock) if sock is not None else None
+        super().connection_made(transport)
+
+    def _build_http_scope(self, request: Any, sockname: Any, peername: Any) -> dict[str, Any]:
+        scope: dict[str, Any] = super()._build_http_scope(request, sockname, peername)
+        if self._openbus_peer is not None:
+            extensions = scope.setdefault("extensions", {})
+            extensions[PEER_EXTENSION] = dict(self._openbus_peer)
+        return scope
+
+
+class Worker(gasgi.ASGIWorker):  # type: ignore[misc]
+    """gunicorn's ASGI worker serving every listener with ``PeerCredProtocol``."""
+
+    def init_process(self) -> None:
+        # gasgi builds its protocol from this module-level name when it creates each server.
+        gasgi.ASGIProtocol = PeerCredProtocol
+        super().init_process()

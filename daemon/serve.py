@@ -1,0 +1,87 @@
+"""``openbus serve``: gunicorn, one worker, the ASGI app, both listeners.
+
+One worker, because the message queues, send locks and pending cards live in one process.
+The config path travels to the worker in ``OPENBUS_CONFIG``; the worker loads it again, so a
+bad file is reported here first, before gunicorn starts.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from pathlib import Path
+
+from openbus.daemon.config import Config
+from openbus.daemon.core.errors import Unavailable
+
+
+def _clear_stale_socket(path: Path) -> None:
+    if not path.exists() and not path.is_symlink():
+        return
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(str(path))
+    except OSError:
+        path.unlink()  # nobody listens: a leftover of a crashed daemon
+        return
+    finally:
+        probe.close()
+    raise Unavailable(f"another daemon is already listening on {path}")
+
+
+def gunicorn_argv(config: Config) -> list[str]:
+    sock = config.daemon.socket
+    return [
+        sys.executable,
+        "-m",
+        "gunicorn",
+        "--workers",
+        "1",
+        "--worker-class",
+        "openbus.daemon.http.worker.Worker",
+        "--bind",
+        config.daemon.listen,
+        "--bind",
+        f"unix:{sock}",
+        "--umask",
+        "0o117" if config.hosted.enabled else "0o177",
+        "--graceful-timeout",
+        "10",
+        "--timeout",
+        "0",
+        "--keep-alive",
+        "75",
+        "--access-logfile",
+        "-" if os.environ.get("OPENBUS_ACCESS_LOG") else "/dev/null",
+        "--error-logfile",
+        "-",
+        "--log-level",
+        os.environ.get("OPENBUS_LOG_LEVEL", "info"),
+        "--no-control-socket",
+        "--limit-request-line",
+        "8190",
+        "openbus.daemon.app:app_from_env()",
+    ]
+
+
+def serve(config: Config) -> None:
+    """Replace this process with gunicorn serving the daemon."""
+    config.daemon.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    config.daemon.socket.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    _clear_stale_socket(config.daemon.socket)
+    env = dict(os.environ)
+    if config.path is not None:
+        env["OPENBUS_CONFIG"] = str(config.path.resolve())
+    else:
+        env.pop("OPENBUS_CONFIG", None)
+    if not config.hosted.enabled:
+        print(
+            f"openbus: local mode as uid {os.getuid()}: agents on {config.daemon.listen}, "
+            f"human side on {config.daemon.socket}. Local mode is not an isolation boundary: "
+            "any process of this user can reach the socket.",
+            file=sys.stderr,
+            flush=True,
+        )
+    argv = gunicorn_argv(config)
+    os.execve(argv[0], argv, env)

@@ -1,0 +1,150 @@
+"""The daemon's state database (SQLite, WAL): grants, cards, approvals, the audit chain.
+
+One connection, used from the daemon's one event loop. WAL with ``synchronous=NORMAL``: a
+committed transaction survives a daemon crash (kill -9); only power loss can take the last
+ones, which the off-box shipper's checkpoints make visible. Schema changes are appended to
+``MIGRATIONS`` and never edited, so an old state dir upgrades in place.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+from openbus.daemon.core.errors import Unavailable
+
+MIGRATIONS: tuple[str, ...] = (
+    # 1: the audit chain, its checkpoints and the shipper's cursor
+    """
+    CREATE TABLE audit (
+        seq INTEGER PRIMARY KEY,
+        time REAL NOT NULL,
+        actor TEXT NOT NULL,
+        action TEXT NOT NULL,
+        outcome TEXT NOT NULL,
+        scope TEXT,
+        target TEXT,
+        message_id TEXT,
+        details TEXT NOT NULL,
+        prev_hash TEXT NOT NULL,
+        hash TEXT NOT NULL
+    );
+    CREATE TABLE audit_checkpoints (
+        seq INTEGER PRIMARY KEY,
+        hash TEXT NOT NULL,
+        time REAL NOT NULL,
+        box TEXT NOT NULL,
+        signature TEXT NOT NULL
+    );
+    CREATE TABLE export_cursor (
+        name TEXT PRIMARY KEY,
+        seq INTEGER NOT NULL,
+        updated REAL NOT NULL
+    );
+    CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit
+        BEGIN SELECT RAISE(ABORT, 'the audit chain is append-only'); END;
+    CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
+        BEGIN SELECT RAISE(ABORT, 'the audit chain is append-only'); END;
+    """,
+    # 2: principals (one per launch token), grants, cards, approvals
+    """
+    CREATE TABLE principals (
+        id TEXT PRIMARY KEY,
+        token_hash TEXT UNIQUE,
+        harness TEXT NOT NULL,
+        launcher TEXT,
+        owner TEXT NOT NULL,
+        session_id TEXT,
+        pane_id TEXT,
+        pid INTEGER,
+        incarnation TEXT,
+        preset TEXT NOT NULL,
+        state TEXT NOT NULL,
+        created REAL NOT NULL,
+        updated REAL NOT NULL
+    );
+    CREATE UNIQUE INDEX principals_session ON principals(harness, session_id)
+        WHERE session_id IS NOT NULL AND state = 'active';
+    CREATE TABLE cards (
+        id TEXT PRIMARY KEY,
+        kind TEXT NOT NULL,
+        requester TEXT NOT NULL,
+        requester_principal TEXT,
+        target TEXT,
+        target_principal TEXT,
+        owner TEXT NOT NULL,
+        summary TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        created REAL NOT NULL,
+        expires REAL NOT NULL,
+        state TEXT NOT NULL,
+        decided_by TEXT,
+        decided REAL
+    );
+    CREATE INDEX cards_state ON cards(state, expires);
+    CREATE TABLE approvals (
+        kind TEXT NOT NULL,
+        subject TEXT NOT NULL,
+        object TEXT NOT NULL,
+        created REAL NOT NULL,
+        card_id TEXT,
+        PRIMARY KEY (kind, subject, object)
+    );
+    CREATE TABLE restarts (
+        pane_id TEXT PRIMARY KEY,
+        record TEXT NOT NULL,
+        created REAL NOT NULL
+    );
+    """,
+)
+
+
+class StateDB:
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path) if str(path) != ":memory:" else None
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:
+            self.conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+            if self.path is not None:
+                os.chmod(self.path, 0o600)
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA synchronous=NORMAL")
+            self.conn.execute("PRAGMA foreign_keys=ON")
+            self.conn.execute("PRAGMA busy_timeout=5000")
+            self._migrate()
+        except sqlite3.Error as exc:
+            raise Unavailable(f"state database {path} cannot be opened: {exc}") from None
+
+    def _migrate(self) -> None:
+        (version,) = self.conn.execute("PRAGMA user_version").fetchone()
+        for number, ddl in enumerate(MIGRATIONS, start=1):
+            if number <= version:
+                continue
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in _split(ddl):
+                    self.conn.execute(statement)
+                self.conn.execute(f"PRAGMA user_version = {number}")
+                self.conn.execute("COMMIT")
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def _split(ddl: str) -> list[str]:
+    """Split a migration into statements, keeping trigger bodies whole."""
+    statements: list[str] = []
+    current = ""
+    for line in ddl.strip().splitlines():
+        current += line + "\n"
+        if sqlite3.complete_statement(current):
+            statements.append(current.strip())
+            current = ""
+    if current.strip():
+        statements.append(current.strip())
+    return statements
