@@ -1,0 +1,234 @@
+"""The signed X-Tunnel-User codec: signature, window, replay, spellings, one opaque error."""
+
+from __future__ import annotations
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from openbus.daemon.core.clock import FixedClock, SeededRandom
+from openbus.daemon.core.errors import Unauthenticated
+from openbus.daemon.core.tunnel_auth import (
+    NonceCache,
+    TunnelVerifier,
+    identity_header_names,
+    is_identity_header,
+    load_public_keys,
+    public_key_pem,
+    sign,
+    target_from_scope,
+)
+
+KEY = Ed25519PrivateKey.generate()
+OTHER = Ed25519PrivateKey.generate()
+
+
+def signed(
+    clock: FixedClock,
+    rnd: SeededRandom,
+    *,
+    user: str = "alice",
+    method: str = "GET",
+    target: str = "/api/directory",
+    body: bytes = b"",
+    key: Ed25519PrivateKey = KEY,
+) -> list[tuple[str, str]]:
+    return list(sign(key, method, target, user, body, clock.now(), rnd.token_bytes(16)).items())
+
+
+def make(clock: FixedClock, **kw: object) -> TunnelVerifier:
+    return TunnelVerifier([KEY.public_key()], clock=clock, **kw)  # type: ignore[arg-type]
+
+
+def rejected(
+    verifier: TunnelVerifier,
+    method: str,
+    target: str,
+    headers: list[tuple[str, str]],
+    body: bytes = b"",
+) -> str:
+    with pytest.raises(Unauthenticated) as info:
+        verifier.verify(method, target, headers, body)
+    assert str(info.value) == "tunnel identity not accepted"
+    return info.value.rejection_reason  # type: ignore[attr-defined, no-any-return]
+
+
+def test_a_signed_request_yields_its_user() -> None:
+    clock, rnd = FixedClock(), SeededRandom()
+    headers = signed(clock, rnd, method="POST", target="/api/launch?x=1", body=b'{"a":1}')
+    assert make(clock).verify("POST", "/api/launch?x=1", headers, b'{"a":1}') == "alice"
+
+
+def test_bytes_headers_as_asgi_gives_them_are_accepted() -> None:
+    clock, rnd = FixedClock(), SeededRandom()
+    headers = [(k.lower().encode(), v.encode()) for k, v in signed(clock, rnd)]
+    assert make(clock).verify("GET", "/api/directory", headers, b"") == "alice"
+
+
+def test_a_replayed_request_is_refused() -> None:
+    clock, rnd = FixedClock(), SeededRandom()
+    verifier = make(clock)
+    headers = signed(clock, rnd)
+    verifier.verify("GET", "/api/directory", headers, b"")
+    clock.advance(5)
+    assert rejected(verifier, "GET", "/api/directory", headers) == "replayed nonce"
+
+
+def test_a_replay_after_the_window_is_refused_by_the_window_and_the_nonce_is_forgotten() -> None:
+    clock, rnd = FixedClock(), SeededRandom()
+    cache = NonceCache(capacity=2)
+    verifier = make(clock, nonce_cache=cache)
+    headers = signed(clock, rnd)
+    verifier.verify("GET", "/api/directory", headers, b"")
+    clock.advance(31)
+    assert rejected(verifier, "GET", "/api/directory", headers) == "timestamp outside the window"
+    # Two fresh requests fit in a cache of two: the expired nonce was dropped to make room.
+    verifier.verify("GET", "/api/directory", signed(clock, rnd), b"")
+    verifier.verify("GET", "/api/directory", signed(clock, rnd), b"")
+    assert len(cache) == 2
+
+
+def test_a_full_cache_of_live_nonces_refuses_rather_than_forgets() -> None:
+    clock, rnd = FixedClock(), SeededRandom()
+    verifier = make(clock, nonce_cache=NonceCache(capacity=1))
+    verifier.verify("GET", "/api/directory", signed(clock, rnd), b"")
+    assert rejected(verifier, "GET", "/api/directory", signed(clock, rnd)) == "nonce cache full"
+
+
+@pytest.mark.parametrize("skew", [-31.0, 31.0, 3600.0])
+def test_a_timestamp_more_than_30_seconds_off_is_refused(skew: float) -> None:
+    clock, rnd = FixedClock(), SeededRandom()
+    headers = signed(clock, rnd)
+    clock.advance(skew)
+    assert rejected(make(clock), "GET", "/api/directory", headers) == "timestamp outside the window"
+
+
+def test_a_timestamp_at_the_edge_of_the_window_is_accepted() -> None:
+    clock, rnd = FixedClock(), SeededRandom()
+    headers = signed(clock, rnd)
+    clock.advance(30)
+    assert make(clock).verify("GET", "/api/directory", headers, b"") == "alice"
+
+
+@pytest.mark.parametrize(
+    ("method", "target", "body"),
+    [
+        ("POST", "/api/directory", b""),
+        ("GET", "/api/directory?a=1", b""),
+        ("GET", "/api/cards", b""),
+        ("GET", "/api/directory", b"x"),
+    ],
+)
+def test_changing_method_target_or_body_breaks_the_signature(
+    method: str, target: str, body: bytes
+) -> None:
+    clock, rnd = FixedClock(), SeededRandom()
+    headers = signed(clock, rnd)
+    assert rejected(make(clock), method, target, headers, body) == "bad signature"
+
+
+def test_a_changed_user_breaks_the_signature() -> None:
+    clock, rnd = FixedClock(), SeededRandom()
+    headers = [(k, "mallory" if k == "X-Tunnel-User" else v) for k, v in signed(clock, rnd)]
+    assert rejected(make(clock), "GET", "/api/directory", headers) == "bad signature"
+
+
+def test_a_signature_from_another_key_is_refused_and_a_key_ring_accepts_either() -> None:
+    clock, rnd = FixedClock(), SeededRandom()
+    headers = signed(clock, rnd, key=OTHER)
+    assert rejected(make(clock), "GET", "/api/directory", headers) == "bad signature"
+    ring = TunnelVerifier([KEY.public_key(), OTHER.public_key()], clock=clock)
+    assert ring.verify("GET", "/api/directory", headers, b"") == "alice"
+
+
+@pytest.mark.parametrize("drop", identity_header_names())
+def test_a_missing_header_is_refused(drop: str) -> None:
+    clock, rnd = FixedClock(), SeededRandom()
+    headers = [(k, v) for k, v in signed(clock, rnd) if k != drop]
+    assert "missing" in rejected(make(clock), "GET", "/api/directory", headers)
+
+
+def test_a_duplicated_header_is_refused_even_with_the_same_value() -> None:
+    clock, rnd = FixedClock(), SeededRandom()
+    headers = signed(clock, rnd)
+    headers.append(("x-tunnel-user", "alice"))
+    assert "repeated" in rejected(make(clock), "GET", "/api/directory", headers)
+
+
+@pytest.mark.parametrize(
+    "spelling", ["X_Tunnel_User", "x-tunnel_user", "X_TUNNEL-USER", "x_tunnel_signature"]
+)
+def test_an_underscore_spelling_beside_a_valid_signature_is_refused(spelling: str) -> None:
+    clock, rnd = FixedClock(), SeededRandom()
+    headers = signed(clock, rnd)
+    headers.append((spelling, "mallory"))
+    assert "foreign spelling" in rejected(make(clock), "GET", "/api/directory", headers)
+
+
+def test_case_variants_are_the_same_header() -> None:
+    clock, rnd = FixedClock(), SeededRandom()
+    headers = [(k.upper(), v) for k, v in signed(clock, rnd)]
+    assert make(clock).verify("GET", "/api/directory", headers, b"") == "alice"
+
+
+@pytest.mark.parametrize(
+    ("header", "value"),
+    [
+        ("X-Tunnel-User", "al ice"),
+        ("X-Tunnel-User", "-rf"),
+        ("X-Tunnel-Timestamp", "12.5"),
+        ("X-Tunnel-Nonce", "short"),
+        ("X-Tunnel-Signature", "!" * 86),
+    ],
+)
+def test_malformed_values_are_refused(header: str, value: str) -> None:
+    clock, rnd = FixedClock(), SeededRandom()
+    headers = [(k, value if k == header else v) for k, v in signed(clock, rnd)]
+    rejected(make(clock), "GET", "/api/directory", headers)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "X-Tunnel-User",
+        "x-tunnel-user",
+        "X_Tunnel_User",
+        "x-tunnel_user",
+        "X-TUNNEL-SIGNATURE",
+        "x_tunnel_nonce",
+        "X-Tunnel-Timestamp",
+        "x-tunnel-anything",
+        "X-Forwarded-User",
+        "x_forwarded_user",
+        "Remote-User",
+        b"x_tunnel_user",
+    ],
+)
+def test_every_spelling_is_an_identity_header(name: str | bytes) -> None:
+    assert is_identity_header(name)
+
+
+@pytest.mark.parametrize(
+    "name", ["Content-Type", "X-Tunnel", "Cookie", "Authorization", "X-Request-Id"]
+)
+def test_ordinary_headers_are_not_identity_headers(name: str) -> None:
+    assert not is_identity_header(name)
+
+
+def test_target_from_scope_joins_raw_path_and_query() -> None:
+    assert (
+        target_from_scope({"raw_path": b"/api/x%20y", "query_string": b"q=1"}) == "/api/x%20y?q=1"
+    )
+    assert target_from_scope({"raw_path": b"/api/x", "query_string": b""}) == "/api/x"
+    assert target_from_scope({"path": "/healthz"}) == "/healthz"
+
+
+def test_public_keys_load_from_pem_as_a_ring() -> None:
+    keys = load_public_keys(public_key_pem(KEY) + public_key_pem(OTHER))
+    assert len(keys) == 2
+    with pytest.raises(ValueError, match="no Ed25519"):
+        load_public_keys(b"nothing here")
+
+
+def test_the_verifier_refuses_to_exist_without_keys() -> None:
+    with pytest.raises(ValueError):
+        TunnelVerifier([], clock=FixedClock())
