@@ -17,6 +17,7 @@ import falcon.asgi
 from openbus.daemon.config import Config
 from openbus.daemon.core.clock import Clock, Random, SystemClock, SystemRandom
 from openbus.daemon.http import errors as http_errors
+from openbus.daemon.http.identity import Identity
 from openbus.daemon.services import Services
 
 log = logging.getLogger("openbus")
@@ -30,7 +31,8 @@ def create_app(
     services: Services | None = None,
 ) -> falcon.asgi.App:
     services = services or Services.build(config, clock=clock or SystemClock(), random=random or SystemRandom())
-    app = falcon.asgi.App(middleware=[services.lifespan_middleware()])
+    identity = Identity(services.gate.record, hosted=config.hosted.enabled)
+    app = falcon.asgi.App(middleware=[services.lifespan_middleware(), identity])
     app.req_options.strip_url_path_trailing_slash = True
     http_errors.install(app)
     from openbus.daemon.http import routes
@@ -41,8 +43,8 @@ def create_app(
 
 def app_from_env() -> Any:
     """Entry point for gunicorn: ``openbus.daemon.app:app_from_env()``."""
-    from openbus.daemon.config import load_config
-
     import os
+
+    from openbus.daemon.config import load_config
 
     return create_app(load_config(os.environ.get("OPENBUS_CONFIG") or None))

@@ -2,6 +2,8 @@
 
 Thin wiring only. Each service is built from the config with its clock and randomness
 injected; tests build a ``Services`` with a ``FixedClock`` and call the app factory with it.
+Feature modules add themselves through ``install(services)`` functions, which register
+their actions on the gate and their start/stop hooks here.
 """
 
 from __future__ import annotations
@@ -13,11 +15,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from openbus.daemon.audit.log import AuditLog
+from openbus.daemon.cards import Cards
 from openbus.daemon.config import Config
+from openbus.daemon.connect import Connect
 from openbus.daemon.core.clock import Clock, Random
+from openbus.daemon.gate import Gate
+from openbus.daemon.grants import Grants
 from openbus.daemon.state import StateDB
 
 log = logging.getLogger("openbus")
+
+CARD_SWEEP_SECONDS = 1.0
 
 
 @dataclass
@@ -27,15 +35,58 @@ class Services:
     random: Random
     db: StateDB
     audit: AuditLog
+    gate: Gate
+    grants: Grants
+    cards: Cards
+    connect: Connect
     started: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     stopping: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     tasks: list[asyncio.Task[Any]] = field(default_factory=list)
+    extras: dict[str, Any] = field(default_factory=dict)  # feature services by name
+    health: dict[str, Callable[[], Any]] = field(default_factory=dict)  # /healthz sections
 
     @classmethod
     def build(cls, config: Config, *, clock: Clock, random: Random) -> Services:
         config.daemon.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         db = StateDB(config.db_path)
-        return cls(config=config, clock=clock, random=random, db=db, audit=AuditLog(db, clock))
+        audit = AuditLog(db, clock)
+        grants = Grants(db, clock, random)
+        gate = Gate(audit, grants)
+        cards = Cards(db, clock, random)
+        services = cls(
+            config=config,
+            clock=clock,
+            random=random,
+            db=db,
+            audit=audit,
+            gate=gate,
+            grants=grants,
+            cards=cards,
+            connect=Connect(gate, grants),
+        )
+        from openbus.daemon import consent_actions
+
+        consent_actions.register(gate, cards)
+        services.started.append(services._start_card_sweep)
+        return services
+
+    async def _start_card_sweep(self) -> None:
+        from openbus.daemon.consent_actions import sweep_expired
+
+        async def loop() -> None:
+            while True:
+                try:
+                    sweep_expired(self.gate, self.cards)
+                except Exception:
+                    log.exception("card expiry sweep failed")
+                await asyncio.sleep(CARD_SWEEP_SECONDS)
+
+        self.spawn(loop())
+
+    def spawn(self, coro: Any) -> asyncio.Task[Any]:
+        task = asyncio.get_running_loop().create_task(coro)
+        self.tasks.append(task)
+        return task
 
     async def start(self) -> None:
         for hook in self.started:
@@ -55,6 +106,7 @@ class Services:
             except (asyncio.CancelledError, Exception):
                 pass
         self.tasks.clear()
+        self.db.close()
 
     def lifespan_middleware(self) -> object:
         services = self

@@ -53,23 +53,23 @@ class Actor:
 
 
 def human(user: str) -> Actor:
-    if not _USER.match(user):
+    if not _USER.fullmatch(user):
         raise BadRequest(f"not a valid user name: {user!r}", field="user")
     return Actor("human", f"human:{user}", user=user)
 
 
 def agent_session(harness: str, session_id: str, principal: str) -> Actor:
-    if not _HARNESS.match(harness):
+    if not _HARNESS.fullmatch(harness):
         raise BadRequest("not a valid harness name", field="harness")
-    if not _SESSION.match(session_id):
+    if not _SESSION.fullmatch(session_id):
         raise BadRequest("not a valid session id", field="session_id")
     return Actor("agent", f"agent:{harness}:{session_id}", principal, harness, session_id)
 
 
 def agent_pane(harness: str, pane_id: str, pid: int, principal: str) -> Actor:
-    if not _HARNESS.match(harness):
+    if not _HARNESS.fullmatch(harness):
         raise BadRequest("not a valid harness name", field="harness")
-    if not _PANE.match(pane_id):
+    if not _PANE.fullmatch(pane_id):
         raise BadRequest("not a valid pane id", field="pane")
     return Actor("agent", f"agent:{harness}:pane:{pane_id}:{pid}", principal, harness)
 
@@ -79,4 +79,4 @@ SYSTEM = Actor("system", "system")
 
 
 def is_pane_id(value: str) -> bool:
-    return bool(_PANE.match(value))
+    return bool(_PANE.fullmatch(value))

@@ -1,14 +1,19 @@
-"""Every route the daemon serves, in one table.
+"""Every route the daemon serves, assembled in one place.
 
 Human-side routes answer only on the unix socket; the agents' side (TCP) sees ``/healthz``
-and ``/mcp`` alone. Every resource reaches the daemon's services through the gate.
+and ``/mcp`` alone (enforced by ``daemon.http.identity``). Every resource other than
+``/healthz`` reaches the daemon's services only through the gate; ``tests/daemon/http``
+walks the router to prove it.
 """
 
 from __future__ import annotations
 
 import falcon.asgi
 
+from openbus.daemon.http import human
 from openbus.daemon.services import Services
+
+UNAUDITED = frozenset({"/healthz"})  # liveness only: no fleet data, no action
 
 
 class Health:
@@ -17,8 +22,12 @@ class Health:
 
     async def on_get(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
         seq, _ = self.services.audit.head()
-        resp.media = {"ok": True, "audit": {"seq": seq}}
+        body: dict[str, object] = {"ok": True, "audit": {"seq": seq}}
+        for name, status in self.services.health.items():
+            body[name] = status()
+        resp.media = body
 
 
 def add_routes(app: falcon.asgi.App, services: Services) -> None:
     app.add_route("/healthz", Health(services))
+    human.add_routes(app, services)

@@ -1,0 +1,79 @@
+"""CLI verbs for consent and Connect: cards, approve, decline, connect, disconnect-all."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+from openbus.daemon.cli import add_common, emit
+from openbus.daemon.client import DaemonClient
+from openbus.daemon.config import Config
+
+
+def _cards_text(cards: list[dict[str, Any]]) -> str:
+    if not cards:
+        return "no cards need you"
+    now = time.time()
+    lines = []
+    for card in cards:
+        left = max(0, int(card["expires"] - now))
+        lines.append(f"{card['id']}  {card['kind']:<18} {card['state']:<13} {left:>4}s  {card['summary']}")
+    return "\n".join(lines)
+
+
+def _cards(args: argparse.Namespace, config: Config) -> int:
+    client = DaemonClient(config)
+    data = client.get("/api/cards", pending="false" if args.all else None)
+    emit(args, data, lambda d: _cards_text(d["cards"]))
+    return 0
+
+
+def _decide(decision: str) -> Any:
+    def run(args: argparse.Namespace, config: Config) -> int:
+        chosen = "approve_pair" if decision == "approve" and getattr(args, "pair", False) else decision
+        data = DaemonClient(config).request("POST", f"/api/cards/{args.card}", json={"decision": chosen})
+        emit(args, data, lambda d: f"{d['id']}: {d['state']}")
+        return 0
+
+    return run
+
+
+def _connect(args: argparse.Namespace, config: Config) -> int:
+    data = DaemonClient(config).request("PUT", "/api/connect", json={"pane": args.pane, "preset": args.preset})
+    emit(args, data, lambda d: f"{d['pane']}: {d['preset']}")
+    return 0
+
+
+def _disconnect_all(args: argparse.Namespace, config: Config) -> int:
+    data = DaemonClient(config).request("POST", "/api/disconnect-all", json={})
+    emit(args, data, lambda d: f"disconnected {d['disconnected']} agent(s)")
+    return 0
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("cards", help="list the consent cards that need you")
+    add_common(p)
+    p.add_argument("--all", action="store_true", help="include resolved cards")
+    p.set_defaults(handler=_cards)
+
+    p = sub.add_parser("approve", help="approve a card")
+    add_common(p)
+    p.add_argument("card")
+    p.add_argument("--pair", action="store_true", help="approve the pair for the rest of the recipient's life")
+    p.set_defaults(handler=_decide("approve"))
+
+    p = sub.add_parser("decline", help="decline a card")
+    add_common(p)
+    p.add_argument("card")
+    p.set_defaults(handler=_decide("decline"))
+
+    p = sub.add_parser("connect", help="set an agent's Connect preset")
+    add_common(p)
+    p.add_argument("pane", metavar="PANE")
+    p.add_argument("--preset", required=True, choices=["off", "observe", "collaborate"])
+    p.set_defaults(handler=_connect)
+
+    p = sub.add_parser("disconnect-all", help="turn Connect off for every agent")
+    add_common(p)
+    p.set_defaults(handler=_disconnect_all)

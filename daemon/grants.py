@@ -1,0 +1,187 @@
+"""Principals and grants in the state database.
+
+One immutable principal per launch token. Before its session id is known the principal is
+bound to the pane and process it was launched into (``agent:<harness>:pane:<pane>:<pid>``);
+once the session id is seen it is attached as an alias, once and atomically, and the binding
+is itself an audit record. Grants (the preset) live on the principal; scope is looked up on
+every call and capped by the org policy, so revoking or narrowing takes effect on the next
+call. Only the token's hash is stored.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from openbus.daemon.core import tokens
+from openbus.daemon.core.actors import Actor, agent_pane, agent_session
+from openbus.daemon.core.clock import Clock, Random
+from openbus.daemon.core.errors import Conflict, NotConnected, NotFound
+from openbus.daemon.core.scopes import Preset, Scope, effective_scopes
+from openbus.daemon.state import StateDB
+
+CapLookup = Callable[[str], Preset]
+
+_COLUMNS = "id, harness, launcher, owner, session_id, pane_id, pid, incarnation, preset, state, created, updated"
+
+
+@dataclass(frozen=True)
+class Principal:
+    id: str
+    harness: str
+    launcher: str | None
+    owner: str
+    session_id: str | None
+    pane_id: str | None
+    pid: int | None
+    incarnation: str | None
+    preset: Preset
+    state: str
+    created: float
+    updated: float
+
+    @property
+    def active(self) -> bool:
+        return self.state == "active"
+
+    def actor(self) -> Actor:
+        if self.session_id:
+            return agent_session(self.harness, self.session_id, self.id)
+        return agent_pane(self.harness, self.pane_id or "%0", self.pid or 0, self.id)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "principal": self.id,
+            "harness": self.harness,
+            "launcher": self.launcher,
+            "owner": self.owner,
+            "session_id": self.session_id,
+            "pane_id": self.pane_id,
+            "pid": self.pid,
+            "incarnation": self.incarnation,
+            "preset": self.preset.value,
+            "state": self.state,
+        }
+
+
+def _row(row: tuple[Any, ...]) -> Principal:
+    pid_, harness, launcher, owner, session_id, pane_id, pid, incarnation, preset, state, created, updated = row
+    return Principal(
+        pid_, harness, launcher, owner, session_id, pane_id, pid, incarnation, Preset(preset), state, created, updated
+    )
+
+
+class Grants:
+    def __init__(self, db: StateDB, clock: Clock, random: Random, cap_for: CapLookup | None = None) -> None:
+        self.db = db
+        self.clock = clock
+        self.random = random
+        self.cap_for: CapLookup = cap_for or (lambda owner: Preset.COLLABORATE)
+
+    # ------------------------------------------------------------------ reads
+
+    def get(self, principal_id: str) -> Principal:
+        row = self.db.conn.execute(f"SELECT {_COLUMNS} FROM principals WHERE id = ?", (principal_id,)).fetchone()
+        if row is None:
+            raise NotFound(f"no such principal {principal_id}")
+        return _row(row)
+
+    def by_token(self, token: str) -> Principal | None:
+        if not tokens.well_formed(token):
+            return None
+        row = self.db.conn.execute(
+            f"SELECT {_COLUMNS} FROM principals WHERE token_hash = ?", (tokens.token_hash(token),)
+        ).fetchone()
+        return _row(row) if row else None
+
+    def by_pane(self, pane_id: str) -> list[Principal]:
+        rows = self.db.conn.execute(
+            f"SELECT {_COLUMNS} FROM principals WHERE pane_id = ? AND state = 'active' ORDER BY created", (pane_id,)
+        ).fetchall()
+        return [_row(r) for r in rows]
+
+    def active(self) -> list[Principal]:
+        rows = self.db.conn.execute(f"SELECT {_COLUMNS} FROM principals WHERE state = 'active'").fetchall()
+        return [_row(r) for r in rows]
+
+    def scopes_for(self, actor: Actor) -> frozenset[Scope]:
+        """The scopes the agent holds right now: its preset under the owner's cap."""
+        if actor.principal is None:
+            return frozenset()
+        row = self.db.conn.execute(
+            "SELECT preset, state, owner FROM principals WHERE id = ?", (actor.principal,)
+        ).fetchone()
+        if row is None or row[1] != "active":
+            return frozenset()
+        return effective_scopes(Preset(row[0]), self.cap_for(row[2]))
+
+    def authenticate(self, token: str) -> Principal:
+        principal = self.by_token(token)
+        if principal is None or not principal.active:
+            raise NotConnected("not connected")
+        return principal
+
+    # ------------------------------------------------------------------ writes (as queued callbacks)
+
+    def mint(
+        self, *, harness: str, owner: str, preset: Preset, launcher: str | None, session_id: str | None = None
+    ) -> tuple[str, str, Callable[[sqlite3.Connection], None]]:
+        """A fresh principal and token. Returns (principal id, token, write)."""
+        principal_id = "p_" + self.random.token_bytes(12).hex()
+        token = tokens.mint(self.random)
+        digest = tokens.token_hash(token)
+        now = self.clock.now()
+
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                f"INSERT INTO principals ({_COLUMNS}, token_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (principal_id, harness, launcher, owner, session_id, None, None, None, preset.value, "active", now, now, digest),
+            )
+
+        return principal_id, token, write
+
+    def attach_pane(self, principal_id: str, pane_id: str, pid: int, incarnation: str) -> Callable[[sqlite3.Connection], None]:
+        now = self.clock.now()
+
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "UPDATE principals SET pane_id = ?, pid = ?, incarnation = ?, updated = ? WHERE id = ?",
+                (pane_id, pid, incarnation, now, principal_id),
+            )
+
+        return write
+
+    def bind_session(self, principal_id: str, session_id: str) -> Callable[[sqlite3.Connection], None]:
+        """Attach the session id as the principal's alias, once. Rebinding elsewhere is refused."""
+        current = self.get(principal_id)
+        if current.session_id not in (None, session_id):
+            raise Conflict(f"principal {principal_id} is already bound to another session")
+        now = self.clock.now()
+
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "UPDATE principals SET session_id = ?, updated = ? WHERE id = ? AND (session_id IS NULL OR session_id = ?)",
+                (session_id, now, principal_id, session_id),
+            )
+
+        return write
+
+    def set_preset(self, principal_id: str, preset: Preset) -> Callable[[sqlite3.Connection], None]:
+        now = self.clock.now()
+
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute("UPDATE principals SET preset = ?, updated = ? WHERE id = ?", (preset.value, now, principal_id))
+
+        return write
+
+    def revoke(self, principal_id: str) -> Callable[[sqlite3.Connection], None]:
+        now = self.clock.now()
+
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "UPDATE principals SET state = 'revoked', preset = 'off', updated = ? WHERE id = ?", (now, principal_id)
+            )
+
+        return write

@@ -1,0 +1,116 @@
+"""Who is calling: the identity middleware of the HTTP edge.
+
+* Over TCP (the agents' side) there is no human: only ``/healthz`` and ``/mcp`` answer, and
+  ``/mcp`` authenticates its own bearer token on every request. A request there carrying a
+  tunnel identity header is refused and audited.
+* On the unix socket the human is the connecting peer's user (SO_PEERCRED), except that in
+  hosted mode a peer whose uid is the tunnel's may vouch for a human with a signed
+  ``X-Tunnel-User``. Any other request carrying an identity header, in any spelling, is
+  refused with 401 and audited, naming the peer.
+"""
+
+from __future__ import annotations
+
+import pwd
+from collections.abc import Callable
+from typing import Any
+
+import falcon.asgi
+
+from openbus.daemon.core import actors
+from openbus.daemon.core.audit import AuditDraft
+from openbus.daemon.core.errors import NotFound, Unauthenticated
+from openbus.daemon.http.worker import PEER_EXTENSION
+
+AGENT_SIDE_PATHS = ("/healthz", "/mcp")
+IDENTITY_HEADERS = frozenset({"x-tunnel-user", "x-tunnel-timestamp", "x-tunnel-nonce", "x-tunnel-signature"})
+
+# (method, target, headers, body) -> user name; raises Unauthenticated
+TunnelVerify = Callable[[str, str, list[tuple[str, str]], bytes], str]
+
+
+def normalise_header(name: str) -> str:
+    return name.strip().lower().replace("_", "-")
+
+
+def is_identity_header(name: str) -> bool:
+    return normalise_header(name) in IDENTITY_HEADERS
+
+
+def user_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        raise Unauthenticated(f"peer uid {uid} has no user name") from None
+
+
+class Identity:
+    def __init__(
+        self,
+        record: Callable[[AuditDraft], Any],
+        *,
+        hosted: bool = False,
+        tunnel_uid: int | None = None,
+        tunnel_verify: TunnelVerify | None = None,
+    ) -> None:
+        self.record = record
+        self.hosted = hosted
+        self.tunnel_uid = tunnel_uid
+        self.tunnel_verify = tunnel_verify
+
+    async def process_request(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
+        peer: dict[str, int] | None = req.scope.get("extensions", {}).get(PEER_EXTENSION)
+        req.context.peer = peer
+        req.context.actor = None
+        raw_headers: list[tuple[bytes, bytes]] = req.scope.get("headers", [])
+        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in raw_headers]
+        claims = [name for name, _ in headers if is_identity_header(name)]
+
+        if peer is None:  # TCP: the agents' side
+            if claims:
+                self._refuse(req, "tcp", claims)
+            if req.path == "/healthz" or req.path == "/mcp" or req.path.startswith("/mcp/"):
+                return
+            raise NotFound("the agents' port serves only /mcp and /healthz")
+
+        if self.hosted and self.tunnel_uid is not None and peer["uid"] == self.tunnel_uid:
+            if self.tunnel_verify is None:
+                self._refuse(req, f"uid {peer['uid']} (tunnel)", claims or ["none"])
+            assert self.tunnel_verify is not None
+            body = await req.stream.read() if req.content_length else b""
+            req.context.body = body
+            target = req.path + (("?" + req.query_string) if req.query_string else "")
+            try:
+                user = self.tunnel_verify(req.method, target, headers, body)
+            except Unauthenticated:
+                self._refuse(req, f"uid {peer['uid']} (tunnel)", claims or ["none"])
+            req.context.actor = actors.human(user)
+            req.context.via = "tunnel"
+            return
+
+        if claims:
+            self._refuse(req, f"uid {peer['uid']} pid {peer['pid']}", claims)
+        if req.path == "/healthz":
+            return
+        req.context.actor = actors.human(user_name(peer["uid"]))
+        req.context.via = "socket"
+
+    def _refuse(self, req: falcon.asgi.Request, peer: str, claims: list[str]) -> None:
+        self.record(
+            AuditDraft(
+                actor="system",
+                action="identity.refused",
+                outcome="refused",
+                target=req.path,
+                details={"peer": peer, "headers": sorted(set(claims)), "method": req.method},
+            )
+        )
+        raise Unauthenticated("identity headers are honoured only from the tunnel, signed")
+
+
+def require_actor(req: falcon.asgi.Request) -> actors.Actor:
+    actor = getattr(req.context, "actor", None)
+    if actor is None:
+        raise Unauthenticated("no identity")
+    assert isinstance(actor, actors.Actor)
+    return actor

@@ -1,0 +1,17 @@
+"""Shared fixtures. Support code lives in ``tests/support``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.daemon import RunningDaemon, running_daemon
+
+
+@pytest.fixture
+def daemon(tmp_path: Path) -> Iterator[RunningDaemon]:
+    """The real daemon (gunicorn subprocess) with a private state dir and socket."""
+    with running_daemon(tmp_path) as running:
+        yield running

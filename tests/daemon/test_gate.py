@@ -1,0 +1,136 @@
+"""The one action path: authorize, execute, exactly one audit record, fail closed."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from openbus.daemon.audit.log import AuditLog
+from openbus.daemon.core import actors
+from openbus.daemon.core.actions import Action
+from openbus.daemon.core.clock import FixedClock, SeededRandom
+from openbus.daemon.core.errors import AuditUnavailable, NotConnected
+from openbus.daemon.core.scopes import Preset, Scope
+from openbus.daemon.gate import Call, Gate
+from openbus.daemon.grants import Grants
+from openbus.daemon.state import StateDB
+
+READ = Action("thing.read", scope=Scope.READ)
+WRITE = Action("thing.write", mutates=True)
+
+
+def build(tmp_path: Path) -> tuple[Gate, AuditLog, Grants]:
+    clock = FixedClock()
+    db = StateDB(tmp_path / "state.db")
+    audit = AuditLog(db, clock)
+    grants = Grants(db, clock, SeededRandom())
+    return Gate(audit, grants), audit, grants
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def test_a_read_runs_and_leaves_exactly_one_record(tmp_path: Path) -> None:
+    gate, audit, _ = build(tmp_path)
+
+    async def executor(call: Call) -> str:
+        call.details["rows"] = 2
+        return "data"
+
+    gate.register(READ, executor)
+    assert run(gate.run(actors.human("alice"), "thing.read", target="%1")) == "data"
+    [record] = audit.read()
+    assert (record.actor, record.action, record.outcome, record.target) == ("human:alice", "thing.read", "ok", "%1")
+    assert record.details == {"rows": 2}
+
+
+def test_an_agent_without_scope_is_refused_and_the_refusal_is_audited(tmp_path: Path) -> None:
+    gate, audit, _ = build(tmp_path)
+    ran = []
+
+    async def executor(call: Call) -> None:
+        ran.append(call)
+
+    gate.register(READ, executor)
+    with pytest.raises(NotConnected):
+        run(gate.run(actors.agent_session("claude", "s1", "p_missing"), "thing.read"))
+    assert ran == []
+    [record] = audit.read()
+    assert record.outcome == "refused" and record.details["reason"] == "not_connected"
+
+
+def test_a_granted_agent_runs_and_narrowing_takes_effect_on_the_next_call(tmp_path: Path) -> None:
+    gate, audit, grants = build(tmp_path)
+
+    async def executor(call: Call) -> str:
+        return "ok"
+
+    gate.register(READ, executor)
+    principal, _token, write = grants.mint(harness="claude", owner="alice", preset=Preset.OBSERVE, launcher="claude")
+    from openbus.daemon.core.audit import AuditDraft
+
+    gate.record(AuditDraft(actor="human:alice", action="launch", outcome="ok"), [write])
+    agent = actors.agent_session("claude", "s1", principal)
+    assert run(gate.run(agent, "thing.read")) == "ok"
+    gate.record(AuditDraft(actor="human:alice", action="connect.set", outcome="ok"), [grants.set_preset(principal, Preset.OFF)])
+    with pytest.raises(NotConnected):
+        run(gate.run(agent, "thing.read"))
+    assert [r.outcome for r in audit.read()] == ["ok", "ok", "ok", "refused"]
+
+
+def test_a_state_change_and_its_record_commit_together(tmp_path: Path) -> None:
+    gate, audit, _ = build(tmp_path)
+
+    async def executor(call: Call) -> None:
+        call.write(lambda conn: conn.execute("INSERT INTO restarts VALUES ('%1', '{}', 0)"))
+        raise NotConnected("changed my mind")
+
+    gate.register(WRITE, executor)
+    with pytest.raises(NotConnected):
+        run(gate.run(actors.human("alice"), "thing.write"))
+    assert audit.db.conn.execute("SELECT COUNT(*) FROM restarts").fetchone() == (0,)
+    assert [r.outcome for r in audit.read()] == ["refused"]
+
+
+def test_when_the_audit_store_fails_the_action_does_not_happen(tmp_path: Path) -> None:
+    gate, audit, _ = build(tmp_path)
+    ran = []
+
+    async def executor(call: Call) -> None:
+        ran.append(call)
+        call.write(lambda conn: conn.execute("INSERT INTO restarts VALUES ('%1', '{}', 0)"))
+
+    gate.register(WRITE, executor)
+    # Another connection holds the write lock: the audit cannot be written.
+    import sqlite3
+
+    other = sqlite3.connect(str(tmp_path / "state.db"), isolation_level=None)
+    other.execute("PRAGMA busy_timeout=0")
+    audit.db.conn.execute("PRAGMA busy_timeout=0")
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(AuditUnavailable, match="did not happen"):
+            run(gate.run(actors.human("alice"), "thing.write"))
+    finally:
+        other.execute("ROLLBACK")
+    assert ran == []
+    assert audit.read() == []
+
+
+def test_the_chain_links_every_record_to_the_one_before(tmp_path: Path) -> None:
+    gate, audit, _ = build(tmp_path)
+
+    async def executor(call: Call) -> None:
+        return None
+
+    gate.register(READ, executor)
+    for _ in range(3):
+        run(gate.run(actors.human("alice"), "thing.read"))
+    records = audit.read()
+    assert [r.seq for r in records] == [1, 2, 3]
+    assert records[1].prev_hash == records[0].hash and records[2].prev_hash == records[1].hash
