@@ -10,3 +10,6 @@ def register(sub: Any) -> None:
     from openbus.daemon import cli_consent
 
     cli_consent.register(sub)
+    from openbus.daemon import cli_audit
+
+    cli_audit.register(sub)
