@@ -1,0 +1,145 @@
+"""What every screen parser shares: the reading it returns, the evidence it weighs, helpers.
+
+Theory of operation
+-------------------
+A parser is a pure function ``(screen text, Evidence) -> Reading``. The screen is what
+``capture-pane -p`` printed (escape sequences are stripped here if a capture kept them); the
+evidence is everything else the daemon knows about the pane without looking at the screen:
+the harness found in its process tree, tmux's dead flag and pane title, copy mode, and for
+Claude Code its live status file. A parser answers only what it recognizes: a screen it cannot
+place is ``unknown`` (never a guess), and a footer is never taken for work.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Literal
+
+State = Literal["idle", "busy", "menu", "shell", "exited", "unknown"]
+STATES: tuple[State, ...] = ("idle", "busy", "menu", "shell", "exited", "unknown")
+HARNESSES = ("claude", "codex", "opencode", "omp", "gemini", "shell", "unknown")
+
+_ANSI = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"  # OSC
+    r"|\x1b[PX^_][^\x1b]*\x1b\\"  # DCS, SOS, PM, APC
+    r"|\x1b[@-Z\\-_]"  # two-byte escapes
+    r"|[\x00-\x08\x0b-\x1f\x7f]"  # remaining C0 controls except tab and newline
+)
+
+
+@dataclass(frozen=True)
+class ClaudeStatus:
+    """Claude Code's live status file (``<config>/sessions/<pid>.json``), already checked to
+    belong to the running process."""
+
+    status: str  # "idle" | "busy" | "waiting" | anything newer
+    waiting_for: str | None = None
+    session_id: str | None = None
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class Evidence:
+    harness: str = "unknown"
+    pane_title: str = ""
+    hostname: str = ""
+    dead: bool = False
+    in_mode: bool = False  # copy mode or another tmux mode covers the pane
+    claude_status: ClaudeStatus | None = None
+
+
+@dataclass(frozen=True)
+class Reading:
+    state: State
+    composer_empty: bool | None = None
+    title: str | None = None
+    summary: str = ""
+    pr_links: tuple[str, ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "state": self.state,
+            "composer_empty": self.composer_empty,
+            "title": self.title,
+            "summary": self.summary,
+            "pr_links": list(self.pr_links),
+        }
+
+
+def strip_ansi(text: str) -> str:
+    return _ANSI.sub("", text) if ("\x1b" in text or "\r" in text) else text
+
+
+def screen_lines(text: str) -> list[str]:
+    """The screen as lines without escapes or trailing blanks (trailing empty lines dropped)."""
+    lines = [line.rstrip() for line in strip_ansi(text).replace("\r", "").split("\n")]
+    while lines and not lines[-1]:
+        lines.pop()
+    return lines
+
+
+def one_line(text: str, limit: int = 160) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def last_nonblank(lines: list[str]) -> str:
+    for line in reversed(lines):
+        if line.strip():
+            return line.strip()
+    return ""
+
+
+# --------------------------------------------------------------------------- PR links
+
+_GITHUB_PR = re.compile(r"https?://github\.com/[\w.-]+/[\w.-]+/pull/\d+")
+_GITLAB_MR = re.compile(r"https?://[\w.-]+(?:/[\w.-]+)+/-/merge_requests/\d+")
+_LABELLED = re.compile(
+    r"(?<![\w/])(?:PR|MR|pull request|merge request)\s+(?:[\w.-]+/[\w.-]+)?(#|!)(\d+)\b",
+    re.IGNORECASE,
+)
+
+
+def pr_links(text: str) -> tuple[str, ...]:
+    """GitHub PR and GitLab MR URLs on screen, in order of first appearance, plus ``#123``
+    only where a label makes it unambiguous (``PR #123``, ``pull request #123``, ``MR !7``)."""
+    plain = strip_ansi(text)
+    found: list[tuple[int, str]] = []
+    for pattern in (_GITHUB_PR, _GITLAB_MR):
+        found.extend((m.start(), m.group(0).rstrip(".")) for m in pattern.finditer(plain))
+    for m in _LABELLED.finditer(plain):
+        found.append((m.start(), f"{m.group(1)}{m.group(2)}"))
+    seen: dict[str, None] = {}
+    for _, link in sorted(found):
+        seen.setdefault(link.replace("http://", "https://", 1), None)
+    return tuple(seen)
+
+
+# --------------------------------------------------------------------------- titles
+
+_TITLE_GLYPHS = "✳✻✽✶✢·*⠂⠐⠁⠈⠄⠠⠀⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏◐◓◑◒ "
+
+
+def clean_title(evidence: Evidence) -> str | None:
+    """The pane title as the harness set it, without spinner glyphs; None when it is only
+    tmux's default (the host name) or empty."""
+    title = evidence.pane_title.strip().lstrip(_TITLE_GLYPHS).strip()
+    if not title or (evidence.hostname and title == evidence.hostname):
+        return None
+    return title
+
+
+# --------------------------------------------------------------------------- generic exit
+
+_EXIT_MARKERS = (
+    re.compile(r"^Pane is dead\b"),
+    re.compile(r"^\[(?:exited|process completed|Process exited.*)\]$", re.IGNORECASE),
+    re.compile(r"^EXIT=\d+$"),
+)
+
+
+def shows_exit(lines: list[str]) -> bool:
+    last = last_nonblank(lines)
+    return any(p.search(last) for p in _EXIT_MARKERS)

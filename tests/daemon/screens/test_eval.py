@@ -1,0 +1,74 @@
+"""The parser eval: every committed and captured screen reads exactly as its JSON says."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from openbus.daemon.screens import ClaudeStatus, Evidence, parse
+
+HERE = Path(__file__).parent
+SETS = ("cases", "captured")
+CHECKED = ("state", "composer_empty", "title", "pr_links")
+
+
+def _cases() -> list[tuple[str, Path]]:
+    found: list[tuple[str, Path]] = []
+    for name in SETS:
+        folder = HERE / name
+        if folder.is_dir():
+            found.extend((f"{name}/{p.stem}", p) for p in sorted(folder.glob("*.txt")))
+    return found
+
+
+def _evidence(doc: dict[str, Any], screen: Path) -> Evidence:
+    raw = dict(doc.get("evidence") or {})
+    status = raw.pop("claude_status", None)
+    harness = doc.get("harness") or screen.stem.split("-", 1)[0]
+    return Evidence(
+        harness=harness,
+        pane_title=raw.get("pane_title", ""),
+        hostname=raw.get("hostname", ""),
+        dead=bool(raw.get("dead", False)),
+        in_mode=bool(raw.get("in_mode", False)),
+        claude_status=(
+            ClaudeStatus(status=status["status"], waiting_for=status.get("waiting_for"))
+            if status
+            else None
+        ),
+    )
+
+
+CASES = _cases()
+
+
+def test_the_eval_set_holds_every_shared_screen() -> None:
+    names = {case_id for case_id, _ in CASES}
+    assert len([n for n in names if n.startswith("cases/")]) >= 17
+    for screen in ("claude-idle", "claude-running", "codex-permission-prompt"):
+        assert f"cases/{screen}" in names
+
+
+@pytest.mark.parametrize(("case_id", "screen"), CASES, ids=[c for c, _ in CASES])
+def test_screen_reads_as_expected(case_id: str, screen: Path) -> None:
+    meta = screen.with_suffix(".json")
+    assert meta.exists(), f"{case_id}: no expected JSON beside the screen ({meta.name})"
+    doc = json.loads(meta.read_text(encoding="utf-8"))
+    expect: dict[str, Any] = doc.get("expect") or {
+        k: v for k, v in doc.items() if k in (*CHECKED, "summary_contains")
+    }
+    reading = parse(screen.read_text(encoding="utf-8", errors="replace"), _evidence(doc, screen))
+    got = reading.to_dict()
+    for key in CHECKED:
+        if key in expect:
+            assert got[key] == expect[key], (
+                f"{case_id}: {key} is {got[key]!r}, expected {expect[key]!r}"
+            )
+    if "summary_contains" in expect:
+        assert expect["summary_contains"] in reading.summary, (
+            f"{case_id}: summary {reading.summary!r}"
+        )
+    assert "\n" not in reading.summary
