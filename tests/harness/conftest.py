@@ -1,0 +1,7 @@
+"""Fixtures for the tests of the harness test infrastructure (stub model, tmux, real CLIs)."""
+
+from tests.support.harnesses import claude, codex
+from tests.support.stub_model import stub_model
+from tests.support.tmux_server import tmux_server
+
+__all__ = ["claude", "codex", "stub_model", "tmux_server"]

@@ -1,0 +1,331 @@
+"""Launching the real Claude Code and Codex CLIs against a ``StubModel``.
+
+The CLIs come from ``make harnesses`` (npm, into ``<repo>/.harness/node_modules/.bin``). A test
+that needs one and finds it missing skips with the reason. Each harness gets a private config
+home under the test's tmp dir, seeded so the interactive TUI starts straight at its prompt:
+
+* Claude Code: ``CLAUDE_CONFIG_DIR/.claude.json`` with onboarding done, a theme, the API key's
+  last 20 characters approved, and the cwd's realpath trusted; the environment points it at
+  the stub and turns off its outside traffic.
+* Codex: ``CODEX_HOME/config.toml`` with a ``stub`` Responses provider, no update check, no
+  background app-server (``features.daemon_auto_start = false``) and the cwd trusted.
+
+``ClaudeHarness`` / ``CodexHarness`` give the environment and argv for each way of running:
+``tui_argv()``, ``print_argv(prompt)`` (``claude -p``), ``exec_argv(prompt)`` (``codex exec``),
+plus ``mcp_args(...)`` to add an MCP server with its bearer token read from the environment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.stub_model import StubModel
+from tests.support.tmux_server import TmuxServer
+from tests.support.wait import wait_until
+
+REPO = Path(__file__).resolve().parents[2]
+HARNESS_BIN = REPO / ".harness" / "node_modules" / ".bin"
+CLAUDE_VERSION = "2.1.197"
+CODEX_VERSION = "0.171.0"
+STUB_API_KEY = "sk-ant-api03-stub-0123456789abcdefghijklmnopqrstuvwxyz"
+STUB_OPENAI_KEY = "sk-stub-openai-0123456789"
+CODEX_MODEL = "stub-model"
+
+
+def harness_binary(name: str) -> Path | None:
+    """The installed CLI (``claude`` or ``codex``), or None."""
+    path = HARNESS_BIN / name
+    return path if path.exists() and os.access(path, os.X_OK) else None
+
+
+def require_binary(name: str) -> Path:
+    """The installed CLI, or skip the test saying why."""
+    path = harness_binary(name)
+    if path is None:
+        reason = (
+            f"{name} CLI not installed at {HARNESS_BIN / name} "
+            "(run `make harnesses`; npm could not install it)"
+        )
+        print(reason)
+        pytest.skip(reason)
+    return path
+
+
+def _base_env(home: Path) -> dict[str, str]:
+    return {
+        "PATH": f"{HARNESS_BIN}:{os.environ.get('PATH', '/usr/local/bin:/usr/bin:/bin')}",
+        "HOME": str(home),
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+    }
+
+
+@dataclass
+class ClaudeHarness:
+    binary: Path
+    config_dir: Path
+    home: Path
+    cwd: Path
+    stub: StubModel
+    api_key: str = STUB_API_KEY
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """The environment for any way of running Claude Code (TUI or ``-p``)."""
+        return {
+            **_base_env(self.home),
+            "CLAUDE_CONFIG_DIR": str(self.config_dir),
+            "ANTHROPIC_BASE_URL": self.stub.url,
+            "ANTHROPIC_API_KEY": self.api_key,
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_AUTOUPDATER": "1",
+            **self.extra_env,
+            **extra,
+        }
+
+    def tui_argv(self, *extra: str) -> list[str]:
+        return [str(self.binary), *extra]
+
+    def print_argv(self, prompt: str, *extra: str) -> list[str]:
+        return [str(self.binary), "-p", prompt, *extra]
+
+    @staticmethod
+    def mcp_args(
+        name: str, url: str, token_env: str | None = None, *, allow: bool = False
+    ) -> list[str]:
+        """``--mcp-config`` for one HTTP MCP server (``--strict-mcp-config``: no other). The
+        bearer token is written as ``${token_env}``, which Claude Code expands from its
+        environment, so the token never reaches argv. ``allow`` pre-grants the server's tools
+        (``--allowedTools mcp__NAME``), else every call asks."""
+        server: dict[str, Any] = {"type": "http", "url": url}
+        if token_env is not None:
+            server["headers"] = {"Authorization": f"Bearer ${{{token_env}}}"}
+        args = ["--mcp-config", json.dumps({"mcpServers": {name: server}}), "--strict-mcp-config"]
+        if allow:
+            args += ["--allowedTools", f"mcp__{name}"]
+        return args
+
+    @property
+    def sessions_dir(self) -> Path:
+        """Where the live ``<pid>.json`` status files appear."""
+        return self.config_dir / "sessions"
+
+    @property
+    def transcripts_dir(self) -> Path:
+        return self.config_dir / "projects" / str(self.cwd.resolve()).replace("/", "-")
+
+    def live_status(self) -> list[dict[str, Any]]:
+        found = []
+        for path in sorted(self.sessions_dir.glob("*.json")):
+            try:
+                found.append(json.loads(path.read_text()))
+            except (OSError, ValueError):
+                continue
+        return found
+
+
+def make_claude(root: Path, stub: StubModel, cwd: Path) -> ClaudeHarness:
+    """A private Claude Code config under ``root`` for a TUI started in ``cwd``."""
+    binary = require_binary("claude")
+    config_dir = root / "claude-config"
+    home = root / "claude-home"
+    config_dir.mkdir(parents=True, exist_ok=True)
+    home.mkdir(parents=True, exist_ok=True)
+    harness = ClaudeHarness(binary, config_dir, home, cwd, stub)
+    seed = {
+        "hasCompletedOnboarding": True,
+        "lastOnboardingVersion": CLAUDE_VERSION,
+        "lastReleaseNotesSeen": CLAUDE_VERSION,
+        "theme": "dark",
+        "numStartups": 1,
+        "customApiKeyResponses": {"approved": [harness.api_key[-20:]], "rejected": []},
+        "projects": {
+            str(cwd.resolve()): {
+                "hasTrustDialogAccepted": True,
+                "hasCompletedProjectOnboarding": True,
+                "allowedTools": [],
+            }
+        },
+    }
+    (config_dir / ".claude.json").write_text(json.dumps(seed, indent=2))
+    return harness
+
+
+@dataclass
+class CodexHarness:
+    binary: Path
+    codex_home: Path
+    home: Path
+    cwd: Path
+    stub: StubModel
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    def env(self, **extra: str) -> dict[str, str]:
+        return {
+            **_base_env(self.home),
+            "CODEX_HOME": str(self.codex_home),
+            "STUB_KEY": STUB_OPENAI_KEY,
+            **self.extra_env,
+            **extra,
+        }
+
+    def tui_argv(self, *extra: str) -> list[str]:
+        return [str(self.binary), *extra]
+
+    def exec_argv(self, prompt: str, *extra: str) -> list[str]:
+        return [str(self.binary), "exec", "--skip-git-repo-check", *extra, prompt]
+
+    @staticmethod
+    def mcp_args(
+        name: str, url: str, token_env: str | None = None, *, approval: str | None = None
+    ) -> list[str]:
+        """``-c`` overrides adding one streamable-HTTP MCP server; the bearer token is read
+        from the environment variable ``token_env``. ``approval`` sets
+        ``default_tools_approval_mode`` (auto, prompt, writes, approve); ``codex exec`` refuses
+        calls that would need a prompt, so give it ``approve`` there."""
+        args = ["-c", f"mcp_servers.{name}.url={json.dumps(url)}"]
+        if token_env is not None:
+            args += ["-c", f"mcp_servers.{name}.bearer_token_env_var={json.dumps(token_env)}"]
+        if approval is not None:
+            args += ["-c", f"mcp_servers.{name}.default_tools_approval_mode={json.dumps(approval)}"]
+        return args
+
+    @property
+    def sessions_dir(self) -> Path:
+        return self.codex_home / "sessions"
+
+    def rollouts(self) -> list[Path]:
+        return sorted(self.sessions_dir.rglob("rollout-*.jsonl"))
+
+
+def _toml_str(value: str) -> str:
+    return json.dumps(value)  # a JSON string is a valid TOML basic string
+
+
+def make_codex(
+    root: Path, stub: StubModel, cwd: Path, *, disable_paste_burst: bool = False
+) -> CodexHarness:
+    """A private ``CODEX_HOME`` under ``root`` for Codex started in ``cwd``."""
+    binary = require_binary("codex")
+    codex_home = root / "codex-home"
+    home = root / "codex-user-home"
+    codex_home.mkdir(parents=True, exist_ok=True)
+    home.mkdir(parents=True, exist_ok=True)
+    lines = [
+        f"model = {_toml_str(CODEX_MODEL)}",
+        'model_provider = "stub"',
+        "check_for_update_on_startup = false",
+    ]
+    if disable_paste_burst:
+        lines.append("disable_paste_burst = true")
+    lines += [
+        "",
+        "[model_providers.stub]",
+        'name = "stub"',
+        f"base_url = {_toml_str(stub.openai_base_url)}",
+        'env_key = "STUB_KEY"',
+        'wire_api = "responses"',
+        "",
+        "[features]",
+        "daemon_auto_start = false",
+        "",
+        f"[projects.{_toml_str(str(cwd.resolve()))}]",
+        'trust_level = "trusted"',
+        "",
+    ]
+    (codex_home / "config.toml").write_text("\n".join(lines))
+    return CodexHarness(binary, codex_home, home, cwd, stub)
+
+
+def workdir(root: Path, name: str = "project") -> Path:
+    """A fresh working directory (the harness's cwd) under ``root``."""
+    path = root / name
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+# --------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture
+def claude(tmp_path: Path, stub_model: StubModel) -> ClaudeHarness:
+    """Claude Code configured against ``stub_model``, cwd ``tmp_path/project``."""
+    return make_claude(tmp_path, stub_model, workdir(tmp_path))
+
+
+@pytest.fixture
+def codex(tmp_path: Path, stub_model: StubModel) -> CodexHarness:
+    """Codex configured against ``stub_model``, cwd ``tmp_path/project``."""
+    return make_codex(tmp_path, stub_model, workdir(tmp_path))
+
+
+# --------------------------------------------------------------------------- driving a pane
+
+# Codex treats characters arriving in a fast burst as a paste and turns an Enter inside that
+# burst into a newline. Waiting for the text to render and then this long is the harness's own
+# input protocol (like a human's pause), not a test synchronisation delay.
+PASTE_BURST_SETTLE_SECONDS = 0.3
+
+CLAUDE_IDLE = "? for shortcuts"
+CLAUDE_BUSY = "esc to interrupt"
+CLAUDE_PERMISSION = "Do you want to proceed?"
+CODEX_IDLE = "? for shortcuts"
+CODEX_READY = "Ask Codex to do anything"
+CODEX_BUSY = "esc to interrupt"
+
+
+def wait_for_screen(
+    tmux: TmuxServer, pane: str, *markers: str, timeout: float = 30.0, absent: Sequence[str] = ()
+) -> str:
+    """Wait until the pane shows every marker (and none of ``absent``); return the screen.
+    On timeout the assertion message carries the last screen."""
+    last = ""
+
+    def shows() -> str | None:
+        nonlocal last
+        last = tmux.capture(pane)
+        if all(m in last for m in markers) and not any(a in last for a in absent):
+            return last
+        return None
+
+    try:
+        return wait_until(shows, timeout=timeout, what=f"pane {pane} to show {markers!r}")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n--- last screen of {pane} ---\n{last}") from None
+
+
+def type_prompt(tmux: TmuxServer, pane: str, text: str, *, timeout: float = 10.0) -> None:
+    """Type ``text`` into the composer and wait until it shows (no Enter)."""
+    tmux.send_text(pane, text)
+    wait_for_screen(tmux, pane, text[:40], timeout=timeout)
+
+
+def submit_prompt(tmux: TmuxServer, pane: str, text: str, *, timeout: float = 10.0) -> None:
+    """Type ``text``, wait for it to render, pause past Codex's paste-burst window, Enter."""
+    type_prompt(tmux, pane, text, timeout=timeout)
+    time.sleep(PASTE_BURST_SETTLE_SECONDS)
+    tmux.send_keys(pane, "Enter")
+
+
+__all__: Sequence[str] = (
+    "ClaudeHarness",
+    "CodexHarness",
+    "claude",
+    "codex",
+    "harness_binary",
+    "make_claude",
+    "make_codex",
+    "require_binary",
+    "submit_prompt",
+    "type_prompt",
+    "wait_for_screen",
+    "workdir",
+)
