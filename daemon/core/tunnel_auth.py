@@ -151,7 +151,7 @@ def body_digest(body: bytes) -> str:
     return hashlib.sha256(body).hexdigest()
 
 
-def canonical_bytes(
+def canonical_bytes(  # noqa: PLR0917
     method: str, target: str, user: str, timestamp: str, nonce: str, body: bytes
 ) -> bytes:
     return b"\n".join(
@@ -175,7 +175,7 @@ def target_from_scope(scope: Mapping[str, Any]) -> str:
     return target.decode("latin-1")
 
 
-def sign(
+def sign(  # noqa: PLR0917
     private_key: Ed25519PrivateKey,
     method: str,
     target: str,

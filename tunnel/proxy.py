@@ -1,0 +1,458 @@
+"""The tunnel's ASGI app: login, logout, and the signing proxy to the daemon's socket.
+
+Theory of operation
+-------------------
+Every request arrives over TLS. ``/login`` (GET: the page; POST: a form) and ``/logout``
+(POST) are the tunnel's own. Any other request needs a session cookie that opens (see
+``session``); without one a browser navigation is sent to the login page and anything else
+gets 401. With one, the request is forwarded to the daemon's unix socket: hop-by-hop headers,
+``Cookie``, ``Authorization``, ``Host`` and every spelling of every identity header are
+removed, and the four signed ``X-Tunnel-*`` headers are added, signed over the exact method,
+target and body sent. The daemon's answer streams back chunk by chunk, so server-sent events
+pass through as they happen. Each upstream request uses its own connection, written with h11
+so the target on the wire is byte-for-byte the one signed.
+
+Logins go through the throttle (per user and per address) and then the PAM helper; a wrong
+password costs a delay; "PAM unavailable" is answered 503 and never counted as a guess.
+State-changing requests whose ``Origin`` names another site are refused (SameSite=Strict is
+the main guard; this is a second one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import json
+import logging
+import string
+import urllib.parse
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import h11
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from openbus.daemon.core.clock import Clock, Random
+from openbus.daemon.core.tunnel_auth import is_identity_header, sign, target_from_scope
+from openbus.tunnel.pam_helper import USER_RE, PamResult
+from openbus.tunnel.session import COOKIE_NAME, SessionSealer
+from openbus.tunnel.throttle import LoginThrottle
+
+log = logging.getLogger("openbus.tunnel")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+Authenticator = Callable[[str, str], Awaitable[PamResult]]
+
+MAX_BODY = 1024 * 1024
+MAX_LOGIN_BODY = 8 * 1024
+UPSTREAM_CHUNK = 65536
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "proxy-authorization",
+        "proxy-authenticate",
+    }
+)
+NOT_FORWARDED = HOP_BY_HOP | {
+    "host",
+    "cookie",
+    "authorization",
+    "content-length",
+    "expect",
+    "forwarded",
+    "x-forwarded-for",
+    "x-forwarded-host",
+    "x-forwarded-proto",
+    "x-real-ip",
+}
+SECURITY_HEADERS = [
+    (b"strict-transport-security", b"max-age=31536000"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"x-frame-options", b"DENY"),
+]
+PAGE_HEADERS = [
+    (
+        b"content-security-policy",
+        b"default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; "
+        b"frame-ancestors 'none'",
+    ),
+    (b"cache-control", b"no-store"),
+]
+
+
+class _TooLarge(Exception):
+    pass
+
+
+@dataclass
+class TunnelApp:
+    sealer: SessionSealer
+    throttle: LoginThrottle
+    authenticate: Authenticator
+    signing_key: Ed25519PrivateKey
+    daemon_socket: Path
+    clock: Clock
+    random: Random
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+
+    def __post_init__(self) -> None:
+        self._page = string.Template(
+            resources.files("openbus.tunnel").joinpath("login.html").read_text("utf-8")
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        path, method = scope["path"], scope["method"]
+        try:
+            if path == "/login" and method in ("GET", "HEAD"):
+                await self._login_page(scope, send, 200, "", "", self._next_of(scope))
+            elif path == "/login" and method == "POST":
+                await self._login(scope, receive, send)
+            elif path == "/logout" and method == "POST":
+                await self._logout(scope, send)
+            else:
+                await self._forward(scope, receive, send)
+        except _TooLarge:
+            await self._plain(send, 413, "request body too large")
+
+    # ------------------------------------------------------------------ helpers
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    @staticmethod
+    def _headers(scope: Scope) -> list[tuple[bytes, bytes]]:
+        return [(bytes(k).lower(), bytes(v)) for k, v in scope.get("headers", [])]
+
+    def _header(self, scope: Scope, name: bytes) -> str | None:
+        for key, value in self._headers(scope):
+            if key == name:
+                return value.decode("latin-1")
+        return None
+
+    def _cookie(self, scope: Scope) -> str | None:
+        for key, value in self._headers(scope):
+            if key != b"cookie":
+                continue
+            for part in value.decode("latin-1").split(";"):
+                name, _, val = part.strip().partition("=")
+                if name == COOKIE_NAME:
+                    return val
+        return None
+
+    @staticmethod
+    def _address(scope: Scope) -> str:
+        client = scope.get("client")
+        return str(client[0]) if client else "unknown"
+
+    @staticmethod
+    def _next_of(scope: Scope) -> str:
+        query = urllib.parse.parse_qs(scope.get("query_string", b"").decode("latin-1"))
+        return _safe_next(query.get("next", ["/"])[0])
+
+    def _cross_site(self, scope: Scope) -> bool:
+        origin = self._header(scope, b"origin")
+        if origin is None:
+            return False
+        host = self._header(scope, b"host") or ""
+        return origin != f"https://{host}"
+
+    async def _read_body(self, receive: Receive, limit: int) -> bytes:
+        body = b""
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise asyncio.CancelledError
+            body += bytes(message.get("body", b""))
+            if len(body) > limit:
+                raise _TooLarge
+            if not message.get("more_body", False):
+                return body
+
+    async def _plain(
+        self, send: Send, status: int, text: str, extra: list[tuple[bytes, bytes]] | None = None
+    ) -> None:
+        body = json.dumps({"error": "tunnel", "message": text}).encode("utf-8")
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"cache-control", b"no-store"),
+                    *SECURITY_HEADERS,
+                    *(extra or []),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+    async def _redirect(
+        self, send: Send, location: str, extra: list[tuple[bytes, bytes]] | None = None
+    ) -> None:
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 303,
+                "headers": [
+                    (b"location", location.encode("latin-1")),
+                    (b"content-length", b"0"),
+                    (b"cache-control", b"no-store"),
+                    *SECURITY_HEADERS,
+                    *(extra or []),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": b""})
+
+    async def _login_page(  # noqa: PLR0917
+        self,
+        scope: Scope,
+        send: Send,
+        status: int,
+        message: str,
+        user: str,
+        next_path: str,
+        extra: list[tuple[bytes, bytes]] | None = None,
+    ) -> None:
+        notice = f'<p class="msg" role="alert">{html.escape(message)}</p>' if message else ""
+        host = (self._header(scope, b"host") or "this box").split(":")[0]
+        body = self._page.substitute(
+            host=html.escape(host),
+            message=notice,
+            user=html.escape(user),
+            next=html.escape(next_path),
+        ).encode("utf-8")
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [
+                    (b"content-type", b"text/html; charset=utf-8"),
+                    (b"content-length", str(len(body)).encode()),
+                    *PAGE_HEADERS,
+                    *SECURITY_HEADERS,
+                    *(extra or []),
+                ],
+            }
+        )
+        await send(
+            {"type": "http.response.body", "body": body if scope["method"] != "HEAD" else b""}
+        )
+
+    # ------------------------------------------------------------------ login and logout
+
+    async def _login(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._cross_site(scope):
+            await self._plain(send, 403, "cross-site login refused")
+            return
+        form = urllib.parse.parse_qs(
+            (await self._read_body(receive, MAX_LOGIN_BODY)).decode("utf-8", "replace")
+        )
+        user = form.get("user", [""])[0].strip()
+        password = form.get("password", [""])[0]
+        next_path = _safe_next(form.get("next", ["/"])[0])
+        address = self._address(scope)
+        shown_user = user if USER_RE.fullmatch(user) else ""
+        wait = self.throttle.retry_after(user, address)
+        if wait > 0:
+            seconds = int(wait) + 1
+            await self._login_page(
+                scope,
+                send,
+                429,
+                f"Too many failed sign-ins. Try again in {seconds} s.",
+                shown_user,
+                next_path,
+                [(b"retry-after", str(seconds).encode())],
+            )
+            return
+        if USER_RE.fullmatch(user) and password:
+            result = await self.authenticate(user, password)
+        else:
+            result = PamResult("denied")
+        if result.outcome == "ok":
+            self.throttle.succeeded(user)
+            value, _session = self.sealer.seal(user)
+            log.info("login accepted from %s", address)
+            cookie = self.sealer.cookie(value, int(self.sealer.ttl))
+            await self._redirect(send, next_path, [(b"set-cookie", cookie.encode("latin-1"))])
+            return
+        if result.outcome == "unavailable":
+            log.error("login unavailable: %s", result.detail)
+            await self._login_page(
+                scope,
+                send,
+                503,
+                "Sign-in is unavailable: the box's authentication (PAM) "
+                "is not working. Ask the box operator.",
+                shown_user,
+                next_path,
+            )
+            return
+        delay = self.throttle.failed(user, address)
+        log.warning("login refused from %s", address)
+        await self.sleep(delay)
+        await self._login_page(
+            scope, send, 401, "Wrong user name or password.", shown_user, next_path
+        )
+
+    async def _logout(self, scope: Scope, send: Send) -> None:
+        if self._cross_site(scope):
+            await self._plain(send, 403, "cross-site logout refused")
+            return
+        session = self.sealer.open(self._cookie(scope))
+        if session is not None:
+            self.sealer.revoke(session)
+        await self._redirect(
+            send, "/login", [(b"set-cookie", self.sealer.clearing_cookie().encode("latin-1"))]
+        )
+
+    # ------------------------------------------------------------------ the proxy
+
+    async def _forward(self, scope: Scope, receive: Receive, send: Send) -> None:
+        session = self.sealer.open(self._cookie(scope))
+        method = scope["method"]
+        if session is None:
+            accept = self._header(scope, b"accept") or ""
+            if method in ("GET", "HEAD") and "text/html" in accept:
+                target = target_from_scope(scope)
+                await self._redirect(send, "/login?next=" + urllib.parse.quote(target, safe=""))
+            else:
+                await self._plain(send, 401, "sign in first")
+            return
+        if method not in ("GET", "HEAD", "OPTIONS") and self._cross_site(scope):
+            await self._plain(send, 403, "cross-site request refused")
+            return
+        body = await self._read_body(receive, MAX_BODY)
+        target = target_from_scope(scope)
+        headers = [
+            (k, v)
+            for k, v in self._headers(scope)
+            if k.decode("latin-1") not in NOT_FORWARDED and not is_identity_header(k)
+        ]
+        signed = sign(
+            self.signing_key,
+            method,
+            target,
+            session.user,
+            body,
+            self.clock.now(),
+            self.random.token_bytes(16),
+        )
+        headers += [(k.encode("ascii"), v.encode("ascii")) for k, v in signed.items()]
+        headers += [(b"host", b"openbus"), (b"content-length", str(len(body)).encode())]
+        try:
+            reader, writer = await asyncio.open_unix_connection(str(self.daemon_socket))
+        except OSError:
+            await self._plain(send, 502, "the openbus daemon is not answering")
+            return
+        exchange = asyncio.create_task(
+            self._exchange(reader, writer, method, target, headers, body, send)
+        )
+        watch = asyncio.create_task(_disconnected(receive))
+        try:
+            await asyncio.wait({exchange, watch}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            watch.cancel()
+            if not exchange.done():
+                exchange.cancel()  # the client left: stop reading the daemon (an SSE stream, say)
+            writer.close()
+        if exchange.done() and not exchange.cancelled():
+            exchange.result()
+
+    async def _exchange(  # noqa: PLR0917
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        method: str,
+        target: str,
+        headers: list[tuple[bytes, bytes]],
+        body: bytes,
+        send: Send,
+    ) -> None:
+        conn = h11.Connection(h11.CLIENT)
+        writer.write(
+            conn.send(h11.Request(method=method, target=target.encode("latin-1"), headers=headers))
+            or b""
+        )
+        if body:
+            writer.write(conn.send(h11.Data(data=body)) or b"")
+        writer.write(conn.send(h11.EndOfMessage()) or b"")
+        await writer.drain()
+        started = False
+        while True:
+            try:
+                event = conn.next_event()
+            except h11.RemoteProtocolError:
+                event = h11.ConnectionClosed()
+            if event is h11.NEED_DATA:
+                conn.receive_data(await reader.read(UPSTREAM_CHUNK))
+                continue
+            if isinstance(event, h11.Response):
+                response_headers = [
+                    (bytes(k).lower(), bytes(v))
+                    for k, v in event.headers
+                    if bytes(k).lower().decode("latin-1") not in HOP_BY_HOP
+                ]
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": event.status_code,
+                        "headers": response_headers + SECURITY_HEADERS,
+                    }
+                )
+                started = True
+            elif isinstance(event, h11.Data):
+                await send(
+                    {"type": "http.response.body", "body": bytes(event.data), "more_body": True}
+                )
+            elif isinstance(event, h11.EndOfMessage | h11.ConnectionClosed):
+                if started:
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})
+                else:
+                    await self._plain(send, 502, "the openbus daemon closed the connection")
+                return
+            elif isinstance(event, h11.InformationalResponse):
+                continue
+
+
+async def _disconnected(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+def _safe_next(value: str) -> str:
+    """Only a local absolute path: never ``//host`` or a scheme (no open redirect)."""
+    if (
+        not value.startswith("/")
+        or value.startswith("//")
+        or "\\" in value
+        or any(c < " " for c in value)
+    ):
+        return "/"
+    return value
