@@ -10,6 +10,9 @@ def register(sub: Any) -> None:
     from openbus.daemon import cli_consent
 
     cli_consent.register(sub)
+    from openbus.daemon import cli_history
+
+    cli_history.register(sub)
     from openbus.daemon import cli_audit
 
     cli_audit.register(sub)

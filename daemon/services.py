@@ -67,6 +67,9 @@ class Services:
         from openbus.daemon import consent_actions
 
         consent_actions.register(gate, cards)
+        from openbus.daemon.history import service as history_service
+
+        history_service.install(services)
         services.started.append(services._start_card_sweep)
         return services
 

@@ -31,6 +31,9 @@ class Health:
 def add_routes(app: falcon.asgi.App, services: Services) -> None:
     app.add_route("/healthz", Health(services))
     human.add_routes(app, services)
+    from openbus.daemon.http import history
+
+    history.add_routes(app, services)
     from openbus.daemon.http import audit as audit_http
 
     audit_http.add_routes(app, services)

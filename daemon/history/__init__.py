@@ -1,0 +1,23 @@
+"""The history index of past agent sessions (seed 000's agent-history, in Python).
+
+Theory of operation
+-------------------
+Harnesses write transcripts; the index keeps about one percent of them: one entry per
+session with its identity and the human's prompts, enough to *route* (find the session
+behind a topic, a branch or a PR, then resume it or address its live pane), never enough to
+*remember* (what the agent concluded still needs the transcript).
+
+* ``parse``: pure functions from transcript lines to a ``ParsedSession``.
+  Claude Code (``<config>/projects/<cwd, / replaced by ->/<session id>.jsonl``, subagents in
+  ``<session id>/subagents/agent-<id>.jsonl`` or, older, ``agent-<id>.jsonl``) and Codex
+  (``$CODEX_HOME/sessions/YYYY/MM/DD/rollout-*.jsonl`` plus ``session_index.jsonl`` for thread
+  names). **omp is pending**: its transcript format has not been observed on this project's
+  machines, so it is not indexed yet (``openbus history`` says so).
+* ``repo``: the git toplevel and origin of a cwd, read from the ``.git`` files directly.
+* ``index``: the SQLite database ``history.db`` (WAL) under the state dir, FTS5 with bm25,
+  incremental reconcile keyed on (size, mtime_ns, inode), ``push`` for Claude Code hooks,
+  search with the repo filter inside the SQL, get, expunge.
+* ``liveness``: running / not_running / running_unknown, and the pane when known.
+* ``project``: the allowlisted projection agents see (seed 000, "History is index fields only").
+* ``service``: the gate actions ``history.search``, ``history.get``, ``history.expunge``.
+"""

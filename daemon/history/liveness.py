@@ -1,0 +1,240 @@
+"""Is a past session running now, and in which pane? Best effort, and honest about it.
+
+Theory of operation
+-------------------
+* Claude Code keeps a live status file per process, ``<config>/sessions/<pid>.json``
+  (``{"pid", "sessionId", "procStart", "status", ...}``), deleted at exit. A session is
+  ``running`` when a status file names it and that pid is alive (and, when ``procStart`` and
+  ``/proc/<pid>/stat`` are both there, the process start time matches, so a recycled pid does
+  not count); ``not_running`` when no live status file names it; ``running_unknown`` when the
+  status dir cannot be read. A subagent runs inside its parent: while the parent runs, the
+  subagent is ``running_unknown`` with the parent's pane.
+* Codex has no status file: a session is ``running`` when some process holds its rollout
+  open (``/proc/*/fd``). ``running_unknown`` when ``/proc`` cannot be read, or when a process
+  of the transcript owner's uid hides its fds from us.
+* The pane: ``pane_for_pid(pid)``, injected by the daemon (the directory service walks a pid's
+  parents up to a pane's pid). ``walk_to_pane`` is a plain implementation over ``/proc``.
+
+Scans are cached for ``ttl`` seconds on the injected monotonic clock, so a search with ten
+hits reads ``/proc`` once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+
+from openbus.daemon.core.clock import Clock
+from openbus.daemon.history.model import Liveness, LiveState, SessionEntry
+
+PaneForPid = Callable[[int], str | None]
+
+
+def proc_start(pid: int, proc: Path = Path("/proc")) -> str | None:
+    """Field 22 of ``/proc/<pid>/stat``: the process's start time in clock ticks since boot."""
+    try:
+        text = (proc / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    _, _, rest = text.rpartition(")")
+    fields = rest.split()
+    return fields[19] if len(fields) > 19 else None
+
+
+def parent_pid(pid: int, proc: Path = Path("/proc")) -> int | None:
+    try:
+        text = (proc / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    fields = text.rpartition(")")[2].split()
+    try:
+        return int(fields[1])
+    except (IndexError, ValueError):
+        return None
+
+
+def walk_to_pane(
+    pid: int, pane_pids: Mapping[int, str], proc: Path = Path("/proc"), max_depth: int = 64
+) -> str | None:
+    """The pane whose process is ``pid`` or one of its ancestors."""
+    current: int | None = pid
+    for _ in range(max_depth):
+        if current is None or current <= 1:
+            return None
+        if current in pane_pids:
+            return pane_pids[current]
+        current = parent_pid(current, proc)
+    return None
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class _ClaudeScan:
+    def __init__(self, by_session: dict[str, tuple[int, str | None]], readable: bool) -> None:
+        self.by_session = by_session
+        self.readable = readable
+
+
+class _CodexScan:
+    def __init__(
+        self, holders: dict[str, int], readable: bool, hidden_uids: frozenset[int]
+    ) -> None:
+        self.holders = holders
+        self.readable = readable
+        self.hidden_uids = hidden_uids
+
+
+class LivenessProbe:
+    def __init__(
+        self,
+        claude_dirs: Iterable[Path],
+        *,
+        clock: Clock,
+        pane_for_pid: PaneForPid | None = None,
+        proc: Path = Path("/proc"),
+        ttl: float = 2.0,
+    ) -> None:
+        self.claude_dirs = tuple(claude_dirs)
+        self.clock = clock
+        self.pane_for_pid = pane_for_pid
+        self.proc = proc
+        self.ttl = ttl
+        self._claude: tuple[float, _ClaudeScan] | None = None
+        self._codex: tuple[float, _CodexScan] | None = None
+
+    # ---------------------------------------------------------------- scans
+
+    def _fresh(self, stamp: float) -> bool:
+        return self.clock.monotonic() - stamp < self.ttl
+
+    def _claude_scan(self) -> _ClaudeScan:
+        if self._claude and self._fresh(self._claude[0]):
+            return self._claude[1]
+        by_session: dict[str, tuple[int, str | None]] = {}
+        readable = True
+        for root in self.claude_dirs:
+            status_dir = root / "sessions"
+            try:
+                names = os.listdir(status_dir)
+            except FileNotFoundError:
+                continue
+            except OSError:
+                readable = False
+                continue
+            for name in names:
+                if not name.endswith(".json"):
+                    continue
+                try:
+                    data = json.loads((status_dir / name).read_text())
+                except (OSError, ValueError):
+                    continue
+                if not isinstance(data, dict):
+                    continue
+                sid, pid = data.get("sessionId"), data.get("pid")
+                if isinstance(sid, str) and isinstance(pid, int) and not isinstance(pid, bool):
+                    start = data.get("procStart")
+                    by_session[sid] = (pid, start if isinstance(start, str) else None)
+        scan = _ClaudeScan(by_session, readable)
+        self._claude = (self.clock.monotonic(), scan)
+        return scan
+
+    def _codex_scan(self) -> _CodexScan:
+        if self._codex and self._fresh(self._codex[0]):
+            return self._codex[1]
+        holders: dict[str, int] = {}
+        hidden: set[int] = set()
+        readable = True
+        try:
+            pids = [int(n) for n in os.listdir(self.proc) if n.isdigit()]
+        except OSError:
+            pids = []
+            readable = False
+        me = os.getpid()
+        for pid in pids:
+            if pid == me:
+                continue
+            fd_dir = self.proc / str(pid) / "fd"
+            try:
+                fds = os.listdir(fd_dir)
+            except FileNotFoundError:
+                continue
+            except PermissionError:
+                with contextlib.suppress(OSError):
+                    hidden.add((self.proc / str(pid)).stat().st_uid)
+                continue
+            except OSError:
+                continue
+            for fd in fds:
+                try:
+                    target = os.readlink(fd_dir / fd)
+                except OSError:
+                    continue
+                if target.endswith(".jsonl"):
+                    holders.setdefault(target, pid)
+        scan = _CodexScan(holders, readable, frozenset(hidden))
+        self._codex = (self.clock.monotonic(), scan)
+        return scan
+
+    # ---------------------------------------------------------------- answers
+
+    def _pane(self, pid: int) -> str | None:
+        if self.pane_for_pid is None:
+            return None
+        try:
+            return self.pane_for_pid(pid)
+        except Exception:  # noqa: BLE001 (a directory hiccup must not break a search)
+            return None
+
+    def _claude_top(self, session_id: str) -> Liveness:
+        scan = self._claude_scan()
+        found = scan.by_session.get(session_id)
+        if found is None:
+            return Liveness(LiveState.NOT_RUNNING if scan.readable else LiveState.RUNNING_UNKNOWN)
+        pid, start = found
+        if not pid_alive(pid):
+            return Liveness(LiveState.NOT_RUNNING)
+        if start is not None:
+            actual = proc_start(pid, self.proc)
+            if actual is not None and actual != start:
+                return Liveness(LiveState.NOT_RUNNING)
+        return Liveness(LiveState.RUNNING, self._pane(pid), pid)
+
+    def of(self, entry: SessionEntry) -> Liveness:
+        if entry.harness == "claude":
+            if entry.subagent:
+                if not entry.parent_session_id:
+                    return Liveness(LiveState.RUNNING_UNKNOWN)
+                parent = self._claude_top(entry.parent_session_id)
+                if parent.state is LiveState.RUNNING:
+                    return Liveness(LiveState.RUNNING_UNKNOWN, parent.pane, parent.pid)
+                return parent
+            return self._claude_top(entry.session_id)
+        if entry.harness == "codex":
+            if not entry.transcript:
+                return Liveness(LiveState.NOT_RUNNING)
+            scan = self._codex_scan()
+            path = os.path.realpath(entry.transcript)
+            pid = scan.holders.get(path) or scan.holders.get(entry.transcript)
+            if pid is not None:
+                return Liveness(LiveState.RUNNING, self._pane(pid), pid)
+            if not scan.readable:
+                return Liveness(LiveState.RUNNING_UNKNOWN)
+            try:
+                owner = os.stat(path).st_uid
+            except OSError:
+                return Liveness(LiveState.NOT_RUNNING)
+            if owner in scan.hidden_uids:
+                return Liveness(LiveState.RUNNING_UNKNOWN)
+            return Liveness(LiveState.NOT_RUNNING)
+        return Liveness(LiveState.RUNNING_UNKNOWN)

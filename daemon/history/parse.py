@@ -1,0 +1,406 @@
+"""Transcript parsers: pure functions from a transcript's lines to a ``ParsedSession``.
+
+Theory of operation
+-------------------
+Each parser reads the JSON lines of one transcript file in order and keeps only routing
+facts: the session's id, cwd, git branches, PR links, a title, the prompts that started or
+steered it, first and last timestamps, and whether it is a subagent. Lines that are not JSON
+objects are skipped (a transcript being written may end in half a line).
+
+Claude Code (observed on 2.1.197): every conversational line carries ``sessionId``, ``cwd``,
+``gitBranch`` (``HEAD`` when detached: not a branch), ``timestamp`` and ``isSidechain``.
+The human's prompts are ``type: user`` lines whose ``message.content`` is a string or text
+blocks; tool results, meta lines and slash-command echoes are not prompts. Titles come from
+``custom-title`` / ``ai-title`` / ``summary`` lines when the harness wrote them, else from
+the first prompt. A subagent transcript (``<session>/subagents/agent-<id>.jsonl``, older
+``agent-<id>.jsonl``) has ``isSidechain: true`` and an ``agentId``; its ``sessionId`` is the
+parent's, and its first user message is the task its caller sent.
+
+Codex (observed on 0.171.0): ``session_meta`` names the thread id, cwd, source (``exec`` for
+headless runs; a ``subagent`` source for spawned threads) and, on versions that record it,
+``git`` (branch, repository URL). The prompts are ``event_msg`` items of type
+``UserMessage`` (older: ``user_message`` events); when a rollout has none, the user
+``response_item`` messages that are not harness-injected context. The thread name comes
+from ``session_index.jsonl``.
+
+omp: pending. Its transcript format has not been observed here, so it has no parser yet.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from openbus.daemon.history.model import (
+    MAX_PROMPT_CHARS,
+    MAX_PROMPTS,
+    MAX_TITLE_CHARS,
+    ParsedSession,
+    parse_time,
+)
+
+PR_PATTERN = re.compile(
+    r"https?://(?:www\.)?github\.com/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/pull/\d+"
+    r"|https?://[A-Za-z0-9.-]+(?::\d+)?/(?:[A-Za-z0-9_.-]+/)+-/merge_requests/\d+"
+)
+
+_NOT_PROMPT_PREFIXES = (
+    "<command-name>",
+    "<command-message>",
+    "<command-args>",
+    "<local-command-stdout>",
+    "<local-command-stderr>",
+    "<local-command-caveat>",
+    "<system-reminder>",
+    "<bash-input>",
+    "<bash-stdout>",
+    "<bash-stderr>",
+    "[Request interrupted",
+    "Caveat: The messages below",
+)
+
+_CODEX_CONTEXT_PREFIXES = (
+    "<environment_context>",
+    "<user_instructions>",
+    "<permissions instructions>",
+    "<user_shell_command>",
+    "<turn_aborted>",
+    "# AGENTS.md instructions",
+)
+
+
+def _records(lines: Iterable[str | bytes]) -> Iterable[dict[str, Any]]:
+    for line in lines:
+        if not line or not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except (ValueError, UnicodeDecodeError):
+            continue
+        if isinstance(value, dict):
+            yield value
+
+
+def find_prs(text: str) -> list[str]:
+    return [m.group(0).rstrip(".") for m in PR_PATTERN.finditer(text)]
+
+
+def _clean(text: str) -> str:
+    return text.replace("\x00", "").strip()
+
+
+def cap_prompts(prompts: list[str]) -> tuple[str, ...]:
+    """At most ``MAX_PROMPTS`` (the first and last half), each at most ``MAX_PROMPT_CHARS``."""
+    if len(prompts) > MAX_PROMPTS:
+        half = MAX_PROMPTS // 2
+        prompts = prompts[:half] + prompts[-half:]
+    return tuple(
+        p if len(p) <= MAX_PROMPT_CHARS else p[: MAX_PROMPT_CHARS - 1] + "…" for p in prompts
+    )
+
+
+def make_title(explicit: str | None, prompts: Iterable[str]) -> str | None:
+    if explicit and explicit.strip():
+        text = explicit
+    else:
+        text = next((p for p in prompts if p.strip()), "")
+    line = " ".join(text.split())
+    if not line:
+        return None
+    return line if len(line) <= MAX_TITLE_CHARS else line[: MAX_TITLE_CHARS - 1] + "…"
+
+
+class _Acc:
+    """Accumulates the facts both parsers share."""
+
+    def __init__(self) -> None:
+        self.branches: list[str] = []
+        self.prs: list[str] = []
+        self.prompts: list[str] = []
+        self.first: float | None = None
+        self.last: float | None = None
+        self.cwd: str | None = None
+
+    def time(self, value: object) -> None:
+        ts = parse_time(value)
+        if ts is None:
+            return
+        if self.first is None or ts < self.first:
+            self.first = ts
+        if self.last is None or ts > self.last:
+            self.last = ts
+
+    def branch(self, value: object) -> None:
+        if isinstance(value, str) and value and value != "HEAD" and value not in self.branches:
+            self.branches.append(value)
+
+    def text(self, value: str) -> None:
+        for pr in find_prs(value):
+            if pr not in self.prs:
+                self.prs.append(pr)
+
+    def prompt(self, value: str) -> None:
+        text = _clean(value)
+        if text:
+            self.prompts.append(text)
+            self.text(text)
+
+
+# --------------------------------------------------------------------------- Claude Code
+
+
+def _claude_prompt(rec: Mapping[str, Any]) -> str | None:
+    if rec.get("isMeta") or rec.get("isCompactSummary") or rec.get("isVisibleInTranscriptOnly"):
+        return None
+    if "toolUseResult" in rec:
+        return None
+    message = rec.get("message")
+    if not isinstance(message, dict) or message.get("role", "user") != "user":
+        return None
+    content = message.get("content")
+    if isinstance(content, str):
+        text = content
+    elif isinstance(content, list):
+        parts: list[str] = []
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "tool_result":
+                return None
+            if block.get("type") == "text" and isinstance(block.get("text"), str):
+                parts.append(block["text"])
+        text = "\n".join(parts)
+    else:
+        return None
+    stripped = text.lstrip()
+    if not stripped or stripped.startswith(_NOT_PROMPT_PREFIXES):
+        return None
+    return text
+
+
+def _claude_assistant_text(rec: Mapping[str, Any]) -> Iterable[str]:
+    message = rec.get("message")
+    if not isinstance(message, dict):
+        return
+    content = message.get("content")
+    if isinstance(content, str):
+        yield content
+    elif isinstance(content, list):
+        for block in content:
+            if isinstance(block, dict) and block.get("type") == "text":
+                text = block.get("text")
+                if isinstance(text, str):
+                    yield text
+
+
+def claude_file_session_id(name: str) -> tuple[str, bool]:
+    """The session id a Claude transcript's file name gives, and whether it is a subagent's."""
+    stem = name[:-6] if name.endswith(".jsonl") else name
+    if stem.startswith("agent-"):
+        return stem[len("agent-") :], True
+    return stem, False
+
+
+def parse_claude(lines: Iterable[str | bytes], *, file_name: str) -> ParsedSession | None:
+    """One Claude Code transcript file (top-level session or subagent) as a ParsedSession."""
+    file_id, subagent_by_name = claude_file_session_id(file_name)
+    acc = _Acc()
+    session_id: str | None = None
+    agent_id: str | None = None
+    sidechain = False
+    custom_title: str | None = None
+    ai_title: str | None = None
+    summary: str | None = None
+    seen_conversation = False
+    for rec in _records(lines):
+        kind = rec.get("type")
+        if kind == "custom-title" and isinstance(rec.get("customTitle"), str):
+            custom_title = rec["customTitle"]
+            continue
+        if kind == "ai-title":
+            value = rec.get("aiTitle") or rec.get("title")
+            if isinstance(value, str):
+                ai_title = value
+            continue
+        if kind == "summary" and isinstance(rec.get("summary"), str):
+            summary = rec["summary"]
+            continue
+        if kind not in ("user", "assistant", "system", "attachment", "progress"):
+            continue
+        seen_conversation = True
+        if session_id is None and isinstance(rec.get("sessionId"), str):
+            session_id = rec["sessionId"]
+        if rec.get("isSidechain") is True:
+            sidechain = True
+        if agent_id is None and isinstance(rec.get("agentId"), str) and rec["agentId"]:
+            agent_id = rec["agentId"]
+        if isinstance(rec.get("cwd"), str) and rec["cwd"]:
+            acc.cwd = rec["cwd"]
+        acc.branch(rec.get("gitBranch"))
+        acc.time(rec.get("timestamp"))
+        if kind == "user":
+            prompt = _claude_prompt(rec)
+            if prompt is not None:
+                acc.prompt(prompt)
+        elif kind == "assistant":
+            for text in _claude_assistant_text(rec):
+                acc.text(text)
+    if not seen_conversation:
+        return None
+    subagent = subagent_by_name or (sidechain and agent_id is not None)
+    if subagent:
+        own_id = agent_id or file_id
+        parent = session_id if session_id != own_id else None
+    else:
+        own_id = file_id or session_id or ""
+        parent = None
+    if not own_id:
+        return None
+    prompts = cap_prompts(acc.prompts)
+    return ParsedSession(
+        harness="claude",
+        session_id=own_id,
+        cwd=acc.cwd,
+        branches=tuple(acc.branches),
+        prs=tuple(acc.prs),
+        title=make_title(custom_title or ai_title or summary, prompts),
+        prompts=prompts,
+        started=acc.first,
+        last_active=acc.last,
+        subagent=subagent,
+        parent_session_id=parent,
+    )
+
+
+# --------------------------------------------------------------------------- Codex
+
+
+def parse_codex_thread_names(lines: Iterable[str | bytes]) -> dict[str, str]:
+    """``session_index.jsonl``: thread id to its latest thread name."""
+    names: dict[str, str] = {}
+    for rec in _records(lines):
+        thread = rec.get("id")
+        name = rec.get("thread_name")
+        if isinstance(thread, str) and isinstance(name, str) and name.strip():
+            names[thread] = name
+    return names
+
+
+def _codex_texts(content: object, kinds: tuple[str, ...]) -> list[str]:
+    out: list[str] = []
+    if isinstance(content, str):
+        return [content]
+    if isinstance(content, list):
+        for block in content:
+            if isinstance(block, dict) and block.get("type") in kinds:
+                text = block.get("text")
+                if isinstance(text, str):
+                    out.append(text)
+    return out
+
+
+def _codex_subagent(meta: Mapping[str, Any]) -> tuple[bool, str | None]:
+    source = meta.get("source")
+    if isinstance(source, dict) and "subagent" in source:
+        parent: str | None = None
+        sub = source.get("subagent")
+        if isinstance(sub, dict):
+            spawn = sub.get("thread_spawn")
+            if isinstance(spawn, dict) and isinstance(spawn.get("parent_thread_id"), str):
+                parent = spawn["parent_thread_id"]
+        return True, parent
+    if meta.get("thread_source") in ("subagent", "spawned"):
+        parent_id = meta.get("parent_thread_id")
+        return True, parent_id if isinstance(parent_id, str) else None
+    return False, None
+
+
+def parse_codex(
+    lines: Iterable[str | bytes], *, thread_names: Mapping[str, str] | None = None
+) -> ParsedSession | None:
+    """One Codex rollout file as a ParsedSession (None without a ``session_meta`` line)."""
+    acc = _Acc()
+    meta: dict[str, Any] | None = None
+    event_prompts: list[str] = []
+    item_prompts: list[str] = []
+    origin: str | None = None
+    for rec in _records(lines):
+        kind = rec.get("type")
+        payload = rec.get("payload")
+        acc.time(rec.get("timestamp"))
+        if not isinstance(payload, dict):
+            continue
+        if kind == "session_meta":
+            if meta is None:
+                meta = payload
+                acc.time(payload.get("timestamp"))
+            if isinstance(payload.get("cwd"), str):
+                acc.cwd = payload["cwd"]
+            git = payload.get("git")
+            if isinstance(git, dict):
+                acc.branch(git.get("branch"))
+                if isinstance(git.get("repository_url"), str):
+                    origin = git["repository_url"]
+        elif kind == "turn_context":
+            if isinstance(payload.get("cwd"), str):
+                acc.cwd = payload["cwd"]
+            git = payload.get("git")
+            if isinstance(git, dict):
+                acc.branch(git.get("branch"))
+        elif kind == "event_msg":
+            ptype = payload.get("type")
+            if ptype == "user_message" and isinstance(payload.get("message"), str):
+                event_prompts.append(payload["message"])
+            elif ptype == "agent_message" and isinstance(payload.get("message"), str):
+                acc.text(payload["message"])
+            elif ptype == "item_completed":
+                item = payload.get("item")
+                if isinstance(item, dict) and item.get("type") == "UserMessage":
+                    text = "\n".join(_codex_texts(item.get("content"), ("text",)))
+                    event_prompts.append(text)
+        elif kind == "response_item" and payload.get("type") == "message":
+            role = payload.get("role")
+            if role == "user":
+                text = "\n".join(_codex_texts(payload.get("content"), ("input_text",)))
+                if not text.lstrip().startswith(_CODEX_CONTEXT_PREFIXES):
+                    item_prompts.append(text)
+            elif role == "assistant":
+                for text in _codex_texts(payload.get("content"), ("output_text",)):
+                    acc.text(text)
+    if meta is None:
+        return None
+    session_id = meta.get("id") or meta.get("session_id")
+    if not isinstance(session_id, str) or not session_id:
+        return None
+    for prompt in event_prompts or item_prompts:
+        acc.prompt(prompt)
+    subagent, parent = _codex_subagent(meta)
+    prompts = cap_prompts(acc.prompts)
+    name = (thread_names or {}).get(session_id)
+    return ParsedSession(
+        harness="codex",
+        session_id=session_id,
+        cwd=acc.cwd,
+        branches=tuple(acc.branches),
+        prs=tuple(acc.prs),
+        title=make_title(name, prompts),
+        prompts=prompts,
+        started=acc.first,
+        last_active=acc.last,
+        subagent=subagent,
+        parent_session_id=parent,
+        origin=origin,
+    )
+
+
+def resume_argv(harness: str, session_id: str, *, subagent: bool) -> tuple[str, ...] | None:
+    """The exact command that resumes a top-level session; subagents have none."""
+    if subagent:
+        return None
+    if harness == "claude":
+        return ("claude", "--resume", session_id)
+    if harness == "codex":
+        return ("codex", "resume", session_id)
+    return None

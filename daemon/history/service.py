@@ -1,0 +1,195 @@
+"""The history index inside the daemon: its gate actions and its background reconcile.
+
+Actions (every call goes through the gate and leaves one audit record):
+
+* ``history.search`` (scope ``history``, read tier): ``{"q", "repo"?, "limit"?}``. A human
+  gets full entries; an agent gets ``project_for_agent`` dicts only.
+* ``history.get`` (scope ``history``, read tier): ``{"harness", "session_id"}``, same split.
+* ``history.expunge`` (human only, mutating): ``{"harness", "session_id"}``; removes the
+  entry and its transcript file(s).
+
+Reconcile runs in a worker thread: once at start, then whenever a search finds the last pass
+older than ``STALE_SECONDS``. The search does not wait for it (seed 000: "a reconcile that a
+search starts but does not wait for"); Claude Code entries arrive sooner through the hooks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from typing import TYPE_CHECKING, Any
+
+from openbus.daemon.core.actions import Action
+from openbus.daemon.core.consent import Tier
+from openbus.daemon.core.errors import BadRequest
+from openbus.daemon.core.scopes import Scope
+from openbus.daemon.history.index import DB_NAME, MAX_LIMIT, HistoryIndex, ReconcileStats
+from openbus.daemon.history.liveness import PaneForPid
+from openbus.daemon.history.model import HARNESSES, PENDING_HARNESSES
+from openbus.daemon.history.project import full_for_human, project_for_agent
+from openbus.daemon.history.sources import Sources
+
+if TYPE_CHECKING:
+    from openbus.daemon.gate import Call
+    from openbus.daemon.services import Services
+
+log = logging.getLogger("openbus.history")
+
+SEARCH = Action("history.search", scope=Scope.HISTORY, tier=Tier.READ)
+GET = Action("history.get", scope=Scope.HISTORY, tier=Tier.READ)
+EXPUNGE = Action("history.expunge", scope=None, tier=Tier.HUMAN, mutates=True)
+
+STALE_SECONDS = 30.0
+SOURCE = "openbus history index (lexical, from harness transcripts)"
+MAX_QUERY_CHARS = 1000
+
+
+class HistoryService:
+    def __init__(self, index: HistoryIndex) -> None:
+        self.index = index
+        self._pane_for_pid: PaneForPid | None = None
+        self._cancel = threading.Event()
+        self._running: asyncio.Future[ReconcileStats] | None = None
+        self.last_stats: ReconcileStats | None = None
+        self.index.liveness_probe.pane_for_pid = self._pane
+
+    def set_pane_for_pid(self, pane_for_pid: PaneForPid | None) -> None:
+        """The directory service hands over its pid -> pane lookup here."""
+        self._pane_for_pid = pane_for_pid
+
+    def _pane(self, pid: int) -> str | None:
+        return self._pane_for_pid(pid) if self._pane_for_pid else None
+
+    # ---------------------------------------------------------------- reconcile
+
+    def kick(self) -> asyncio.Future[ReconcileStats] | None:
+        """Start a reconcile in a worker thread unless one runs or the last is fresh."""
+        if self._running is not None and not self._running.done():
+            return self._running
+        last = self.index.last_reconcile
+        if last is not None and self.index.clock.monotonic() - last < STALE_SECONDS:
+            return None
+        loop = asyncio.get_running_loop()
+        self._running = loop.run_in_executor(None, self._reconcile)
+        return self._running
+
+    def _reconcile(self) -> ReconcileStats:
+        try:
+            stats = self.index.reconcile(cancel=self._cancel)
+        except Exception:
+            log.exception("history reconcile failed")
+            raise
+        self.last_stats = stats
+        if stats.errors:
+            log.warning(
+                "history reconcile: %d file(s) failed, first: %s",
+                len(stats.errors),
+                stats.errors[0],
+            )
+        return stats
+
+    async def start(self) -> None:
+        self.kick()
+
+    async def stop(self) -> None:
+        self._cancel.set()
+        if self._running is not None:
+            try:
+                await self._running
+            except Exception:
+                log.debug("reconcile ended with an error at stop", exc_info=True)
+        self.index.close()
+
+    def health(self) -> dict[str, Any]:
+        return {
+            "sessions": self.index.count(),
+            "reconciling": self.index.reconcile_running(),
+            "pending_harnesses": list(PENDING_HARNESSES),
+        }
+
+    # ---------------------------------------------------------------- executors
+
+    async def search(self, call: Call) -> Any:
+        q = call.params.get("q")
+        if not isinstance(q, str) or not q.strip():
+            raise BadRequest("a query is required", field="q")
+        if len(q) > MAX_QUERY_CHARS:
+            raise BadRequest(f"the query is longer than {MAX_QUERY_CHARS} characters", field="q")
+        repo = call.params.get("repo")
+        if repo is not None and not isinstance(repo, str):
+            raise BadRequest("repo must be text", field="repo")
+        limit = _limit(call.params.get("limit", 10))
+        call.details.update({"query": q[:200], "repo": repo, "limit": limit})
+        agent = not call.actor.is_human
+        hits = await asyncio.to_thread(self.index.search, q, repo, limit)
+        results = []
+        for hit in hits:
+            live = await asyncio.to_thread(self.index.liveness, hit.entry)
+            shape = project_for_agent if agent else full_for_human
+            results.append(shape(hit.entry, hit.matched_terms, live))
+        call.details["results"] = [f"{h.entry.harness}:{h.entry.session_id}" for h in hits]
+        self.kick()
+        return {
+            "source": SOURCE,
+            "data_only": True,
+            "pending_harnesses": list(PENDING_HARNESSES),
+            "results": results,
+        }
+
+    async def get(self, call: Call) -> Any:
+        harness, session_id = _key(call.params)
+        call.target = f"{harness}:{session_id}"
+        entry = await asyncio.to_thread(self.index.get, harness, session_id)
+        live = await asyncio.to_thread(self.index.liveness, entry)
+        if call.actor.is_human:
+            body = full_for_human(entry, (), live)
+        else:
+            body = project_for_agent(entry, (), live)
+        return {"source": SOURCE, "data_only": True, "session": body}
+
+    async def expunge(self, call: Call) -> Any:
+        harness, session_id = _key(call.params)
+        call.target = f"{harness}:{session_id}"
+        removed = await asyncio.to_thread(self.index.expunge, harness, session_id)
+        call.details["removed_files"] = len(removed)
+        return {"harness": harness, "session_id": session_id, "removed": removed}
+
+
+def _limit(value: object) -> int:
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_LIMIT:
+        raise BadRequest(f"limit must be an integer between 1 and {MAX_LIMIT}", field="limit")
+    return value
+
+
+def _key(params: Any) -> tuple[str, str]:
+    harness = params.get("harness")
+    session_id = params.get("session_id")
+    if not isinstance(harness, str) or harness not in HARNESSES:
+        pending = f" ({harness} is pending)" if harness in PENDING_HARNESSES else ""
+        raise BadRequest(f"harness must be one of {', '.join(HARNESSES)}{pending}", field="harness")
+    if not isinstance(session_id, str) or not session_id:
+        raise BadRequest("a session id is required", field="session_id")
+    return harness, session_id
+
+
+def open_index(services: Services) -> HistoryIndex:
+    config = services.config
+    return HistoryIndex(
+        config.daemon.state_dir / DB_NAME, Sources.from_config(config), clock=services.clock
+    )
+
+
+def install(services: Services) -> HistoryService:
+    """Register the history actions on the gate and the reconcile on start/stop."""
+    service = HistoryService(open_index(services))
+    services.extras["history"] = service
+    services.gate.register(SEARCH, service.search)
+    services.gate.register(GET, service.get)
+    services.gate.register(EXPUNGE, service.expunge)
+    services.started.append(service.start)
+    services.stopping.append(service.stop)
+    services.health["history"] = service.health
+    return service

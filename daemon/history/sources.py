@@ -1,0 +1,98 @@
+"""Where transcripts live: the Claude Code config dirs and Codex homes the index reads.
+
+``[history] claude_config_dirs`` and ``codex_homes`` when set, else the harnesses' own
+defaults (``$CLAUDE_CONFIG_DIR`` or ``~/.claude``; ``$CODEX_HOME`` or ``~/.codex``), plus every
+dir a launcher sets in its ``env`` (``CLAUDE_CONFIG_DIR``, ``CODEX_HOME``), deduplicated.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from openbus.daemon.config import Config
+
+CLAUDE = "claude"
+CODEX = "codex"
+
+
+@dataclass(frozen=True)
+class Transcript:
+    harness: str
+    path: Path
+    root: Path  # the config dir / Codex home it was found under
+
+
+def _dedupe(paths: list[Path]) -> tuple[Path, ...]:
+    seen: set[str] = set()
+    out: list[Path] = []
+    for path in paths:
+        key = os.path.normpath(os.path.expanduser(str(path)))
+        if key not in seen:
+            seen.add(key)
+            out.append(Path(key))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Sources:
+    claude_dirs: tuple[Path, ...] = ()
+    codex_homes: tuple[Path, ...] = ()
+
+    @classmethod
+    def from_config(
+        cls, config: Config, environ: Mapping[str, str] | None = None, home: Path | None = None
+    ) -> Sources:
+        env = os.environ if environ is None else environ
+        base = home or Path.home()
+        claude = list(config.history.claude_config_dirs) or [
+            Path(env["CLAUDE_CONFIG_DIR"]) if env.get("CLAUDE_CONFIG_DIR") else base / ".claude"
+        ]
+        codex = list(config.history.codex_homes) or [
+            Path(env["CODEX_HOME"]) if env.get("CODEX_HOME") else base / ".codex"
+        ]
+        for launcher in config.launchers.values():
+            if launcher.env.get("CLAUDE_CONFIG_DIR"):
+                claude.append(Path(launcher.env["CLAUDE_CONFIG_DIR"]))
+            if launcher.env.get("CODEX_HOME"):
+                codex.append(Path(launcher.env["CODEX_HOME"]))
+        return cls(_dedupe(claude), _dedupe(codex))
+
+    def roots(self) -> Iterator[tuple[str, Path]]:
+        for path in self.claude_dirs:
+            yield CLAUDE, path
+        for path in self.codex_homes:
+            yield CODEX, path
+
+    def transcripts(self) -> Iterator[Transcript]:
+        """Every transcript file under every root, in a stable order."""
+        for root in self.claude_dirs:
+            for path in _walk(root / "projects", lambda name: name.endswith(".jsonl")):
+                yield Transcript(CLAUDE, path, root)
+        for root in self.codex_homes:
+            for sub in ("sessions", "archived_sessions"):
+                for path in _walk(
+                    root / sub, lambda n: n.startswith("rollout-") and n.endswith(".jsonl")
+                ):
+                    yield Transcript(CODEX, path, root)
+
+    def root_of(self, path: Path) -> tuple[str, Path] | None:
+        """The harness and root a transcript path belongs to, if it is under one."""
+        text = os.path.normpath(str(path))
+        for harness, root in self.roots():
+            prefix = os.path.normpath(str(root)) + os.sep
+            if text.startswith(prefix):
+                return harness, root
+        return None
+
+
+def _walk(top: Path, keep: Callable[[str], bool]) -> Iterator[Path]:
+    if not top.is_dir():
+        return
+    for dirpath, dirnames, filenames in os.walk(top, followlinks=False):
+        dirnames.sort()
+        for name in sorted(filenames):
+            if keep(name):
+                yield Path(dirpath) / name

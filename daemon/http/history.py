@@ -1,0 +1,52 @@
+"""The human API's history resources. Each one is a call through the gate.
+
+* ``GET /api/history/search?q=&repo=&limit=`` -> ``history.search``
+* ``GET /api/history/sessions/{harness}/{session_id}`` -> ``history.get``
+* ``DELETE /api/history/sessions/{harness}/{session_id}`` -> ``history.expunge``
+"""
+
+from __future__ import annotations
+
+import falcon.asgi
+
+from openbus.daemon.http.common import int_param
+from openbus.daemon.http.identity import require_actor
+from openbus.daemon.services import Services
+
+
+class HistorySearch:
+    def __init__(self, services: Services) -> None:
+        self.gate = services.gate
+
+    async def on_get(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
+        actor = require_actor(req)
+        params = {
+            "q": req.get_param("q") or "",
+            "repo": req.get_param("repo") or None,
+            "limit": int_param(req, "limit", 10, minimum=1, maximum=100),
+        }
+        resp.media = await self.gate.run(actor, "history.search", params)
+
+
+class HistorySession:
+    def __init__(self, services: Services) -> None:
+        self.gate = services.gate
+
+    async def on_get(
+        self, req: falcon.asgi.Request, resp: falcon.asgi.Response, harness: str, session_id: str
+    ) -> None:
+        params = {"harness": harness, "session_id": session_id}
+        resp.media = await self.gate.run(require_actor(req), "history.get", params)
+
+    async def on_delete(
+        self, req: falcon.asgi.Request, resp: falcon.asgi.Response, harness: str, session_id: str
+    ) -> None:
+        params = {"harness": harness, "session_id": session_id}
+        resp.media = await self.gate.run(require_actor(req), "history.expunge", params)
+
+
+def add_routes(
+    app: falcon.asgi.App[falcon.asgi.Request, falcon.asgi.Response], services: Services
+) -> None:
+    app.add_route("/api/history/search", HistorySearch(services))
+    app.add_route("/api/history/sessions/{harness}/{session_id}", HistorySession(services))
