@@ -163,3 +163,15 @@ def test_explain_refuses_an_unverified_policy(tmp_path: Path) -> None:
 @pytest.mark.parametrize("verb", ["keygen", "sign", "verify", "show", "explain"])
 def test_every_verb_has_help(tmp_path: Path, verb: str) -> None:
     assert verb in ok(verb, "--help", cwd=tmp_path) or "usage" in ok(verb, "--help", cwd=tmp_path)
+
+
+def test_explain_for_someone_not_on_this_box_applies_the_default_and_says_so(
+    tmp_path: Path,
+) -> None:
+    ok("keygen", "org.pem", "org.pub", cwd=tmp_path)
+    (tmp_path / "policy.toml").write_text(POLICY.format(version=2, groups=""))
+    ok("sign", "policy.toml", "--key", "org.pem", cwd=tmp_path)
+    ghost = "obtest-nobody-here"
+    text = ok("explain", ghost, "--policy", "policy.toml", "--pubkey", "org.pub", cwd=tmp_path)
+    assert "cap:    off" in text and "rule:   caps.default" in text
+    assert f"{ghost} is not a user on this box" in text
