@@ -1,0 +1,381 @@
+"""``openbus audit verify`` proves a trail complete and untampered, or names the first flaw,
+on the box's own store and on what a collector received."""
+
+from __future__ import annotations
+
+import copy
+import json
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from openbus.daemon.audit.checkpoints import (
+    Checkpointer,
+    CheckpointPolicy,
+    load_or_create_key,
+    sign,
+)
+from openbus.daemon.audit.log import AuditLog
+from openbus.daemon.audit.shipper import Shipper, make_exporter, resource_attributes
+from openbus.daemon.audit.verify import Report, verify_db, verify_otlp_json
+from openbus.daemon.config import AuditConfig
+from openbus.daemon.core.audit import AuditDraft
+from openbus.daemon.core.clock import FixedClock
+from openbus.daemon.state import StateDB
+from tests.support.otlp_receiver import OtlpReceiver
+
+RECORDS = 25
+CHECKPOINT_EVERY = 10  # checkpoints at 10 and 20; 21..25 are the unverified tail
+
+
+@pytest.fixture(scope="module")
+def trail(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A state dir with a 25-record chain, checkpoints at 10 and 20, and the JSON lines a
+    real OTLP receiver wrote when the shipper exported it (every record sent twice, as
+    after a crash)."""
+    root = tmp_path_factory.mktemp("trail")
+    clock = FixedClock()
+    db = StateDB(root / "openbus.db")
+    log = AuditLog(db, clock)
+    key = load_or_create_key(root)
+    checkpointer = Checkpointer(
+        root / "openbus.db",
+        key,
+        box="box-1",
+        clock=clock,
+        policy=CheckpointPolicy(CHECKPOINT_EVERY, 3600),
+    )
+    for i in range(RECORDS):
+        clock.advance(0.5)
+        log.append(
+            AuditDraft(
+                actor="human:root",
+                action="pane.send",
+                outcome="ok",
+                target=f"%{i}",
+                details={"n": i, "text": 'héllo "quoted"'},
+            )
+        )
+        checkpointer.tick()
+    checkpointer.close()
+    db.close()
+    with OtlpReceiver("grpc", root / "collector.jsonl") as receiver:
+        for _ in range(2):
+            exporter = make_exporter(AuditConfig(otlp_endpoint=receiver.endpoint))
+            shipper = Shipper(
+                root / "openbus.db",
+                exporter,
+                clock=clock,
+                resource=resource_attributes("box-1", (root / "audit_key.pub").read_text()),
+                batch_size=7,
+            )
+            shipper.exported_seq = shipper.exported_checkpoint = 0  # re-send everything
+            while shipper.ship_once() != (True, 0):
+                pass
+            shipper.close()
+    return root
+
+
+# --------------------------------------------------------------------------- tampering
+
+
+def tampered_db(trail: Path, tmp: Path, *statements: str) -> Path:
+    target = tmp / "copy.db"
+    source = sqlite3.connect(trail / "openbus.db")
+    dest = sqlite3.connect(target)
+    source.backup(dest)
+    source.close()
+    dest.executescript(
+        "DROP TRIGGER audit_no_update; DROP TRIGGER audit_no_delete;" + ";".join(statements)
+    )
+    dest.close()
+    return target
+
+
+Requests = list[dict[str, Any]]
+
+
+def load_lines(trail: Path) -> Requests:
+    return [json.loads(line) for line in (trail / "collector.jsonl").read_text().splitlines()]
+
+
+def write_lines(requests: Requests, path: Path) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in requests))
+    return path
+
+
+def log_records(requests: Requests) -> list[tuple[list[dict[str, Any]], dict[str, Any]]]:
+    """(containing list, log record) for every log record, in file order."""
+    out = []
+    for request in requests:
+        for rl in request["resourceLogs"]:
+            for sl in rl["scopeLogs"]:
+                out.extend((sl["logRecords"], item) for item in sl["logRecords"])
+    return out
+
+
+def attr(item: dict[str, Any], key: str) -> Any:
+    for a in item["attributes"]:
+        if a["key"] == key:
+            value = a["value"]
+            return int(value["intValue"]) if "intValue" in value else value["stringValue"]
+    return None
+
+
+def set_attr(item: dict[str, Any], key: str, value: Any) -> None:
+    for a in item["attributes"]:
+        if a["key"] == key:
+            a["value"] = (
+                {"intValue": str(value)} if isinstance(value, int) else {"stringValue": value}
+            )
+
+
+def of(
+    requests: Requests, kind: str, seq: int
+) -> list[tuple[list[dict[str, Any]], dict[str, Any]]]:
+    return [
+        (c, i)
+        for c, i in log_records(requests)
+        if attr(i, "openbus.kind") == kind and attr(i, "openbus.seq") == seq
+    ]
+
+
+def body(item: dict[str, Any]) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(item["body"]["stringValue"])
+    return data
+
+
+def set_body(item: dict[str, Any], data: dict[str, Any]) -> None:
+    item["body"]["stringValue"] = json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+
+def edit_byte(requests: Requests) -> None:
+    for _, item in of(requests, "record", 7):
+        item["body"]["stringValue"] = item["body"]["stringValue"].replace(
+            "human:root", "human:roou"
+        )
+
+
+def delete_record(requests: Requests) -> None:
+    for container, item in of(requests, "record", 12):
+        container.remove(item)
+
+
+def reorder_pair(requests: Requests) -> None:
+    first = [i for _, i in of(requests, "record", 14)]
+    second = [i for _, i in of(requests, "record", 15)]
+    a, b = body(first[0]), body(second[0])
+    a["seq"], b["seq"] = 15, 14  # record 15 now claims seq 14 and the other way round
+    for item in first:
+        set_body(item, b)
+        set_attr(item, "openbus.hash", b["hash"])
+        set_attr(item, "openbus.prev_hash", b["prev_hash"])
+    for item in second:
+        set_body(item, a)
+        set_attr(item, "openbus.hash", a["hash"])
+        set_attr(item, "openbus.prev_hash", a["prev_hash"])
+
+
+def truncate_tail(requests: Requests) -> None:
+    for seq in range(18, RECORDS + 1):
+        for container, item in of(requests, "record", seq):
+            container.remove(item)
+
+
+def forge_checkpoint(requests: Requests) -> None:
+    record19 = body(of(requests, "record", 19)[0][1])
+    for _, item in of(requests, "checkpoint", 20):
+        data = body(item)
+        data["seq"], data["hash"] = 19, record19["hash"]
+        set_body(item, data)
+        set_attr(item, "openbus.seq", 19)
+        set_attr(item, "openbus.hash", record19["hash"])
+
+
+CASES: list[tuple[str, list[str], Callable[[Requests], None], int, str]] = [
+    (
+        "one edited byte",
+        ["UPDATE audit SET actor = 'human:roou' WHERE seq = 7"],
+        edit_byte,
+        7,
+        "edited",
+    ),
+    ("a deleted record", ["DELETE FROM audit WHERE seq = 12"], delete_record, 12, "missing"),
+    (
+        "a reordered pair",
+        [
+            "CREATE TABLE t AS SELECT * FROM audit WHERE seq IN (14, 15)",
+            "UPDATE audit SET time = (SELECT time FROM t WHERE seq = 29 - audit.seq), "
+            "actor = (SELECT actor FROM t WHERE seq = 29 - audit.seq), "
+            "target = (SELECT target FROM t WHERE seq = 29 - audit.seq), "
+            "details = (SELECT details FROM t WHERE seq = 29 - audit.seq), "
+            "prev_hash = (SELECT prev_hash FROM t WHERE seq = 29 - audit.seq), "
+            "hash = (SELECT hash FROM t WHERE seq = 29 - audit.seq) WHERE seq IN (14, 15)",
+        ],
+        reorder_pair,
+        14,
+        "seq 14",
+    ),
+    (
+        "a tail truncated after a checkpoint",
+        ["DELETE FROM audit WHERE seq >= 18"],
+        truncate_tail,
+        18,
+        "truncated",
+    ),
+    (
+        "a forged checkpoint",
+        [
+            "UPDATE audit_checkpoints SET seq = 19, hash = (SELECT hash FROM audit WHERE seq = 19) "
+            "WHERE seq = 20"
+        ],
+        forge_checkpoint,
+        19,
+        "forged",
+    ),
+]
+IDS = [case[0] for case in CASES]
+
+
+def assert_flaw(report: Report, seq: int, word: str) -> None:
+    assert not report.ok, report.text()
+    assert report.bad_seq == seq, report.text()
+    assert word in (report.problem or ""), report.text()
+
+
+# --------------------------------------------------------------------------- the tests
+
+
+def test_an_untouched_local_store_verifies_and_names_its_unverified_tail(trail: Path) -> None:
+    report = verify_db(trail / "openbus.db")
+    assert report.ok, report.text()
+    assert report.records == RECORDS and report.checkpoints == 2
+    assert report.verified_through == 20
+    assert report.unverified_tail == (21, RECORDS)
+    assert "unverified tail: seq 21..25" in report.text()
+
+
+def test_what_the_collector_received_verifies_with_duplicates_collapsed(trail: Path) -> None:
+    report = verify_otlp_json(trail / "collector.jsonl", trail / "audit_key.pub")
+    assert report.ok, report.text()
+    assert report.records == RECORDS and report.verified_through == 20
+    assert report.unverified_tail == (21, RECORDS)
+
+
+def test_log_records_in_any_order_across_requests_still_verify(trail: Path, tmp_path: Path) -> None:
+    requests = load_lines(trail)
+    requests.reverse()
+    report = verify_otlp_json(write_lines(requests, tmp_path / "c.jsonl"), trail / "audit_key.pub")
+    assert report.ok, report.text()
+
+
+@pytest.mark.parametrize(("name", "sql", "tamper", "seq", "word"), CASES, ids=IDS)
+def test_tampering_with_the_local_store_is_detected(
+    trail: Path, tmp_path: Path, name: str, sql: list[str], tamper: Any, seq: int, word: str
+) -> None:
+    report = verify_db(tampered_db(trail, tmp_path, *sql), trail / "audit_key.pub")
+    assert_flaw(report, seq, word)
+
+
+@pytest.mark.parametrize(("name", "sql", "tamper", "seq", "word"), CASES, ids=IDS)
+def test_tampering_with_what_the_collector_received_is_detected(
+    trail: Path, tmp_path: Path, name: str, sql: list[str], tamper: Any, seq: int, word: str
+) -> None:
+    requests = copy.deepcopy(load_lines(trail))
+    tamper(requests)
+    report = verify_otlp_json(write_lines(requests, tmp_path / "c.jsonl"), trail / "audit_key.pub")
+    assert_flaw(report, seq, word)
+
+
+def test_a_checkpoint_signed_by_another_key_is_forged(trail: Path, tmp_path: Path) -> None:
+    mallory = Ed25519PrivateKey.generate()
+    forged = sign(mallory, seq=20, hash="0" * 64, time=1.0, box="box-1")
+    path = tampered_db(
+        trail,
+        tmp_path,
+        f"UPDATE audit_checkpoints SET signature = '{forged.signature}' WHERE seq = 20",
+    )
+    assert_flaw(verify_db(path, trail / "audit_key.pub"), 20, "forged")
+
+
+def test_one_copy_of_a_record_altered_among_duplicates_is_detected(
+    trail: Path, tmp_path: Path
+) -> None:
+    requests = copy.deepcopy(load_lines(trail))
+    _, item = of(requests, "record", 5)[1]
+    item["body"]["stringValue"] = item["body"]["stringValue"].replace("pane.send", "pane.sent")
+    report = verify_otlp_json(write_lines(requests, tmp_path / "c.jsonl"), trail / "audit_key.pub")
+    assert_flaw(report, 5, "two different copies")
+
+
+def test_a_line_that_is_not_json_is_named(trail: Path, tmp_path: Path) -> None:
+    path = tmp_path / "c.jsonl"
+    lines = (trail / "collector.jsonl").read_text().splitlines()
+    lines[1] = lines[1][:-5]
+    path.write_text("\n".join(lines) + "\n")
+    report = verify_otlp_json(path, trail / "audit_key.pub")
+    assert not report.ok and report.problem == "line 2 is not valid JSON"
+
+
+def run_verify(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "openbus.daemon.cli", "audit", "verify", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_the_cli_exits_non_zero_and_names_the_first_bad_record(trail: Path, tmp_path: Path) -> None:
+    bad_db = tampered_db(trail, tmp_path, "DELETE FROM audit WHERE seq = 12")
+    result = run_verify("--db", str(bad_db), "--pubkey", str(trail / "audit_key.pub"))
+    assert result.returncode == 1
+    assert "BAD: seq 12 missing" in result.stdout
+
+    requests = copy.deepcopy(load_lines(trail))
+    edit_byte(requests)
+    path = write_lines(requests, tmp_path / "c.jsonl")
+    result = run_verify(
+        "--otlp-json", str(path), "--pubkey", str(trail / "audit_key.pub"), "--json"
+    )
+    assert result.returncode == 1
+    report = json.loads(result.stdout)
+    assert report["bad_seq"] == 7 and "edited" in report["problem"]
+
+
+def test_the_cli_passes_a_clean_stream_and_reports_the_tail(trail: Path) -> None:
+    result = run_verify(
+        "--otlp-json", str(trail / "collector.jsonl"), "--pubkey", str(trail / "audit_key.pub")
+    )
+    assert result.returncode == 0, result.stderr
+    assert "chain intact" in result.stdout and "unverified tail: seq 21..25" in result.stdout
+
+
+def test_without_a_pinned_key_the_cli_says_it_used_the_streams_own(trail: Path) -> None:
+    result = run_verify("--otlp-json", str(trail / "collector.jsonl"))
+    assert result.returncode == 0, result.stderr
+    assert "pass --pubkey to pin the key" in result.stdout
+
+
+def test_checkpoints_without_any_key_to_check_them_fail(trail: Path, tmp_path: Path) -> None:
+    requests = load_lines(trail)
+    for request in requests:
+        for rl in request["resourceLogs"]:
+            rl["resource"]["attributes"] = [
+                a for a in rl["resource"]["attributes"] if a["key"] != "openbus.audit_key"
+            ]
+    result = run_verify("--otlp-json", str(write_lines(requests, tmp_path / "c.jsonl")))
+    assert result.returncode == 1
+    assert "pass --pubkey" in result.stdout
+
+
+def test_a_missing_input_file_is_a_clear_error(tmp_path: Path) -> None:
+    result = run_verify("--otlp-json", str(tmp_path / "nope.jsonl"))
+    assert result.returncode == 2
+    assert "nope.jsonl" in result.stderr and "Traceback" not in result.stderr
