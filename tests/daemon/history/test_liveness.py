@@ -1,0 +1,138 @@
+"""Liveness with real processes: Claude's status files, Codex's open rollouts, pane walks."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from openbus.daemon.core.clock import FixedClock
+from openbus.daemon.history.liveness import LivenessProbe, proc_start, walk_to_pane
+from openbus.daemon.history.model import LiveState, SessionEntry
+from tests.daemon.history.homes import ClaudeHome, CodexHome
+from tests.support.wait import wait_until
+
+
+def _entry(harness: str, sid: str, **kw: object) -> SessionEntry:
+    fields: dict[str, object] = {
+        "repo": None,
+        "repo_root": None,
+        "origin": None,
+        "cwd": "/w",
+        "branches": (),
+        "prs": (),
+        "title": None,
+        "prompts": (),
+        "started": None,
+        "last_active": None,
+        "resume_argv": None,
+        "subagent": False,
+    }
+    fields.update(kw)
+    return SessionEntry(harness=harness, session_id=sid, **fields)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def sleeper() -> Iterator[subprocess.Popen[bytes]]:
+    proc = subprocess.Popen(["sleep", "120"])
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def test_a_claude_session_with_a_live_status_file_is_running_in_its_pane(
+    tmp_path: Path, sleeper: subprocess.Popen[bytes]
+) -> None:
+    home = ClaudeHome(tmp_path / "claude")
+    home.status(sleeper.pid, "c-1", "/w", proc_start(sleeper.pid))
+    clock = FixedClock()
+    probe = LivenessProbe(
+        [home.root], clock=clock, pane_for_pid=lambda pid: "%7" if pid == sleeper.pid else None
+    )
+    live = probe.of(_entry("claude", "c-1"))
+    assert (live.state, live.pane, live.pid) == (LiveState.RUNNING, "%7", sleeper.pid)
+    assert probe.of(_entry("claude", "c-2")).state is LiveState.NOT_RUNNING
+
+    child = probe.of(_entry("claude", "ag", subagent=True, parent_session_id="c-1"))
+    assert (child.state, child.pane) == (LiveState.RUNNING_UNKNOWN, "%7")
+
+    sleeper.kill()
+    sleeper.wait()
+    clock.advance(10)  # past the scan cache
+    assert probe.of(_entry("claude", "c-1")).state is LiveState.NOT_RUNNING
+
+
+def test_a_status_file_whose_pid_was_recycled_is_not_running(
+    tmp_path: Path, sleeper: subprocess.Popen[bytes]
+) -> None:
+    home = ClaudeHome(tmp_path / "claude")
+    home.status(sleeper.pid, "c-1", "/w", "1")  # a start time this process does not have
+    probe = LivenessProbe([home.root], clock=FixedClock())
+    assert probe.of(_entry("claude", "c-1")).state is LiveState.NOT_RUNNING
+
+
+def test_an_unreadable_status_dir_gives_running_unknown(tmp_path: Path) -> None:
+    root = tmp_path / "claude"
+    root.mkdir()
+    (root / "sessions").write_text("not a directory")
+    probe = LivenessProbe([root], clock=FixedClock())
+    assert probe.of(_entry("claude", "c-1")).state is LiveState.RUNNING_UNKNOWN
+
+
+def test_a_codex_rollout_held_open_by_a_live_process_is_running(tmp_path: Path) -> None:
+    rollout = CodexHome(tmp_path / "codex").rollout("x-1", "/w", ["hi"])
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys,time; f=open(sys.argv[1]); print('ready', flush=True); time.sleep(120)",
+            str(rollout),
+        ],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == b"ready"
+        clock = FixedClock()
+        probe = LivenessProbe(
+            [], clock=clock, pane_for_pid=lambda pid: "%3" if pid == holder.pid else None
+        )
+        entry = _entry("codex", "x-1", transcript=str(rollout))
+        live = probe.of(entry)
+        assert (live.state, live.pane) == (LiveState.RUNNING, "%3")
+        holder.kill()
+        holder.wait()
+        clock.advance(10)
+        assert probe.of(entry).state is LiveState.NOT_RUNNING
+    finally:
+        holder.kill()
+        holder.wait()
+        if holder.stdout is not None:
+            holder.stdout.close()
+
+
+def test_codex_liveness_without_a_readable_proc_is_running_unknown(tmp_path: Path) -> None:
+    rollout = CodexHome(tmp_path / "codex").rollout("x-1", "/w", ["hi"])
+    probe = LivenessProbe([], clock=FixedClock(), proc=tmp_path / "no-proc")
+    entry = _entry("codex", "x-1", transcript=str(rollout))
+    assert probe.of(entry).state is LiveState.RUNNING_UNKNOWN
+
+
+def test_a_pid_is_walked_up_its_parents_to_the_pane_process() -> None:
+    shell = subprocess.Popen(["bash", "-c", "sleep 120 & wait"])
+    child: int | None = None
+    try:
+        children = Path(f"/proc/{shell.pid}/task/{shell.pid}/children")
+        child = int(wait_until(lambda: children.read_text().split(), what="the child")[0])
+        assert walk_to_pane(child, {shell.pid: "%12"}) == "%12"
+        assert walk_to_pane(child, {}) is None
+    finally:
+        if child is not None:
+            os.kill(child, signal.SIGKILL)
+        shell.kill()
+        shell.wait()

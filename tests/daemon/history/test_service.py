@@ -1,0 +1,147 @@
+"""The history actions on the real gate: agents get the allowlist, humans the full entry."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from openbus.daemon.config import parse_config
+from openbus.daemon.core import actors
+from openbus.daemon.core.clock import FixedClock, SeededRandom
+from openbus.daemon.core.errors import Forbidden, NotConnected
+from openbus.daemon.core.scopes import Scope
+from openbus.daemon.history.model import LiveState, Liveness
+from openbus.daemon.history.project import AGENT_FIELDS, project_for_agent
+from openbus.daemon.history.service import HistoryService
+from openbus.daemon.services import Services
+from tests.daemon.history.homes import ClaudeHome, CodexHome
+
+
+class HistoryOnly:
+    def scopes_for(self, actor: actors.Actor) -> frozenset[Scope]:
+        return frozenset({Scope.HISTORY})
+
+
+@pytest.fixture
+def services(tmp_path: Path) -> Iterator[Services]:
+    claude = ClaudeHome(tmp_path / "claude")
+    codex = CodexHome(tmp_path / "codex")
+    claude.session(
+        "c-1",
+        "/w/app",
+        ["fix the flaky login test"],
+        branches=("fix/login",),
+        replies=["https://github.com/acme/app/pull/7"],
+    )
+    codex.rollout("x-1", "/w/app", ["migrate billing"])
+    config = parse_config(
+        {
+            "daemon": {"state_dir": str(tmp_path / "state"), "socket": str(tmp_path / "d.sock")},
+            "history": {
+                "claude_config_dirs": [str(claude.root)],
+                "codex_homes": [str(codex.root)],
+            },
+        },
+        "<test>",
+    )
+    built = Services.build(config, clock=FixedClock(), random=SeededRandom(1))
+    history: HistoryService = built.extras["history"]
+    history.index.reconcile()
+    yield built
+    history.index.close()
+    built.db.close()
+
+
+def _audit(services: Services) -> list[tuple[Any, ...]]:
+    db = sqlite3.connect(services.config.db_path)
+    try:
+        return db.execute(
+            "SELECT actor, action, outcome, target FROM audit ORDER BY seq"
+        ).fetchall()
+    finally:
+        db.close()
+
+
+def test_the_projection_holds_exactly_the_allowlist() -> None:
+    from openbus.daemon.history.model import SessionEntry
+
+    entry = SessionEntry(
+        harness="claude",
+        session_id="c-1",
+        repo="github.com/acme/app",
+        repo_root="/w/app",
+        origin="git@github.com:acme/app.git",
+        cwd="/w/app",
+        branches=("main",),
+        prs=("https://github.com/acme/app/pull/7",),
+        title="t",
+        prompts=("secret plans",),
+        started=1.0,
+        last_active=2.0,
+        resume_argv=("claude", "--resume", "c-1"),
+        subagent=False,
+        transcript="/home/u/.claude/projects/x/c-1.jsonl",
+    )
+    out = project_for_agent(entry, ["login"], Liveness(LiveState.RUNNING, "%4", 1234))
+    assert tuple(out) == AGENT_FIELDS
+    assert out["liveness"] == {"state": "running", "pane": "%4"}
+    text = repr(out)
+    for leak in ("secret plans", "--resume", ".jsonl", "1234", "started"):
+        assert leak not in text
+
+
+def test_an_agent_search_returns_only_the_allowlisted_fields_and_is_audited(
+    services: Services,
+) -> None:
+    services.gate.scopes = HistoryOnly()
+    agent = actors.agent_session("claude", "me-123", "p1")
+    result = asyncio.run(services.gate.run(agent, "history.search", {"q": "flaky login"}))
+    assert result["data_only"] is True and "source" in result
+    [hit] = result["results"]
+    assert tuple(hit) == AGENT_FIELDS
+    assert hit["session_id"] == "c-1" and hit["matched_terms"] == ["flaky", "login"]
+    assert hit["prs"] == ["https://github.com/acme/app/pull/7"]
+    assert ("agent:claude:me-123", "history.search", "ok", None) in _audit(services)
+
+
+def test_an_agent_get_returns_only_the_allowlisted_fields(services: Services) -> None:
+    services.gate.scopes = HistoryOnly()
+    agent = actors.agent_session("codex", "me-9", "p2")
+    result = asyncio.run(
+        services.gate.run(agent, "history.get", {"harness": "codex", "session_id": "x-1"})
+    )
+    assert tuple(result["session"]) == AGENT_FIELDS
+    assert ("agent:codex:me-9", "history.get", "ok", "codex:x-1") in _audit(services)
+
+
+def test_a_human_gets_the_full_entry_with_prompts_and_resume_argv(services: Services) -> None:
+    human = actors.human("root")
+    result = asyncio.run(
+        services.gate.run(human, "history.get", {"harness": "claude", "session_id": "c-1"})
+    )
+    session = result["session"]
+    assert session["prompts"] == ["fix the flaky login test"]
+    assert session["resume_argv"] == ["claude", "--resume", "c-1"]
+    assert session["liveness"]["state"] == "not_running"
+
+
+def test_an_agent_without_the_history_scope_is_not_connected(services: Services) -> None:
+    agent = actors.agent_session("claude", "me-1", "p3")
+    with pytest.raises(NotConnected):
+        asyncio.run(services.gate.run(agent, "history.search", {"q": "login"}))
+    assert ("agent:claude:me-1", "history.search", "refused", None) in _audit(services)
+
+
+def test_expunge_is_never_offered_to_an_agent(services: Services) -> None:
+    services.gate.scopes = HistoryOnly()
+    agent = actors.agent_session("claude", "me-1", "p3")
+    params = {"harness": "claude", "session_id": "c-1"}
+    with pytest.raises(Forbidden):
+        asyncio.run(services.gate.run(agent, "history.expunge", params))
+    history: HistoryService = services.extras["history"]
+    assert history.index.get("claude", "c-1")
