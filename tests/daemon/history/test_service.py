@@ -15,7 +15,7 @@ from openbus.daemon.core import actors
 from openbus.daemon.core.clock import FixedClock, SeededRandom
 from openbus.daemon.core.errors import Forbidden, NotConnected
 from openbus.daemon.core.scopes import Scope
-from openbus.daemon.history.model import LiveState, Liveness
+from openbus.daemon.history.model import Liveness, LiveState
 from openbus.daemon.history.project import AGENT_FIELDS, project_for_agent
 from openbus.daemon.history.service import HistoryService
 from openbus.daemon.services import Services
