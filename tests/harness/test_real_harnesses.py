@@ -17,10 +17,10 @@ from tests.support.harnesses import (
     CLAUDE_PERMISSION,
     CODEX_BUSY,
     CODEX_IDLE,
-    CODEX_READY,
     ClaudeHarness,
     CodexHarness,
     submit_prompt,
+    wait_for_codex_ready,
     wait_for_screen,
 )
 from tests.support.stub_model import StubModel, call_tool, hold, reply
@@ -125,7 +125,7 @@ def test_codex_tui_idles_then_a_typed_prompt_runs_a_turn_held_busy_by_the_stub(
     codex: CodexHarness, stub_model: StubModel, tmux_server: TmuxServer
 ) -> None:
     pane = tmux_server.new_window(codex.tui_argv(), codex.env(), codex.cwd)
-    wait_for_screen(tmux_server, pane, CODEX_READY, CODEX_IDLE, "stub-model")
+    wait_for_codex_ready(tmux_server, pane)
 
     turn = stub_model.script(hold(), reply("STUB-REPLY codex released"), match="slow turn")
     submit_prompt(tmux_server, pane, "hello codex slow turn")
@@ -144,7 +144,7 @@ def test_codex_tui_asks_approval_for_an_mcp_tool_whose_token_comes_from_the_envi
     argv = codex.tui_argv(*codex.mcp_args("stubmcp", stub_model.mcp_url, "STUB_MCP_TOKEN"))
     assert MCP_TOKEN not in " ".join(argv)
     pane = tmux_server.new_window(argv, codex.env(STUB_MCP_TOKEN=MCP_TOKEN), codex.cwd)
-    wait_for_screen(tmux_server, pane, CODEX_READY, CODEX_IDLE, "stub-model")
+    wait_for_codex_ready(tmux_server, pane)
 
     turn = stub_model.script(
         call_tool("mcp__stubmcp__echo", {"text": "from-codex"}),

@@ -289,17 +289,34 @@ def wait_for_screen(
     On timeout the assertion message carries the last screen."""
     last = ""
 
-    def shows() -> str | None:
+    def shows() -> str:
         nonlocal last
         last = tmux.capture(pane)
         if all(m in last for m in markers) and not any(a in last for a in absent):
             return last
-        return None
+        return ""
 
     try:
         return wait_until(shows, timeout=timeout, what=f"pane {pane} to show {markers!r}")
     except AssertionError as exc:
         raise AssertionError(f"{exc}\n--- last screen of {pane} ---\n{last}") from None
+
+
+def _title_spinning(title: str) -> bool:
+    return bool(title) and ("\u2800" <= title[0] <= "\u28ff" or title.startswith("[ ! ]"))
+
+
+def wait_for_codex_ready(tmux: TmuxServer, pane: str, *, timeout: float = 30.0) -> str:
+    """Wait until the Codex TUI is at its prompt and done starting up: the composer and footer
+    show, and the pane title no longer carries a spinner (it spins while MCP servers start,
+    and a prompt typed then is queued, not sent). Return the screen."""
+    screen = wait_for_screen(tmux, pane, CODEX_READY, CODEX_IDLE, "stub-model", timeout=timeout)
+    wait_until(
+        lambda: not _title_spinning(tmux.pane_field(pane, "pane_title")),
+        timeout=timeout,
+        what=f"codex in {pane} to finish starting",
+    )
+    return screen
 
 
 def type_prompt(tmux: TmuxServer, pane: str, text: str, *, timeout: float = 10.0) -> None:
@@ -326,6 +343,7 @@ __all__: Sequence[str] = (
     "require_binary",
     "submit_prompt",
     "type_prompt",
+    "wait_for_codex_ready",
     "wait_for_screen",
     "workdir",
 )

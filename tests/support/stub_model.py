@@ -525,7 +525,7 @@ class _StubHandler(BaseHTTPRequestHandler):
     ) -> None:
         message_id = self.stub._next_id("msg_")
         usage = {"input_tokens": 10, "output_tokens": 1}
-        start = {
+        start: dict[str, Any] = {
             "id": message_id,
             "type": "message",
             "role": "assistant",
@@ -601,7 +601,7 @@ class _StubHandler(BaseHTTPRequestHandler):
             self._record(body, "openai", "turn", prompt=prompt, tool_results=tool_results)
             script = self.stub._script_for("openai", prompt, results)
         response_id = self.stub._next_id("resp_")
-        base = {
+        base: dict[str, Any] = {
             "id": response_id,
             "object": "response",
             "model": body.get("model"),

@@ -1,0 +1,236 @@
+"""Capture real screens of Claude Code and Codex into the screen parsers' eval set.
+
+Run: ``.venv/bin/python -m tests.harness.capture_screens`` (needs ``make harnesses``). Each
+screen lands in ``tests/daemon/screens/captured/<name>.txt`` (``tmux capture-pane -p``; the
+``*-escapes.txt`` ones with ``-e``) with ``<name>.json`` beside it: the expected reading at the
+top level (``harness``, ``state``, ``composer_empty``, optional ``title_hint``), plus the
+``evidence`` a watcher would have had at that moment (pane title, Claude's live status file)
+and where the screen came from. The harnesses run from fixed directories under
+``/tmp/openbus-capture`` so the paths on screen do not change between captures.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from tests.support.harnesses import (
+    CLAUDE_BUSY,
+    CLAUDE_IDLE,
+    CLAUDE_PERMISSION,
+    CLAUDE_VERSION,
+    CODEX_BUSY,
+    CODEX_IDLE,
+    CODEX_VERSION,
+    ClaudeHarness,
+    harness_binary,
+    make_claude,
+    make_codex,
+    submit_prompt,
+    type_prompt,
+    wait_for_codex_ready,
+    wait_for_screen,
+)
+from tests.support.stub_model import StubModel, call_tool, hold, reply, running_stub_model
+from tests.support.tmux_server import TmuxServer, private_tmux
+from tests.support.wait import wait_until
+
+OUT = Path(__file__).resolve().parents[1] / "daemon" / "screens" / "captured"
+ROOT = Path("/tmp/openbus-capture")
+MCP_TOKEN = "capture-token-0123456789"
+
+
+class Capturer:
+    def __init__(self, tmux: TmuxServer, pane: str, harness: str, version: str) -> None:
+        self.tmux = tmux
+        self.pane = pane
+        self.harness = harness
+        self.version = version
+        self.claude: ClaudeHarness | None = None
+
+    def title_hint(self, pane_title: str, screen: str) -> str | None:
+        """The session title the screen shows: Claude sets the pane title to a status glyph
+        and the title ("Claude Code" before it has one); Codex's footer line reads
+        ``model · cwd · thread name``."""
+        if self.harness == "claude":
+            glyph, _, title = pane_title.partition(" ")
+            return title if glyph and title and title != "Claude Code" else None
+        for line in screen.splitlines():
+            parts = [p.strip() for p in line.split(" · ")]
+            if len(parts) == 3 and parts[0].startswith("stub-model"):
+                return parts[2]
+        return None
+
+    def save(
+        self,
+        name: str,
+        state: str,
+        composer_empty: bool | None,
+        why: str,
+        *,
+        escapes: bool = False,
+    ) -> None:
+        screen = self.tmux.capture(self.pane, escapes=escapes)
+        pane_title = self.tmux.pane_field(self.pane, "pane_title")
+        title_hint = self.title_hint(pane_title, self.tmux.capture(self.pane))
+        evidence: dict[str, Any] = {"pane_title": pane_title}
+        if self.tmux.pane_dead(self.pane):
+            evidence["dead"] = True
+        if self.claude is not None:
+            live = self.claude.live_status()
+            if live:
+                evidence["claude_status"] = {
+                    "status": live[0].get("status"),
+                    "waiting_for": live[0].get("waitingFor"),
+                }
+        doc: dict[str, Any] = {
+            "harness": self.harness,
+            "state": state,
+            "composer_empty": composer_empty,
+        }
+        if title_hint is not None:
+            doc["title_hint"] = title_hint
+        doc["evidence"] = evidence
+        doc["source"] = f"captured by tests/harness/capture_screens.py from the real {self.version}"
+        doc["why"] = why
+        (OUT / f"{name}.txt").write_text(screen, encoding="utf-8")
+        (OUT / f"{name}.json").write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+        print(f"captured {name}")
+
+
+@contextmanager
+def world(name: str) -> Iterator[tuple[StubModel, TmuxServer, Path]]:
+    root = ROOT / name
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    cwd = root / f"app-{name}"
+    cwd.mkdir()
+    with running_stub_model(mcp_token=MCP_TOKEN) as stub, private_tmux(root) as tmux:
+        yield stub, tmux, cwd
+
+
+def capture_claude() -> None:
+    with world("cc") as (stub, tmux, cwd):
+        claude = make_claude(cwd.parent, stub, cwd)
+        argv = claude.tui_argv(*claude.mcp_args("steer", stub.mcp_url, "STEER_TOKEN"))
+        pane = tmux.new_window(argv, claude.env(STEER_TOKEN=MCP_TOKEN), cwd)
+        cap = Capturer(tmux, pane, "claude", f"Claude Code {CLAUDE_VERSION}")
+        cap.claude = claude
+        wait_for_screen(tmux, pane, CLAUDE_IDLE)
+        cap.save("claude-idle", "idle", True, "fresh session against the stub, empty composer")
+
+        type_prompt(tmux, pane, "hello slow turn please")
+        cap.save("claude-draft", "idle", False, "a typed, unsent prompt in the composer")
+        turn = stub.script(hold(), reply("STUB-REPLY: held turn released"), match="slow turn")
+        tmux.send_keys(pane, "Enter")
+        turn.wait_holding()
+        wait_for_screen(tmux, pane, CLAUDE_BUSY)
+        wait_until(lambda: claude.live_status()[0].get("status") == "busy", what="busy status")
+        cap.save("claude-busy", "busy", True, "a turn held open by the stub: spinner line")
+        cap.save(
+            "claude-busy-escapes", "busy", True, "the held turn, captured with -e", escapes=True
+        )
+        turn.release()
+        wait_for_screen(tmux, pane, "STUB-REPLY: held turn released", CLAUDE_IDLE)
+        cap.save("claude-after-turn", "idle", True, "a finished turn: reply and '✻ <Verb>ed for'")
+
+        tool = stub.script(
+            call_tool("mcp__steer__echo", {"text": "captured"}),
+            reply("STUB-FINAL: tool returned: {tool_result}"),
+            match="TOOL:echo",
+        )
+        submit_prompt(tmux, pane, "TOOL:echo please")
+        wait_for_screen(tmux, pane, CLAUDE_PERMISSION, "1. Yes")
+        wait_until(lambda: claude.live_status()[0].get("status") == "waiting", what="waiting")
+        cap.save("claude-permission-menu", "menu", None, "MCP tool permission dialog")
+        tmux.send_keys(pane, "Enter")
+        tool.wait_finished()
+        wait_for_screen(tmux, pane, "STUB-FINAL: tool returned", CLAUDE_IDLE)
+        wait_until(lambda: claude.live_status()[0].get("status") == "idle", what="idle status")
+        cap.save("claude-after-tool", "idle", True, "after an approved MCP tool call")
+        cap.save(
+            "claude-after-tool-escapes", "idle", True, "after the tool turn, with -e", escapes=True
+        )
+
+        cap.claude = None  # the live status file goes away on /exit
+        submit_prompt(tmux, pane, "/exit")
+        wait_until(lambda: tmux.pane_dead(pane), timeout=20, what="claude to exit")
+        cap.save("claude-exited", "exited", None, "after /exit; the pane stays (remain-on-exit)")
+
+
+def capture_codex() -> None:
+    with world("cx") as (stub, tmux, cwd):
+        codex = make_codex(cwd.parent, stub, cwd)
+        stub.title = "Slow turn check"
+        argv = codex.tui_argv(*codex.mcp_args("steer", stub.mcp_url, "STEER_TOKEN"))
+        pane = tmux.new_window(argv, codex.env(STEER_TOKEN=MCP_TOKEN), cwd)
+        cap = Capturer(tmux, pane, "codex", f"Codex CLI {CODEX_VERSION}")
+        wait_for_codex_ready(tmux, pane)
+        cap.save("codex-idle", "idle", True, "fresh session against the stub, placeholder shown")
+
+        type_prompt(tmux, pane, "hello codex slow turn")
+        cap.save("codex-draft", "idle", False, "a typed, unsent prompt in the composer")
+        turn = stub.script(hold(), reply("STUB-REPLY: held turn released"), match="slow turn")
+        tmux.send_keys(pane, "Enter")
+        turn.wait_holding()
+        wait_for_screen(tmux, pane, "Working", CODEX_BUSY)
+        cap.save(
+            "codex-busy",
+            "busy",
+            True,
+            "a turn held open by the stub: '• Working (… esc to interrupt)'",
+        )
+        cap.save(
+            "codex-busy-escapes",
+            "busy",
+            True,
+            "the held turn, captured with -e",
+            escapes=True,
+        )
+        turn.release()
+        wait_for_screen(tmux, pane, "STUB-REPLY: held turn released", "Worked for", CODEX_IDLE)
+        cap.save(
+            "codex-after-turn",
+            "idle",
+            True,
+            "a finished turn: reply and 'Worked for'",
+        )
+
+        tool = stub.script(
+            call_tool("mcp__steer__echo", {"text": "captured"}),
+            reply("STUB-FINAL: tool returned: {tool_result}"),
+            match="TOOL:echo",
+        )
+        submit_prompt(tmux, pane, "TOOL:echo please")
+        wait_for_screen(tmux, pane, 'Allow the steer MCP server to run tool "echo"?', "1. Allow")
+        cap.save("codex-mcp-approval-menu", "menu", None, "MCP tool approval prompt")
+        tmux.send_keys(pane, "Enter")
+        tool.wait_finished()
+        wait_for_screen(tmux, pane, "STUB-FINAL: tool returned", "Called steer.echo", CODEX_IDLE)
+        wait_for_screen(tmux, pane, "Worked for", absent=[CODEX_BUSY])
+        cap.save(
+            "codex-after-tool",
+            "idle",
+            True,
+            "after an approved MCP tool call",
+        )
+
+
+def main() -> int:
+    missing = [name for name in ("claude", "codex") if harness_binary(name) is None]
+    if missing:
+        print(f"not installed: {', '.join(missing)} (run `make harnesses`)", file=sys.stderr)
+        return 1
+    OUT.mkdir(parents=True, exist_ok=True)
+    capture_claude()
+    capture_codex()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,194 @@
+"""The stub model server on its own, spoken to over real HTTP (no harness CLIs needed)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import httpx
+
+from tests.support.stub_model import StubModel, call_tool, hold, reply
+
+
+def sse_events(response: httpx.Response) -> list[tuple[str, dict[str, Any]]]:
+    events: list[tuple[str, dict[str, Any]]] = []
+    name = ""
+    for line in response.iter_lines():
+        if line.startswith("event: "):
+            name = line[len("event: ") :]
+        elif line.startswith("data: "):
+            events.append((name, json.loads(line[len("data: ") :])))
+    return events
+
+
+def anthropic(stub: StubModel, messages: list[dict[str, Any]], **extra: Any) -> list[Any]:
+    body = {"model": "claude-opus-4-8", "stream": True, "messages": messages, **extra}
+    with httpx.stream("POST", f"{stub.url}/v1/messages?beta=true", json=body) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"] == "text/event-stream"
+        return sse_events(response)
+
+
+def openai(stub: StubModel, items: list[dict[str, Any]], **extra: Any) -> list[Any]:
+    body = {"model": "stub-model", "stream": True, "input": items, **extra}
+    with httpx.stream("POST", f"{stub.openai_base_url}/responses", json=body) as response:
+        assert response.status_code == 200
+        return sse_events(response)
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": [{"type": "text", "text": text}]}
+
+
+def test_an_unscripted_anthropic_turn_streams_ok_in_the_messages_event_order(
+    stub_model: StubModel,
+) -> None:
+    assert httpx.head(stub_model.url).status_code == 200
+    events = anthropic(stub_model, [user("<system-reminder>ctx</system-reminder>"), user("hi")])
+    assert [name for name, _ in events] == [
+        "message_start",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+    ]
+    assert events[2][1]["delta"] == {"type": "text_delta", "text": "ok"}
+    assert events[4][1]["delta"]["stop_reason"] == "end_turn"
+    assert stub_model.turns()[0].prompt == "hi"
+
+
+def test_a_scripted_anthropic_tool_call_continues_when_its_result_arrives(
+    stub_model: StubModel,
+) -> None:
+    script = stub_model.script(
+        call_tool("mcp__openbus__list_panes", {"all": True}),
+        reply("saw {tool_result}"),
+        match="list the panes",
+    )
+    first = anthropic(stub_model, [user("please list the panes")], tools=[{"name": "Bash"}])
+    block = first[1][1]["content_block"]
+    assert block["type"] == "tool_use"
+    assert block["name"] == "mcp__openbus__list_panes"
+    assert json.loads(first[2][1]["delta"]["partial_json"]) == {"all": True}
+    assert first[4][1]["delta"]["stop_reason"] == "tool_use"
+
+    result = {"type": "tool_result", "tool_use_id": block["id"], "content": "pane %1"}
+    second = anthropic(
+        stub_model,
+        [
+            user("please list the panes"),
+            {"role": "assistant", "content": [block]},
+            {"role": "user", "content": [result]},
+        ],
+    )
+    assert second[2][1]["delta"]["text"] == "saw pane %1"
+    assert script.tool_results == ["pane %1"]
+    assert script.finished.is_set()
+    assert stub_model.turns()[0].offered_tools == ["Bash"]
+    assert stub_model.turns()[1].tool_results == ["pane %1"]
+
+
+def test_a_json_title_side_call_gets_schema_valid_json_and_leaves_scripts_alone(
+    stub_model: StubModel,
+) -> None:
+    script = stub_model.script(reply("the real turn"), match="fix the bug")
+    schema = {"type": "object", "properties": {"title": {"type": "string"}}, "required": ["title"]}
+    events = anthropic(
+        stub_model,
+        [user("<session>\nfix the bug\n</session>")],
+        output_config={"format": {"type": "json_schema", "schema": schema}},
+    )
+    assert json.loads(events[2][1]["delta"]["text"]) == {"title": "Stub title"}
+    codex_title = openai(
+        stub_model,
+        [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "x"}]}],
+        text={"format": {"type": "json_schema", "schema": schema, "name": "codex_output_schema"}},
+    )
+    done = [data for name, data in codex_title if name == "response.output_item.done"]
+    assert json.loads(done[0]["item"]["content"][0]["text"]) == {"title": "Stub title"}
+    assert not script.started.is_set()
+    assert [r.kind for r in stub_model.requests] == ["title", "title"]
+
+
+def test_an_openai_function_call_names_the_mcp_namespace_and_the_tool(
+    stub_model: StubModel,
+) -> None:
+    script = stub_model.script(
+        call_tool("mcp__openbus__read_pane", {"pane": "%1"}), reply("read: {tool_result}")
+    )
+    prompt = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go"}]}
+    tools = [{"type": "namespace", "name": "mcp__openbus", "tools": [{"name": "read_pane"}]}]
+    first = openai(stub_model, [prompt], tools=tools)
+    assert [name for name, _ in first] == [
+        "response.created",
+        "response.output_item.added",
+        "response.output_item.done",
+        "response.completed",
+    ]
+    item = first[2][1]["item"]
+    assert (item["type"], item["namespace"], item["name"]) == (
+        "function_call",
+        "mcp__openbus",
+        "read_pane",
+    )
+    assert json.loads(item["arguments"]) == {"pane": "%1"}
+    assert stub_model.turns()[0].offered_tools == ["mcp__openbus__read_pane"]
+
+    output = {
+        "type": "function_call_output",
+        "call_id": item["call_id"],
+        "output": [{"type": "input_text", "text": "screen"}],
+    }
+    second = openai(stub_model, [prompt, item, output])
+    names = [name for name, _ in second]
+    assert "response.output_text.delta" in names
+    done = second[names.index("response.output_item.done")][1]["item"]
+    assert done["content"][0]["text"] == "read: screen"
+    assert script.last_tool_result == "screen"
+
+
+def test_a_held_turn_stays_open_until_the_test_releases_it(stub_model: StubModel) -> None:
+    script = stub_model.script(hold(), reply("released"), match="slow")
+    got: list[Any] = []
+    worker = threading.Thread(target=lambda: got.extend(anthropic(stub_model, [user("slow")])))
+    worker.start()
+    script.wait_holding(timeout=10)
+    assert not got
+    assert not script.finished.is_set()
+    script.release()
+    worker.join(timeout=10)
+    assert got[2][1]["delta"]["text"] == "released"
+
+
+def test_scripts_are_taken_by_the_first_turn_whose_prompt_matches(stub_model: StubModel) -> None:
+    stub_model.script(reply("for beta"), match="beta")
+    stub_model.script(reply("for anyone"))
+    assert anthropic(stub_model, [user("alpha")])[2][1]["delta"]["text"] == "for anyone"
+    assert anthropic(stub_model, [user("beta")])[2][1]["delta"]["text"] == "for beta"
+    assert anthropic(stub_model, [user("gamma")])[2][1]["delta"]["text"] == "ok"
+
+
+def test_the_mcp_endpoint_lists_and_calls_tools_and_refuses_a_wrong_token(
+    stub_model: StubModel,
+) -> None:
+    stub_model.mcp_token = "right"
+    headers = {"Authorization": "Bearer right", "Accept": "application/json, text/event-stream"}
+
+    def rpc(method: str, params: dict[str, Any], auth: dict[str, str]) -> httpx.Response:
+        body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+        return httpx.post(stub_model.mcp_url, json=body, headers=auth)
+
+    init = rpc("initialize", {"protocolVersion": "2025-11-25"}, headers)
+    assert init.json()["result"]["protocolVersion"] == "2025-11-25"
+    assert init.headers["mcp-session-id"]
+    tools = rpc("tools/list", {}, headers).json()["result"]["tools"]
+    assert [t["name"] for t in tools] == ["echo"]
+    called = rpc("tools/call", {"name": "echo", "arguments": {"text": "hi"}}, headers).json()
+    assert called["result"]["content"] == [{"type": "text", "text": "echo: hi"}]
+    assert rpc("tools/list", {}, {"Authorization": "Bearer wrong"}).status_code == 401
+    assert httpx.get(stub_model.mcp_url, headers=headers).status_code == 405
+    assert [r.headers.get("authorization") for r in stub_model.mcp_calls("tools/call")] == [
+        "Bearer right"
+    ]

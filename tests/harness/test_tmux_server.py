@@ -1,0 +1,36 @@
+"""The private tmux server helper the harness tests run panes in."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.support.tmux_server import TmuxServer
+from tests.support.wait import wait_until
+
+
+def test_a_window_runs_argv_in_cwd_with_the_given_env_at_the_fixed_size(
+    tmux_server: TmuxServer, tmp_path: Path
+) -> None:
+    pane = tmux_server.new_window(
+        ["sh", "-c", 'echo "$GREETING from $(pwd)"; exec cat'], {"GREETING": "hi"}, tmp_path
+    )
+    assert pane.startswith("%")
+    wait_until(lambda: f"hi from {tmp_path}" in tmux_server.capture(pane), what="greeting")
+    assert tmux_server.pane_field(pane, "pane_width") == "120"
+    assert tmux_server.pane_field(pane, "pane_height") == "40"
+    assert tmux_server.run("show", "-gv", "focus-events").strip() == "on"
+
+
+def test_typed_text_and_keys_reach_the_pane_and_an_exited_pane_stays_dead(
+    tmux_server: TmuxServer, tmp_path: Path
+) -> None:
+    pane = tmux_server.new_window(["cat"], cwd=tmp_path)
+    tmux_server.send_text(pane, "Enter is literal here")
+    tmux_server.send_keys(pane, "Enter")
+    wait_until(
+        lambda: tmux_server.capture(pane).count("Enter is literal here") == 2, what="echo by cat"
+    )
+    assert "\x1b[" not in tmux_server.capture(pane)
+    tmux_server.send_keys(pane, "C-d")
+    wait_until(lambda: tmux_server.pane_dead(pane), what="cat to exit")
+    assert "Pane is dead" in tmux_server.capture(pane)
