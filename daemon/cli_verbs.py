@@ -16,3 +16,6 @@ def register(sub: Any) -> None:
     from openbus.daemon import cli_audit
 
     cli_audit.register(sub)
+    from openbus.daemon import cli_directory
+
+    cli_directory.register(sub)

@@ -70,6 +70,9 @@ class Services:
         from openbus.daemon.history import service as history_service
 
         history_service.install(services)
+        from openbus.daemon.http import directory as directory_http
+
+        directory_http.install(services)
         services.started.append(services._start_card_sweep)
         return services
 

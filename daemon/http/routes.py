@@ -37,3 +37,6 @@ def add_routes(app: falcon.asgi.App, services: Services) -> None:
     from openbus.daemon.http import audit as audit_http
 
     audit_http.add_routes(app, services)
+    from openbus.daemon.http import directory as directory_http
+
+    directory_http.add_routes(app, services)

@@ -1,0 +1,141 @@
+"""``openbus directory`` and ``openbus pane PANE``: the fleet directory at the desk.
+
+Both read the daemon's human API over its unix socket (each read is an audited action on the
+gate). A table by default; ``--json`` prints what the API returned.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+from urllib.parse import quote
+
+from openbus.daemon.cli import add_common, emit
+from openbus.daemon.client import DaemonClient
+from openbus.daemon.config import Config
+
+
+def _ago(then: float | None, now: float) -> str:
+    if not then:
+        return "-"
+    seconds = max(0, int(now - then))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m"
+    if seconds < 86400:
+        return f"{seconds // 3600}h"
+    return f"{seconds // 86400}d"
+
+
+def _composer(value: Any) -> str:
+    return {True: "empty", False: "draft", None: "?"}.get(value, "?")
+
+
+def _cut(text: Any, width: int) -> str:
+    value = "" if text is None else str(text)
+    return value if len(value) <= width else value[: width - 1] + "…"
+
+
+def format_directory(data: dict[str, Any], now: float | None = None) -> str:
+    now = time.time() if now is None else now
+    tmux = data.get("tmux", {})
+    head = f"tmux {tmux.get('status', '?')} on {tmux.get('socket', '?')}"
+    if tmux.get("detail"):
+        head += f" ({tmux['detail']})"
+    panes = data.get("panes", [])
+    if not panes:
+        return head + "\nno panes"
+    columns = (
+        "PANE",
+        "SESSION:WIN",
+        "HARNESS",
+        "STATE",
+        "COMPOSER",
+        "ACTIVE",
+        "BRANCH",
+        "TITLE / SUMMARY",
+    )
+    rows = [
+        (
+            p["pane"],
+            _cut(f"{p.get('session', '')}:{(p.get('window') or {}).get('index', '')}", 16),
+            p.get("harness", ""),
+            p.get("state", ""),
+            _composer(p.get("composer_empty")),
+            _ago(p.get("last_activity"), now),
+            _cut(p.get("branch") or "-", 20),
+            _cut(p.get("title") or p.get("summary") or "", 60),
+        )
+        for p in panes
+    ]
+    widths = [max(len(str(r[i])) for r in (columns, *rows)) for i in range(len(columns))]
+    lines = [head, "  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip()]
+    lines += [
+        "  ".join(str(v).ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in rows
+    ]
+    return "\n".join(lines)
+
+
+def format_pane(p: dict[str, Any], now: float | None = None) -> str:
+    now = time.time() if now is None else now
+    window = p.get("window") or {}
+    fields = [
+        ("pane", p.get("pane")),
+        ("incarnation", p.get("incarnation")),
+        ("harness", p.get("harness")),
+        ("state", p.get("state")),
+        ("composer", _composer(p.get("composer_empty"))),
+        ("title", p.get("title") or "-"),
+        ("summary", p.get("summary") or "-"),
+        ("session", f"{p.get('session')}  window {window.get('index')} ({window.get('name')})"),
+        ("cwd", p.get("cwd")),
+        ("branch", p.get("branch") or "-"),
+        ("pr links", ", ".join(p.get("pr_links") or []) or "-"),
+        ("process", f"{p.get('command')} (pid {p.get('pid')})"),
+        ("revision", p.get("revision")),
+        ("last activity", f"{_ago(p.get('last_activity'), now)} ago"),
+    ]
+    lines = [f"{name:<14}{value}" for name, value in fields]
+    events = p.get("events") or []
+    if events:
+        lines.append("events:")
+        for event in events[-12:]:
+            when = time.strftime("%H:%M:%S", time.localtime(event.get("time", 0)))
+            kind = event.get("kind")
+            if "from" in event or "to" in event:
+                lines.append(f"  {when}  {kind}: {event.get('from')} -> {event.get('to')}")
+            else:
+                lines.append(f"  {when}  {kind}")
+    return "\n".join(lines)
+
+
+def _directory(args: argparse.Namespace, config: Config) -> int:
+    client = DaemonClient(config)
+    try:
+        data = client.get("/api/directory")
+    finally:
+        client.close()
+    emit(args, data, format_directory)
+    return 0
+
+
+def _pane(args: argparse.Namespace, config: Config) -> int:
+    client = DaemonClient(config)
+    try:
+        data = client.get("/api/panes/" + quote(args.pane, safe=""))
+    finally:
+        client.close()
+    emit(args, data, format_pane)
+    return 0
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("directory", help="the fleet directory: every tmux pane and its state")
+    add_common(p)
+    p.set_defaults(handler=_directory)
+    p = sub.add_parser("pane", help="one pane in detail, with its recent events")
+    p.add_argument("pane", metavar="PANE", help="a tmux pane id such as %%3")
+    add_common(p)
+    p.set_defaults(handler=_pane)

@@ -1,0 +1,406 @@
+"""The fleet directory: one entry per tmux pane, the thing everything else routes on.
+
+Theory of operation
+-------------------
+The watcher (``daemon.tmux.watcher``) tells the directory what tmux shows, through four
+calls: ``server_status`` (running or not), ``panes_listed`` (the full pane list: entries for
+panes not in it are removed), ``pane_captured`` (a pane's metadata and fresh screen text) and
+``pane_gone``. The directory adds what the host knows (harness from the process tree, git
+branch, Claude's status file: a ``Probe``), classifies the screen with the pure parsers in
+``daemon.screens`` and keeps per pane:
+
+* an **incarnation** token it issues: a keyed hash of the pane id, the pane's process and the
+  harness process (pid + start time) under a per-daemon secret. A recycled ``%N``, or a new
+  harness process in the same pane, is a new incarnation and a fresh entry (no history,
+  events or PR links carry over);
+* the parsed reading (state, composer_empty, title, summary), cwd, branch, PR links seen on
+  this incarnation's screens (latest last, bounded), workstream handles (PR links, title);
+* a **screen revision** that increments whenever the screen text changes, and the time of
+  that change (last activity);
+* recent events (appeared, state and title transitions, harness changes) in a bounded ring.
+
+Readers use ``snapshot()``, ``pane(id)``, ``resolve_handle(handle)`` and ``changes()``; the
+per-pane ``send_lock(id)`` linearizes everything that types into a pane. Time comes from the
+injected clock; nothing here does tmux I/O.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+from collections import deque
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from openbus.daemon.core.clock import Clock
+from openbus.daemon.core.errors import BadRequest, NotFound
+from openbus.daemon.directory_probe import Detected, ProcIdentity
+from openbus.daemon.screens import ClaudeStatus, Evidence, Reading, parse
+from openbus.daemon.screens.base import screen_lines
+from openbus.daemon.tmux.adapter import PaneInfo, check_pane_id
+
+EVENTS_KEPT = 32
+PR_LINKS_KEPT = 10
+_SUBSCRIBER_QUEUE = 1024
+
+
+class Probe(Protocol):
+    def detect(self, pane_pid: int) -> Detected: ...
+
+    def git_branch(self, cwd: str) -> str | None: ...
+
+    def claude_status(self, process: ProcIdentity) -> ClaudeStatus | None: ...
+
+
+@dataclass(frozen=True)
+class Change:
+    kind: str  # "added" | "updated" | "removed" | "server" | "resync"
+    pane_id: str | None
+    version: int
+
+
+@dataclass
+class Entry:
+    pane_id: str
+    incarnation: str
+    harness: str
+    pane_process: ProcIdentity
+    process: ProcIdentity
+    created: float
+    info: PaneInfo
+    branch: str | None = None
+    reading: Reading = field(default_factory=lambda: Reading("unknown"))
+    text: str | None = None
+    revision: int = 0
+    last_activity: float = 0.0
+    pr_links: list[str] = field(default_factory=list)
+    events: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=EVENTS_KEPT))
+    _dict: dict[str, Any] | None = None
+
+    @property
+    def state(self) -> str:
+        return self.reading.state
+
+    @property
+    def title(self) -> str | None:
+        return self.reading.title
+
+    def handles(self) -> dict[str, Any]:
+        return {"pr": list(self.pr_links), "title": self.reading.title}
+
+    def to_dict(self) -> dict[str, Any]:
+        if self._dict is None:
+            info = self.info
+            self._dict = {
+                "pane": self.pane_id,
+                "incarnation": self.incarnation,
+                "harness": self.harness,
+                "state": self.reading.state,
+                "composer_empty": self.reading.composer_empty,
+                "title": self.reading.title,
+                "summary": self.reading.summary,
+                "cwd": info.cwd,
+                "branch": self.branch,
+                "pr_links": list(self.pr_links),
+                "handles": self.handles(),
+                "revision": self.revision,
+                "last_activity": self.last_activity,
+                "pid": self.process.pid,
+                "pane_pid": info.pid,
+                "command": info.current_command,
+                "session": info.session_name,
+                "window": {
+                    "id": info.window_id,
+                    "index": info.window_index,
+                    "name": info.window_name,
+                },
+                "size": [info.width, info.height],
+                "dead": info.dead,
+            }
+        return self._dict
+
+    def detail(self) -> dict[str, Any]:
+        return {**self.to_dict(), "events": list(self.events)}
+
+
+def _sort_key(entry: Entry) -> tuple[str, int, int]:
+    return (entry.info.session_name, entry.info.window_index, int(entry.pane_id[1:]))
+
+
+class Directory:
+    def __init__(
+        self, clock: Clock, secret: bytes, probe: Probe, *, socket: str = "", hostname: str = ""
+    ) -> None:
+        if len(secret) < 16:
+            raise ValueError("the incarnation secret must be at least 16 bytes")
+        self.clock = clock
+        self._secret = secret
+        self.probe = probe
+        self.socket = socket
+        self.hostname = hostname
+        self._entries: dict[str, Entry] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._subscribers: set[asyncio.Queue[Change]] = set()
+        self.version = 0
+        self.server_running = False
+        self.server_detail: str | None = "not checked yet"
+        self.server_since = clock.now()
+        self._snapshot: dict[str, Any] | None = None
+        self._snapshot_json: bytes | None = None
+
+    # ------------------------------------------------------------------ reads
+
+    def snapshot(self) -> dict[str, Any]:
+        """Every pane plus the tmux server's status. The same object until the next change."""
+        if self._snapshot is None:
+            entries = sorted(self._entries.values(), key=_sort_key)
+            self._snapshot = {
+                "tmux": self.server(),
+                "version": self.version,
+                "panes": [e.to_dict() for e in entries],
+            }
+        return self._snapshot
+
+    def snapshot_json(self) -> bytes:
+        if self._snapshot_json is None:
+            self._snapshot_json = json.dumps(self.snapshot(), separators=(",", ":")).encode()
+        return self._snapshot_json
+
+    def server(self) -> dict[str, Any]:
+        return {
+            "running": self.server_running,
+            "status": "running" if self.server_running else "not running",
+            "socket": self.socket,
+            "detail": self.server_detail,
+            "since": self.server_since,
+        }
+
+    def entries(self) -> list[Entry]:
+        return sorted(self._entries.values(), key=_sort_key)
+
+    def entry(self, pane_id: str) -> Entry:
+        check_pane_id(pane_id)
+        found = self._entries.get(pane_id)
+        if found is None:
+            raise NotFound(f"no pane {pane_id} in the directory", field="pane")
+        return found
+
+    def pane(self, pane_id: str) -> dict[str, Any]:
+        """One pane with its recent events; ``NotFound`` naming the pane if unknown."""
+        return self.entry(pane_id).detail()
+
+    def by_incarnation(self, incarnation: str) -> Entry | None:
+        return next((e for e in self._entries.values() if e.incarnation == incarnation), None)
+
+    def resolve_handle(self, handle: str) -> list[Entry]:
+        """Entries a workstream handle addresses: a pane id, an incarnation, a PR link (full
+        URL, ``owner/repo#N``, ``#N``) or a title (case-insensitive). Possibly several."""
+        if not isinstance(handle, str) or not handle.strip():
+            raise BadRequest("a handle must be a non-empty string", field="handle")
+        wanted = handle.strip()
+        if wanted.startswith("%"):
+            found = self._entries.get(wanted)
+            return [found] if found else []
+        if wanted.startswith("inc_"):
+            found = self.by_incarnation(wanted)
+            return [found] if found else []
+        key = _pr_key(wanted)
+        folded = wanted.casefold()
+        out: list[Entry] = []
+        for entry in self.entries():
+            by_pr = key is not None and any(_pr_matches(key, link) for link in entry.pr_links)
+            title = entry.reading.title
+            if by_pr or (title is not None and title.casefold() == folded):
+                out.append(entry)
+        return out
+
+    def send_lock(self, pane_id: str) -> asyncio.Lock:
+        """The pane's send lock: everything that types into the pane holds it."""
+        lock = self._locks.get(pane_id)
+        if lock is None:
+            lock = self._locks[pane_id] = asyncio.Lock()
+        return lock
+
+    async def changes(self) -> AsyncIterator[Change]:
+        """Every change from now on, in order. A slow reader gets ``resync`` and should re-read."""
+        queue: asyncio.Queue[Change] = asyncio.Queue(_SUBSCRIBER_QUEUE)
+        self._subscribers.add(queue)
+        try:
+            while True:
+                yield await queue.get()
+        finally:
+            self._subscribers.discard(queue)
+
+    # ------------------------------------------------------------------ what the watcher tells
+
+    def server_status(self, running: bool, detail: str | None = None) -> None:
+        if running == self.server_running and detail == self.server_detail:
+            return
+        if running != self.server_running:
+            self.server_since = self.clock.now()
+        self.server_running = running
+        self.server_detail = detail
+        if not running:
+            for pane_id in list(self._entries):
+                self._remove(pane_id)
+        self._publish("server", None)
+
+    def panes_listed(self, infos: Iterable[PaneInfo]) -> None:
+        seen: set[str] = set()
+        for info in infos:
+            seen.add(info.pane_id)
+            self._upsert(info, None)
+        for pane_id in [p for p in self._entries if p not in seen]:
+            self._remove(pane_id)
+
+    def pane_captured(self, info: PaneInfo, text: str) -> None:
+        self._upsert(info, text)
+
+    def pane_gone(self, pane_id: str) -> None:
+        if pane_id in self._entries:
+            self._remove(pane_id)
+
+    # ------------------------------------------------------------------ internals
+
+    def _incarnation(self, pane_id: str, detected: Detected) -> str:
+        pane, process = detected.pane, detected.process
+        material = f"{pane_id}|{pane.pid}|{pane.start}|{process.pid}|{process.start}"
+        digest = hmac.new(self._secret, material.encode(), hashlib.sha256).hexdigest()
+        return "inc_" + digest[:32]
+
+    def _upsert(self, info: PaneInfo, text: str | None) -> None:
+        now = self.clock.now()
+        detected = self.probe.detect(info.pid)
+        incarnation = self._incarnation(info.pane_id, detected)
+        entry = self._entries.get(info.pane_id)
+        added = False
+        if entry is None or entry.incarnation != incarnation:
+            previous = entry
+            entry = Entry(
+                pane_id=info.pane_id,
+                incarnation=incarnation,
+                harness=detected.harness,
+                pane_process=detected.pane,
+                process=detected.process,
+                created=now,
+                info=info,
+                last_activity=now,
+            )
+            entry.events.append({"time": now, "kind": "appeared", "harness": detected.harness})
+            if previous is not None:
+                entry.events.append(
+                    {
+                        "time": now,
+                        "kind": "incarnation",
+                        "from": previous.harness,
+                        "to": detected.harness,
+                    }
+                )
+                if text is None:
+                    text = previous.text
+            self._entries[info.pane_id] = entry
+            added = True
+        changed = added or info != entry.info
+        entry.info = info
+        branch = self.probe.git_branch(info.cwd)
+        if branch != entry.branch:
+            entry.branch = branch
+            changed = True
+        if text is not None:
+            normalized = "\n".join(screen_lines(text))
+            if normalized != entry.text:
+                entry.text = normalized
+                entry.revision += 1
+                entry.last_activity = now
+                changed = True
+        if changed and entry.text is not None:
+            changed = self._classify(entry, now) or changed
+        elif added:
+            self._classify(entry, now)
+        if changed:
+            entry._dict = None
+            self._publish("added" if added else "updated", info.pane_id)
+
+    def _classify(self, entry: Entry, now: float) -> bool:
+        info = entry.info
+        status = self.probe.claude_status(entry.process) if entry.harness == "claude" else None
+        evidence = Evidence(
+            harness=entry.harness,
+            pane_title=info.title,
+            hostname=self.hostname,
+            dead=info.dead,
+            in_mode=info.in_mode,
+            claude_status=status,
+        )
+        if entry.text is None:
+            state = "exited" if info.dead else ("shell" if entry.harness == "shell" else "unknown")
+            reading = Reading(state)  # type: ignore[arg-type]
+        else:
+            reading = parse(entry.text, evidence)
+        before = entry.reading
+        if reading == before:
+            return False
+        if reading.state != before.state:
+            entry.events.append(
+                {"time": now, "kind": "state", "from": before.state, "to": reading.state}
+            )
+        if reading.title != before.title:
+            entry.events.append(
+                {"time": now, "kind": "title", "from": before.title, "to": reading.title}
+            )
+        for link in reading.pr_links:
+            if link in entry.pr_links:
+                entry.pr_links.remove(link)
+            entry.pr_links.append(link)
+        del entry.pr_links[:-PR_LINKS_KEPT]
+        entry.reading = reading
+        return True
+
+    def _remove(self, pane_id: str) -> None:
+        self._entries.pop(pane_id, None)
+        lock = self._locks.get(pane_id)
+        if lock is not None and not lock.locked():
+            del self._locks[pane_id]
+        self._publish("removed", pane_id)
+
+    def _publish(self, kind: str, pane_id: str | None) -> None:
+        self.version += 1
+        self._snapshot = None
+        self._snapshot_json = None
+        change = Change(kind, pane_id, self.version)
+        for queue in list(self._subscribers):
+            try:
+                queue.put_nowait(change)
+            except asyncio.QueueFull:
+                while not queue.empty():
+                    queue.get_nowait()
+                queue.put_nowait(Change("resync", None, self.version))
+
+
+def _pr_key(handle: str) -> tuple[str | None, str] | None:
+    """(owner/repo or None, number) for a PR-looking handle."""
+    text = handle.strip()
+    if text.startswith("http"):
+        parts = text.rstrip("/").split("/")
+        if len(parts) >= 7 and parts[-2] in ("pull", "merge_requests"):
+            repo_parts = parts[3:-2]
+            if repo_parts and repo_parts[-1] == "-":
+                repo_parts = repo_parts[:-1]
+            return "/".join(repo_parts).lower(), parts[-1]
+        return None
+    repo, sep, number = text.rpartition("#")
+    if not sep:
+        repo, sep, number = text.rpartition("!")
+    if sep and number.isdigit():
+        return (repo.lower() or None), number
+    return None
+
+
+def _pr_matches(key: tuple[str | None, str], link: str) -> bool:
+    other = _pr_key(link)
+    if other is None or other[1] != key[1]:
+        return False
+    return key[0] is None or other[0] is None or key[0] == other[0]

@@ -1,0 +1,260 @@
+"""What the directory learns from the host, outside tmux: process trees, git, Claude's status.
+
+Theory of operation
+-------------------
+* Harness: read from /proc, never from the pane title. Candidates are the pane's process,
+  the leader of the terminal's foreground process group (``tpgid`` in ``/proc/<pid>/stat``)
+  and, when neither is recognized, that leader's descendants (a few levels, for ``npx`` and
+  similar launchers). A process is recognized by its argv words and its executable's name:
+  ``claude``, ``codex``, ``opencode``, ``omp``, ``gemini`` (also as ``node .../claude``,
+  ``node .../@openai/codex/bin/codex.js``), shells as ``shell``, anything else ``unknown``.
+  The answer is cached per (pane pid, its start time, tpgid).
+* Process identity: pid plus start time (field 22 of ``/proc/<pid>/stat``), so a recycled
+  pid is a different process.
+* Git branch: ``.git/HEAD`` read directly from the cwd upward, following a worktree's
+  ``gitdir:`` file; a detached HEAD reads as the short hash. No subprocess.
+* Claude Code's live status: ``<config>/sessions/<pid>.json``, config from the process's
+  ``CLAUDE_CONFIG_DIR`` (``/proc/<pid>/environ`` when readable) else ``~/.claude`` of the
+  process's ``HOME``; used only when its ``procStart`` matches the process (or is absent).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from openbus.daemon.screens import ClaudeStatus
+
+SHELLS = frozenset({"bash", "zsh", "sh", "fish", "dash", "ksh", "mksh", "tcsh", "csh", "ash", "nu"})
+HARNESS_NAMES = ("claude", "codex", "opencode", "omp", "gemini")
+_PACKAGE_HINTS = {
+    "@anthropic-ai/claude-code": "claude",
+    "@openai/codex": "codex",
+    "@google/gemini-cli": "gemini",
+    "opencode-ai": "opencode",
+}
+
+
+@dataclass(frozen=True)
+class ProcIdentity:
+    pid: int
+    start: int  # clock ticks since boot; 0 when unknown
+
+
+@dataclass(frozen=True)
+class Detected:
+    harness: str
+    process: ProcIdentity  # the harness process (the pane's own process for shells/unknown)
+    pane: ProcIdentity  # the pane's own process
+
+
+def _read(path: str, limit: int = 1 << 16) -> bytes | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read(limit)
+    except OSError:
+        return None
+
+
+def _stat(pid: int) -> tuple[int, int, int] | None:
+    """(ppid, tpgid, start time) of a process."""
+    raw = _read(f"/proc/{pid}/stat", 4096)
+    if raw is None:
+        return None
+    after = raw[raw.rfind(b")") + 2 :].split()
+    try:
+        return int(after[1]), int(after[5]), int(after[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def proc_identity(pid: int) -> ProcIdentity:
+    stat = _stat(pid)
+    return ProcIdentity(pid, stat[2] if stat else 0)
+
+
+def _argv(pid: int) -> list[str]:
+    raw = _read(f"/proc/{pid}/cmdline")
+    if not raw:
+        return []
+    return [a.decode("utf-8", "replace") for a in raw.rstrip(b"\0").split(b"\0")]
+
+
+def _comm(pid: int) -> str:
+    raw = _read(f"/proc/{pid}/comm", 256)
+    return raw.decode("utf-8", "replace").strip() if raw else ""
+
+
+def classify_argv(argv: list[str], comm: str = "", exe: str = "") -> str | None:
+    """The harness a process is, from its argv and names; ``shell``; or None."""
+    names = [os.path.basename(w) for w in argv[:3] if w and not w.startswith("-")]
+    words = [os.path.basename(exe), comm, *names]
+    for word in words:
+        stem = word.removesuffix(".js").removesuffix(".mjs").removesuffix(".cjs")
+        if stem in HARNESS_NAMES:
+            return stem
+    joined = " ".join(argv[:3])
+    for hint, harness in _PACKAGE_HINTS.items():
+        if hint in joined:
+            return harness
+    if ".local/share/claude/versions/" in exe or ".local/share/claude/versions/" in joined:
+        return "claude"
+    for word in (comm, *names[:1]):
+        if word.lstrip("-") in SHELLS:
+            return "shell"
+    return None
+
+
+def _classify(pid: int) -> str | None:
+    try:
+        exe = os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        exe = ""
+    return classify_argv(_argv(pid), _comm(pid), exe)
+
+
+def _children_map() -> dict[int, list[int]]:
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return children
+    for name in entries:
+        if name.isdigit():
+            stat = _stat(int(name))
+            if stat is not None:
+                children.setdefault(stat[0], []).append(int(name))
+    return children
+
+
+class ProcessProbe:
+    """Harness detection, process identity, git branches and Claude's status file."""
+
+    def __init__(self, home: Path | None = None) -> None:
+        self.home = home or Path.home()
+        self._cache: dict[tuple[int, int, int], Detected] = {}
+        self._gitdirs: dict[str, Path | None] = {}
+
+    def detect(self, pane_pid: int) -> Detected:
+        stat = _stat(pane_pid)
+        if stat is None:
+            return Detected("unknown", ProcIdentity(pane_pid, 0), ProcIdentity(pane_pid, 0))
+        _, tpgid, start = stat
+        key = (pane_pid, start, tpgid)
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached
+        found = self._detect(pane_pid, start, tpgid)
+        if len(self._cache) > 4096:
+            self._cache.clear()
+        self._cache[key] = found
+        return found
+
+    def _detect(self, pane_pid: int, start: int, tpgid: int) -> Detected:
+        pane = ProcIdentity(pane_pid, start)
+        own = _classify(pane_pid)
+        if own not in (None, "shell"):
+            return Detected(own, pane, pane)
+        if tpgid > 0 and tpgid != pane_pid:
+            leader = _classify(tpgid)
+            if leader not in (None, "shell"):
+                return Detected(leader, proc_identity(tpgid), pane)
+            if leader is None and _stat(tpgid) is not None:
+                tree = _children_map()
+                frontier, depth = [tpgid], 0
+                while frontier and depth < 3:
+                    nxt: list[int] = []
+                    for pid in frontier:
+                        for child in tree.get(pid, []):
+                            kind = _classify(child)
+                            if kind not in (None, "shell"):
+                                return Detected(kind, proc_identity(child), pane)
+                            nxt.append(child)
+                    frontier, depth = nxt, depth + 1
+        return Detected(own or "unknown", pane, pane)
+
+    # ------------------------------------------------------------------ git
+
+    def git_branch(self, cwd: str) -> str | None:
+        if not cwd:
+            return None
+        gitdir = self._gitdirs.get(cwd, False)
+        if gitdir is False:
+            gitdir = _find_gitdir(Path(cwd))
+            if len(self._gitdirs) > 4096:
+                self._gitdirs.clear()
+            self._gitdirs[cwd] = gitdir
+        if not isinstance(gitdir, Path):
+            return None
+        raw = _read(str(gitdir / "HEAD"), 4096)
+        if raw is None:
+            self._gitdirs.pop(cwd, None)
+            return None
+        head = raw.decode("utf-8", "replace").strip()
+        if head.startswith("ref:"):
+            ref = head[4:].strip()
+            return ref.removeprefix("refs/heads/")
+        return head[:12] or None
+
+    # ------------------------------------------------------------------ Claude
+
+    def claude_status(self, process: ProcIdentity) -> ClaudeStatus | None:
+        config = self._claude_config(process.pid)
+        raw = _read(str(config / "sessions" / f"{process.pid}.json"))
+        if raw is None:
+            return None
+        try:
+            doc = json.loads(raw)
+        except ValueError:
+            return None
+        if not isinstance(doc, dict) or not isinstance(doc.get("status"), str):
+            return None
+        if doc.get("pid") not in (None, process.pid):
+            return None
+        proc_start = doc.get("procStart")
+        if proc_start not in (None, "") and process.start and str(proc_start) != str(process.start):
+            return None
+        waiting = doc.get("waitingFor")
+        session = doc.get("sessionId")
+        name = doc.get("name")
+        return ClaudeStatus(
+            status=doc["status"],
+            waiting_for=waiting if isinstance(waiting, str) else None,
+            session_id=session if isinstance(session, str) else None,
+            name=name if isinstance(name, str) else None,
+        )
+
+    def _claude_config(self, pid: int) -> Path:
+        env = _environ(pid)
+        if env.get("CLAUDE_CONFIG_DIR"):
+            return Path(env["CLAUDE_CONFIG_DIR"])
+        home = env.get("HOME")
+        return (Path(home) if home else self.home) / ".claude"
+
+
+def _environ(pid: int) -> dict[str, str]:
+    raw = _read(f"/proc/{pid}/environ", 1 << 20)
+    out: dict[str, str] = {}
+    if raw:
+        for item in raw.split(b"\0"):
+            key, sep, value = item.partition(b"=")
+            if sep:
+                out[key.decode("utf-8", "replace")] = value.decode("utf-8", "replace")
+    return out
+
+
+def _find_gitdir(start: Path) -> Path | None:
+    for folder in (start, *start.parents):
+        dotgit = folder / ".git"
+        if dotgit.is_dir():
+            return dotgit
+        if dotgit.is_file():
+            raw = _read(str(dotgit), 4096)
+            text = raw.decode("utf-8", "replace").strip() if raw else ""
+            if text.startswith("gitdir:"):
+                target = Path(text[7:].strip())
+                return target if target.is_absolute() else (folder / target).resolve()
+            return None
+    return None

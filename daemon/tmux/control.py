@@ -1,0 +1,225 @@
+"""tmux control mode: a line parser (pure) and one control client (a ``tmux -C`` subprocess).
+
+Theory of operation
+-------------------
+A control client (``tmux -C attach-session -t $N``) writes one line per event on stdout:
+
+* notifications start with ``%`` outside a block: ``%output %3 <escaped bytes>``,
+  ``%layout-change``, ``%window-add``, ``%sessions-changed``, ``%exit`` ...;
+* every command written to its stdin (one command per line) answers with a block
+  ``%begin <time> <number> <flags>`` ... ``%end|%error <time> <number> <flags>``; blocks for
+  commands this client sent carry flag bit 1, others (the attach itself, hooks) do not.
+
+``ControlParser`` turns lines into ``Notification`` and ``Block`` values and knows nothing of
+processes. ``ControlClient`` owns the subprocess: commands are pipelined, and their blocks are
+matched to waiting futures in order (tmux answers a client's commands in the order sent). A
+``%output`` line is reduced to its pane id without decoding its payload: the watcher only
+needs to know which pane changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+log = logging.getLogger("openbus.tmux")
+
+_LINE_LIMIT = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Notification:
+    name: str  # without the leading "%": "output", "layout-change", "exit", ...
+    args: tuple[str, ...] = ()
+
+
+@dataclass
+class Block:
+    number: str
+    flags: int
+    ok: bool = True
+    lines: list[str] = field(default_factory=list)
+
+
+class TmuxCommandError(Exception):
+    def __init__(self, command: str, lines: Sequence[str]) -> None:
+        self.command = command
+        self.lines = list(lines)
+        super().__init__("; ".join(self.lines) or "tmux command failed")
+
+
+class ControlParser:
+    """Feed it stdout lines (bytes, without the newline); get events back."""
+
+    def __init__(self) -> None:
+        self._block: Block | None = None
+        self._guard: bytes = b""
+
+    def feed(self, raw: bytes) -> Notification | Block | None:
+        block = self._block
+        if block is not None:
+            if raw.startswith((b"%end ", b"%error ")) and raw.split(b" ", 1)[1] == self._guard:
+                block.ok = raw.startswith(b"%end ")
+                self._block = None
+                return block
+            block.lines.append(raw.decode("utf-8", "replace"))
+            return None
+        if raw.startswith(b"%output "):
+            parts = raw.split(b" ", 2)
+            return Notification("output", (parts[1].decode("ascii", "replace"),))
+        if raw.startswith(b"%begin "):
+            guard = raw.split(b" ", 1)[1]
+            fields = guard.split(b" ")
+            if len(fields) == 3:
+                self._guard = guard
+                self._block = Block(
+                    fields[1].decode(), int(fields[2]) if fields[2].isdigit() else 0
+                )
+            return None
+        if raw.startswith(b"%"):
+            words = raw[1:].decode("utf-8", "replace").split(" ")
+            return Notification(words[0], tuple(words[1:]))
+        return None
+
+
+class ControlClient:
+    """One ``tmux -C`` client attached to one session."""
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        on_event: Callable[[ControlClient, Notification], None],
+        *,
+        label: str = "",
+    ) -> None:
+        self.argv = list(argv)
+        self.env = dict(env)
+        self.label = label
+        self._on_event = on_event
+        self._proc: asyncio.subprocess.Process | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._waiting: deque[tuple[str, asyncio.Future[list[str]]]] = deque()
+        self.closed = asyncio.Event()
+        self.exit_reason: str | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def alive(self) -> bool:
+        return self._proc is not None and not self.closed.is_set()
+
+    async def start(self) -> None:
+        self._proc = await asyncio.create_subprocess_exec(
+            *self.argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+            env=self.env,
+            limit=_LINE_LIMIT,
+            start_new_session=True,
+        )
+        self._reader = asyncio.get_running_loop().create_task(
+            self._read(), name=f"tmux-control {self.label}"
+        )
+
+    def send(self, lines: Sequence[str]) -> list[asyncio.Future[list[str]]]:
+        """Write commands (one per line) at once; one future per command, in order."""
+        proc = self._proc
+        if proc is None or proc.stdin is None or self.closed.is_set():
+            raise ConnectionError("the tmux control client is not connected")
+        loop = asyncio.get_running_loop()
+        futures: list[asyncio.Future[list[str]]] = []
+        for line in lines:
+            if "\n" in line or "\r" in line:
+                raise ValueError("a control-mode command must be one line")
+            future: asyncio.Future[list[str]] = loop.create_future()
+            self._waiting.append((line, future))
+            futures.append(future)
+        try:
+            proc.stdin.write(("\n".join(lines) + "\n").encode("utf-8"))
+        except (ConnectionError, RuntimeError) as exc:
+            self._fail_waiting(f"write failed: {exc}")
+            raise ConnectionError("the tmux control client went away") from None
+        return futures
+
+    async def command(self, line: str, timeout: float = 10.0) -> list[str]:
+        (future,) = self.send([line])
+        return await asyncio.wait_for(future, timeout)
+
+    async def _read(self) -> None:
+        proc = self._proc
+        assert proc is not None and proc.stdout is not None
+        parser = ControlParser()
+        try:
+            while True:
+                try:
+                    raw = await proc.stdout.readline()
+                except (ValueError, asyncio.LimitOverrunError):
+                    self.exit_reason = "line too long"
+                    break
+                if not raw:
+                    break
+                event = parser.feed(raw.rstrip(b"\n"))
+                if event is None:
+                    continue
+                if isinstance(event, Block):
+                    if event.flags & 1 and self._waiting:
+                        command, future = self._waiting.popleft()
+                        if not future.done():
+                            if event.ok:
+                                future.set_result(event.lines)
+                            else:
+                                future.set_exception(TmuxCommandError(command, event.lines))
+                    continue
+                if event.name == "exit":
+                    self.exit_reason = " ".join(event.args) or "exit"
+                try:
+                    self._on_event(self, event)
+                except Exception:
+                    log.exception("tmux event handler failed on %s", event.name)
+        finally:
+            self._fail_waiting(self.exit_reason or "tmux control client exited")
+            self.closed.set()
+            await self._reap()
+            with contextlib.suppress(Exception):
+                self._on_event(self, Notification("client-closed"))
+
+    def _fail_waiting(self, why: str) -> None:
+        while self._waiting:
+            _, future = self._waiting.popleft()
+            if not future.done():
+                future.set_exception(ConnectionError(why))
+
+    async def _reap(self) -> None:
+        proc = self._proc
+        if proc is None:
+            return
+        if proc.stdin is not None and not proc.stdin.is_closing():
+            proc.stdin.close()
+        try:
+            await asyncio.wait_for(proc.wait(), 2.0)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
+
+    async def close(self) -> None:
+        proc = self._proc
+        if proc is None:
+            return
+        if proc.stdin is not None and not proc.stdin.is_closing():
+            proc.stdin.close()  # EOF on stdin: tmux detaches this client
+        if self._reader is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(self._reader), 3.0)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await self._reader

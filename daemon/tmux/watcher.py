@@ -1,0 +1,291 @@
+"""The watcher: follows one tmux server at a cost per change and feeds the directory.
+
+Theory of operation
+-------------------
+States: ``down`` (no server answers on the socket) -> ``following`` (one control client per
+session) -> ``down`` again when the last client goes (server killed, last session closed).
+While down, the supervisor retries with exponential backoff (a plain ``connect()`` on the
+socket, no process per try) and tells the directory the server is not running.
+
+While following, tmux pushes every event: ``%output %N`` marks pane N dirty (its payload is
+not decoded); ``%layout-change``, ``%window-add``/``-close``, ``%sessions-changed``,
+``%pane-mode-changed`` and their relatives mark the structure dirty. Two loops drain the
+marks after a short debounce: the capture loop pipelines ``display-message`` +
+``capture-pane -p`` for just the dirty panes over the first client's stdin (no process per
+capture); the structure loop re-lists panes (``list-panes -a``) and sessions, attaching a
+client to each new session. A slow safety re-list (``resync`` seconds) notices what tmux
+does not announce (a pane that died under ``remain-on-exit``). A pane that vanished between
+the event and its capture answers with an error and is dropped: no crash, no stale entry.
+Idle panes cost nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Protocol
+
+from openbus.daemon.tmux.adapter import PANE_FORMAT, PaneInfo, Tmux, quote
+from openbus.daemon.tmux.control import ControlClient, Notification, TmuxCommandError
+
+log = logging.getLogger("openbus.tmux")
+
+STRUCTURE_EVENTS = frozenset(
+    {
+        "layout-change",
+        "window-add",
+        "window-close",
+        "unlinked-window-add",
+        "unlinked-window-close",
+        "window-renamed",
+        "unlinked-window-renamed",
+        "sessions-changed",
+        "session-changed",
+        "session-renamed",
+        "session-window-changed",
+        "window-pane-changed",
+        "pane-mode-changed",
+        "client-session-changed",
+    }
+)
+
+
+class Sink(Protocol):
+    def server_status(self, running: bool, detail: str | None = None) -> None: ...
+
+    def panes_listed(self, infos: list[PaneInfo]) -> None: ...
+
+    def pane_captured(self, info: PaneInfo, text: str) -> None: ...
+
+    def pane_gone(self, pane_id: str) -> None: ...
+
+
+class Watcher:
+    def __init__(
+        self,
+        tmux: Tmux,
+        sink: Sink,
+        *,
+        debounce: float = 0.03,
+        resync: float = 10.0,
+        backoff: tuple[float, float] = (0.2, 5.0),
+    ) -> None:
+        self.tmux = tmux
+        self.sink = sink
+        self.debounce = debounce
+        self.resync = resync
+        self.backoff = backoff
+        self._clients: dict[str, ControlClient] = {}
+        self._dirty: set[str] = set()
+        self._dirty_event = asyncio.Event()
+        self._structure_event = asyncio.Event()
+        self._gone = asyncio.Event()
+        self._stop = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self.captures = 0  # panes captured, for tests and the benchmark
+        self.listings = 0
+        self._listed: set[str] = set()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._tasks = [
+            loop.create_task(self._supervise(), name="tmux-supervise"),
+            loop.create_task(self._capture_loop(), name="tmux-capture"),
+            loop.create_task(self._structure_loop(), name="tmux-structure"),
+        ]
+
+    async def stop(self) -> None:
+        self._stop.set()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks = []
+        await self._close_clients()
+
+    async def _close_clients(self) -> None:
+        clients = list(self._clients.values())
+        self._clients.clear()
+        self.tmux.control = None
+        for client in clients:
+            with contextlib.suppress(Exception):
+                await client.close()
+
+    @property
+    def following(self) -> bool:
+        return bool(self._clients)
+
+    def _command_client(self) -> ControlClient | None:
+        for client in self._clients.values():
+            if client.alive:
+                return client
+        return None
+
+    # ------------------------------------------------------------------ supervisor
+
+    async def _sleep(self, seconds: float) -> bool:
+        """Sleep unless stopped; True when stopping."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stop.wait(), seconds)
+        return self._stop.is_set()
+
+    async def _supervise(self) -> None:
+        delay = self.backoff[0]
+        while not self._stop.is_set():
+            try:
+                followed = await self._follow_once()
+            except Exception:
+                log.exception("the tmux watcher failed; retrying")
+                followed = False
+            await self._close_clients()
+            if followed:
+                delay = self.backoff[0]
+                continue
+            if await self._sleep(delay):
+                return
+            delay = min(delay * 2, self.backoff[1])
+
+    async def _follow_once(self) -> bool:
+        """Follow the server until it goes away. False when there was nothing to follow."""
+        if not self.tmux.reachable():
+            self.sink.server_status(False, f"no tmux server on {self.tmux.socket}")
+            return False
+        sessions = await self.tmux.list_sessions()
+        if not sessions:
+            running = self.tmux.reachable()
+            self.sink.server_status(
+                running, None if running else f"no tmux server on {self.tmux.socket}"
+            )
+            if running:
+                self.sink.panes_listed([])
+            return False
+        self._gone.clear()
+        await self._attach(sessions)
+        if not self._clients:
+            return False
+        self.sink.server_status(True, None)
+        await self._refresh_structure(capture_all=True)
+        while not self._stop.is_set():
+            try:
+                await asyncio.wait_for(self._gone.wait(), self.resync)
+            except TimeoutError:
+                self._structure_event.set()
+                continue
+            break
+        if not self._stop.is_set() and not self.tmux.reachable():
+            self.sink.server_status(False, f"the tmux server on {self.tmux.socket} went away")
+        return True
+
+    async def _attach(self, sessions: list[str]) -> None:
+        for session in sessions:
+            if session in self._clients:
+                continue
+            client = ControlClient(
+                self.tmux.attach_argv(session), self.tmux.env, self._on_event, label=session
+            )
+            try:
+                await client.start()
+            except OSError:
+                log.exception("could not start a tmux control client")
+                continue
+            self._clients[session] = client
+        self.tmux.control = self._command_client()
+
+    # ------------------------------------------------------------------ events
+
+    def _on_event(self, client: ControlClient, event: Notification) -> None:
+        name = event.name
+        if name == "output":
+            self._dirty.add(event.args[0])
+            self._dirty_event.set()
+        elif name in STRUCTURE_EVENTS:
+            self._structure_event.set()
+        elif name == "client-closed":
+            if self._clients.get(client.label) is client:
+                del self._clients[client.label]
+            self.tmux.control = self._command_client()
+            if self._clients:
+                self._structure_event.set()
+            else:
+                self._gone.set()
+
+    # ------------------------------------------------------------------ loops
+
+    async def _capture_loop(self) -> None:
+        while True:
+            await self._dirty_event.wait()
+            await asyncio.sleep(self.debounce)
+            self._dirty_event.clear()
+            panes, self._dirty = self._dirty, set()
+            try:
+                await self._capture(sorted(panes))
+            except Exception:
+                log.exception("capturing panes failed")
+
+    async def _capture(self, panes: list[str]) -> None:
+        client = self._command_client()
+        if client is None or not panes:
+            return
+        lines: list[str] = []
+        for pane in panes:
+            lines.append(f"display-message -p -t {pane} -F {quote(PANE_FORMAT)}")
+            lines.append(f"capture-pane -p -t {pane}")
+        try:
+            futures = client.send(lines)
+        except ConnectionError:
+            return
+        results = await asyncio.gather(*futures, return_exceptions=True)
+        for index, pane in enumerate(panes):
+            meta, screen = results[2 * index], results[2 * index + 1]
+            if isinstance(meta, TmuxCommandError) or isinstance(screen, TmuxCommandError):
+                self.sink.pane_gone(pane)
+                continue
+            if isinstance(meta, BaseException) or isinstance(screen, BaseException):
+                continue
+            info = PaneInfo.parse(meta[0]) if meta else None
+            if info is None:
+                continue
+            self.captures += 1
+            self.sink.pane_captured(info, "\n".join(screen))
+
+    async def _structure_loop(self) -> None:
+        while True:
+            await self._structure_event.wait()
+            await asyncio.sleep(self.debounce)
+            self._structure_event.clear()
+            try:
+                await self._refresh_structure(capture_all=False)
+            except Exception:
+                log.exception("re-listing tmux panes failed")
+
+    async def _refresh_structure(self, *, capture_all: bool) -> None:
+        client = self._command_client()
+        if client is None:
+            return
+        try:
+            sessions_f, panes_f = client.send(
+                ["list-sessions -F '#{session_id}'", f"list-panes -a -F {quote(PANE_FORMAT)}"]
+            )
+            sessions = [s for s in await sessions_f if s.startswith("$")]
+            listed = await panes_f
+        except (ConnectionError, TmuxCommandError):
+            return
+        self.listings += 1
+        infos = [info for info in map(PaneInfo.parse, listed) if info is not None]
+        known = {info.pane_id for info in infos}
+        self.sink.panes_listed(infos)
+        new = known if capture_all else known - self._listed
+        self._listed = known
+        if new:
+            self._dirty.update(new)
+            self._dirty_event.set()
+        for stale in [s for s in self._clients if s not in sessions]:
+            client_gone = self._clients.pop(stale)
+            await client_gone.close()
+        missing = [s for s in sessions if s not in self._clients]
+        if missing:
+            await self._attach(missing)
