@@ -29,9 +29,10 @@ $(HARNESS_DIR)/.installed:
 	mkdir -p $(HARNESS_DIR)
 	cd $(HARNESS_DIR) && { [ -f package.json ] || echo '{"private":true}' > package.json; } && \
 	  npm install --no-audit --no-fund --loglevel=error \
-	    @anthropic-ai/claude-code@$(CLAUDE_VERSION) @openai/codex@$(CODEX_VERSION) \
-	  || echo "npm could not install the harness CLIs; their tests will skip and say why"
-	touch $@
+	    @anthropic-ai/claude-code@$(CLAUDE_VERSION) @openai/codex@$(CODEX_VERSION) && \
+	  node_modules/.bin/claude --version >/dev/null && node_modules/.bin/codex --version >/dev/null && \
+	  touch .installed \
+	  || echo "npm could not install the harness CLIs; their tests will skip and say why (retried next run)"
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check daemon tunnel policy tests bench

@@ -8,6 +8,7 @@ the MCP wiring (token from the environment, never argv) reaches a server.
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -19,9 +20,11 @@ from tests.support.harnesses import (
     CODEX_IDLE,
     ClaudeHarness,
     CodexHarness,
+    make_codex,
     submit_prompt,
     wait_for_codex_ready,
     wait_for_screen,
+    workdir,
 )
 from tests.support.stub_model import StubModel, call_tool, hold, reply
 from tests.support.tmux_server import TmuxServer
@@ -194,3 +197,15 @@ def test_codex_exec_answers_and_calls_an_mcp_tool_approved_in_config(
         "tools/list",
     ]
     assert codex.rollouts(), "codex exec writes a rollout transcript"
+
+
+def test_codex_with_paste_burst_disabled_submits_a_long_prompt_sent_with_enter_at_once(
+    tmp_path: Path, stub_model: StubModel, tmux_server: TmuxServer
+) -> None:
+    codex = make_codex(tmp_path, stub_model, workdir(tmp_path), disable_paste_burst=True)
+    pane = tmux_server.new_window(codex.tui_argv(), codex.env(), codex.cwd)
+    wait_for_codex_ready(tmux_server, pane)
+    text = "a long prompt, well past forty characters, typed and sent at once"
+    tmux_server.run("send-keys", "-t", pane, "-l", text, ";", "send-keys", "-t", pane, "Enter")
+    wait_until(lambda: stub_model.turns("openai"), what="the prompt to reach the model")
+    assert stub_model.turns("openai")[0].prompt == text

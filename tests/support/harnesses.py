@@ -32,7 +32,10 @@ from tests.support.tmux_server import TmuxServer
 from tests.support.wait import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
-HARNESS_BIN = REPO / ".harness" / "node_modules" / ".bin"
+# ``make harnesses`` installs here; OPENBUS_HARNESS_BIN points elsewhere (e.g. a shared cache).
+HARNESS_BIN = Path(
+    os.environ.get("OPENBUS_HARNESS_BIN") or REPO / ".harness" / "node_modules" / ".bin"
+)
 CLAUDE_VERSION = "2.1.197"
 CODEX_VERSION = "0.171.0"
 STUB_API_KEY = "sk-ant-api03-stub-0123456789abcdefghijklmnopqrstuvwxyz"
