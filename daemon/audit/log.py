@@ -90,7 +90,11 @@ class AuditLog:
                 record = self.append_in_txn(draft)
                 conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:
+                    try:
+                        conn.execute("ROLLBACK")
+                    except sqlite3.Error:
+                        pass  # the failed write left nothing to undo; keep the first error
                 self.forget_head()
                 raise
         except sqlite3.Error as exc:

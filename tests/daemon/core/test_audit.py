@@ -1,0 +1,61 @@
+"""The audit record and its hash chain, as values."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from openbus.daemon.core.audit import (
+    GENESIS,
+    AuditDraft,
+    Checkpoint,
+    canonical,
+    record_from_dict,
+    record_hash,
+    seal,
+)
+
+
+def draft(**kw: object) -> AuditDraft:
+    fields: dict[str, object] = {"actor": "human:ann", "action": "pane.send", "outcome": "ok"}
+    fields.update(kw)
+    return AuditDraft(**fields)  # type: ignore[arg-type]
+
+
+def test_canonical_form_is_sorted_compact_ascii() -> None:
+    assert canonical({"b": 1, "a": "é"}) == b'{"a":"\\u00e9","b":1}'
+
+
+def test_a_sealed_record_links_to_its_predecessor_and_hashes_its_body() -> None:
+    first = seal(draft(), seq=1, time=1.0, prev_hash=GENESIS)
+    second = seal(draft(target="%1"), seq=2, time=2.0, prev_hash=first.hash)
+    assert first.prev_hash == GENESIS and second.prev_hash == first.hash
+    assert second.hash == record_hash(first.hash, second.body())
+    assert "hash" not in second.body()
+
+
+def test_any_change_to_a_record_changes_its_hash() -> None:
+    record = seal(draft(details={"n": 1}), seq=1, time=1.0, prev_hash=GENESIS)
+    for change in ({"actor": "human:bob"}, {"seq": 2}, {"details": {"n": 2}}, {"time": 1.000001}):
+        altered = {**record.body(), **change}
+        assert record_hash(record.prev_hash, altered) != record.hash
+
+
+def test_a_record_survives_a_json_round_trip_with_the_same_hash() -> None:
+    record = seal(
+        draft(details={"text": 'héllo "x"', "n": 3}), seq=7, time=1.2345678, prev_hash=GENESIS
+    )
+    again = record_from_dict(json.loads(canonical(record.to_dict())))
+    assert again == record
+    assert record_hash(again.prev_hash, again.body()) == record.hash
+
+
+def test_an_unknown_outcome_is_refused() -> None:
+    with pytest.raises(ValueError, match="outcome"):
+        draft(outcome="maybe")
+
+
+def test_a_checkpoint_payload_covers_seq_hash_time_and_box() -> None:
+    cp = Checkpoint(seq=3, hash="ab", time=1.5, box="b")
+    assert json.loads(cp.payload()) == {"seq": 3, "hash": "ab", "time": 1.5, "box": "b"}
