@@ -2,6 +2,6 @@
 
 from tests.support.harnesses import claude, codex
 from tests.support.stub_model import stub_model
-from tests.support.tmux_server import tmux_server
+from tests.support.tmux_server import harness_tmux
 
-__all__ = ["claude", "codex", "stub_model", "tmux_server"]
+__all__ = ["claude", "codex", "harness_tmux", "stub_model"]

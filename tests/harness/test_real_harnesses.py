@@ -36,15 +36,15 @@ MCP_TOKEN = "obtest-secret-token-0123456789"
 
 
 def test_claude_tui_idles_then_a_typed_prompt_runs_a_turn_held_busy_by_the_stub(
-    claude: ClaudeHarness, stub_model: StubModel, tmux_server: TmuxServer
+    claude: ClaudeHarness, stub_model: StubModel, harness_tmux: TmuxServer
 ) -> None:
-    pane = tmux_server.new_window(claude.tui_argv(), claude.env(), claude.cwd)
-    wait_for_screen(tmux_server, pane, CLAUDE_IDLE)
+    pane = harness_tmux.new_window(claude.tui_argv(), claude.env(), claude.cwd)
+    wait_for_screen(harness_tmux, pane, CLAUDE_IDLE)
 
     turn = stub_model.script(hold(), reply("STUB-REPLY held then released"), match="slow turn")
-    submit_prompt(tmux_server, pane, "hello slow turn please")
+    submit_prompt(harness_tmux, pane, "hello slow turn please")
     turn.wait_holding()
-    busy = wait_for_screen(tmux_server, pane, CLAUDE_BUSY)
+    busy = wait_for_screen(harness_tmux, pane, CLAUDE_BUSY)
     assert CLAUDE_IDLE not in busy
     wait_until(
         lambda: [s for s in claude.live_status() if s.get("status") == "busy"],
@@ -52,7 +52,7 @@ def test_claude_tui_idles_then_a_typed_prompt_runs_a_turn_held_busy_by_the_stub(
     )
 
     turn.release()
-    done = wait_for_screen(tmux_server, pane, "STUB-REPLY held then released", CLAUDE_IDLE)
+    done = wait_for_screen(harness_tmux, pane, "STUB-REPLY held then released", CLAUDE_IDLE)
     assert "❯ hello slow turn please" in done
     assert [r.prompt for r in stub_model.turns("anthropic")] == ["hello slow turn please"]
     titles = [r for r in stub_model.requests if r.kind == "title"]
@@ -60,29 +60,29 @@ def test_claude_tui_idles_then_a_typed_prompt_runs_a_turn_held_busy_by_the_stub(
 
 
 def test_claude_tui_asks_permission_for_an_mcp_tool_whose_token_comes_from_the_environment(
-    claude: ClaudeHarness, stub_model: StubModel, tmux_server: TmuxServer
+    claude: ClaudeHarness, stub_model: StubModel, harness_tmux: TmuxServer
 ) -> None:
     stub_model.mcp_token = MCP_TOKEN
     argv = claude.tui_argv(*claude.mcp_args("stubmcp", stub_model.mcp_url, "STUB_MCP_TOKEN"))
     assert MCP_TOKEN not in " ".join(argv)
-    pane = tmux_server.new_window(argv, claude.env(STUB_MCP_TOKEN=MCP_TOKEN), claude.cwd)
-    wait_for_screen(tmux_server, pane, CLAUDE_IDLE)
+    pane = harness_tmux.new_window(argv, claude.env(STUB_MCP_TOKEN=MCP_TOKEN), claude.cwd)
+    wait_for_screen(harness_tmux, pane, CLAUDE_IDLE)
 
     turn = stub_model.script(
         call_tool("mcp__stubmcp__echo", {"text": "from-claude"}),
         reply("STUB-FINAL: tool returned: {tool_result}"),
         match="run echo",
     )
-    submit_prompt(tmux_server, pane, "please run echo")
-    menu = wait_for_screen(tmux_server, pane, CLAUDE_PERMISSION, "1. Yes")
+    submit_prompt(harness_tmux, pane, "please run echo")
+    menu = wait_for_screen(harness_tmux, pane, CLAUDE_PERMISSION, "1. Yes")
     assert "echo" in menu
     wait_until(
         lambda: [s for s in claude.live_status() if s.get("status") == "waiting"],
         what="the live status file to say waiting",
     )
 
-    tmux_server.send_keys(pane, "Enter")
-    wait_for_screen(tmux_server, pane, "STUB-FINAL: tool returned: echo: from-claude", CLAUDE_IDLE)
+    harness_tmux.send_keys(pane, "Enter")
+    wait_for_screen(harness_tmux, pane, "STUB-FINAL: tool returned: echo: from-claude", CLAUDE_IDLE)
     turn.wait_finished()
     assert turn.tool_results == ["echo: from-claude"]
     assert "mcp__stubmcp__echo" in stub_model.turns("anthropic")[0].offered_tools
@@ -125,42 +125,42 @@ def test_claude_print_mode_answers_and_round_trips_an_allowed_mcp_tool(
 
 
 def test_codex_tui_idles_then_a_typed_prompt_runs_a_turn_held_busy_by_the_stub(
-    codex: CodexHarness, stub_model: StubModel, tmux_server: TmuxServer
+    codex: CodexHarness, stub_model: StubModel, harness_tmux: TmuxServer
 ) -> None:
-    pane = tmux_server.new_window(codex.tui_argv(), codex.env(), codex.cwd)
-    wait_for_codex_ready(tmux_server, pane)
+    pane = harness_tmux.new_window(codex.tui_argv(), codex.env(), codex.cwd)
+    wait_for_codex_ready(harness_tmux, pane)
 
     turn = stub_model.script(hold(), reply("STUB-REPLY codex released"), match="slow turn")
-    submit_prompt(tmux_server, pane, "hello codex slow turn")
+    submit_prompt(harness_tmux, pane, "hello codex slow turn")
     turn.wait_holding()
-    wait_for_screen(tmux_server, pane, "Working", CODEX_BUSY)
+    wait_for_screen(harness_tmux, pane, "Working", CODEX_BUSY)
 
     turn.release()
-    wait_for_screen(tmux_server, pane, "STUB-REPLY codex released", "Worked for", CODEX_IDLE)
+    wait_for_screen(harness_tmux, pane, "STUB-REPLY codex released", "Worked for", CODEX_IDLE)
     assert [r.prompt for r in stub_model.turns("openai")] == ["hello codex slow turn"]
 
 
 def test_codex_tui_asks_approval_for_an_mcp_tool_whose_token_comes_from_the_environment(
-    codex: CodexHarness, stub_model: StubModel, tmux_server: TmuxServer
+    codex: CodexHarness, stub_model: StubModel, harness_tmux: TmuxServer
 ) -> None:
     stub_model.mcp_token = MCP_TOKEN
     argv = codex.tui_argv(*codex.mcp_args("stubmcp", stub_model.mcp_url, "STUB_MCP_TOKEN"))
     assert MCP_TOKEN not in " ".join(argv)
-    pane = tmux_server.new_window(argv, codex.env(STUB_MCP_TOKEN=MCP_TOKEN), codex.cwd)
-    wait_for_codex_ready(tmux_server, pane)
+    pane = harness_tmux.new_window(argv, codex.env(STUB_MCP_TOKEN=MCP_TOKEN), codex.cwd)
+    wait_for_codex_ready(harness_tmux, pane)
 
     turn = stub_model.script(
         call_tool("mcp__stubmcp__echo", {"text": "from-codex"}),
         reply("STUB-FINAL: {tool_result}"),
         match="run echo",
     )
-    submit_prompt(tmux_server, pane, "please run echo")
+    submit_prompt(harness_tmux, pane, "please run echo")
     wait_for_screen(
-        tmux_server, pane, 'Allow the stubmcp MCP server to run tool "echo"?', "1. Allow"
+        harness_tmux, pane, 'Allow the stubmcp MCP server to run tool "echo"?', "1. Allow"
     )
-    tmux_server.send_keys(pane, "Enter")
+    harness_tmux.send_keys(pane, "Enter")
     turn.wait_finished()
-    wait_for_screen(tmux_server, pane, "Called stubmcp.echo", "Worked for", CODEX_IDLE)
+    wait_for_screen(harness_tmux, pane, "Called stubmcp.echo", "Worked for", CODEX_IDLE)
     assert turn.last_tool_result is not None
     assert turn.last_tool_result.endswith("echo: from-codex")
     assert "mcp__stubmcp__echo" in stub_model.turns("openai")[0].offered_tools
@@ -200,12 +200,12 @@ def test_codex_exec_answers_and_calls_an_mcp_tool_approved_in_config(
 
 
 def test_codex_with_paste_burst_disabled_submits_a_long_prompt_sent_with_enter_at_once(
-    tmp_path: Path, stub_model: StubModel, tmux_server: TmuxServer
+    tmp_path: Path, stub_model: StubModel, harness_tmux: TmuxServer
 ) -> None:
     codex = make_codex(tmp_path, stub_model, workdir(tmp_path), disable_paste_burst=True)
-    pane = tmux_server.new_window(codex.tui_argv(), codex.env(), codex.cwd)
-    wait_for_codex_ready(tmux_server, pane)
+    pane = harness_tmux.new_window(codex.tui_argv(), codex.env(), codex.cwd)
+    wait_for_codex_ready(harness_tmux, pane)
     text = "a long prompt, well past forty characters, typed and sent at once"
-    tmux_server.run("send-keys", "-t", pane, "-l", text, ";", "send-keys", "-t", pane, "Enter")
+    harness_tmux.run("send-keys", "-t", pane, "-l", text, ";", "send-keys", "-t", pane, "Enter")
     wait_until(lambda: stub_model.turns("openai"), what="the prompt to reach the model")
     assert stub_model.turns("openai")[0].prompt == text

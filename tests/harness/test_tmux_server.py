@@ -9,28 +9,28 @@ from tests.support.wait import wait_until
 
 
 def test_a_window_runs_argv_in_cwd_with_the_given_env_at_the_fixed_size(
-    tmux_server: TmuxServer, tmp_path: Path
+    harness_tmux: TmuxServer, tmp_path: Path
 ) -> None:
-    pane = tmux_server.new_window(
+    pane = harness_tmux.new_window(
         ["sh", "-c", 'echo "$GREETING from $(pwd)"; exec cat'], {"GREETING": "hi"}, tmp_path
     )
     assert pane.startswith("%")
-    wait_until(lambda: f"hi from {tmp_path}" in tmux_server.capture(pane), what="greeting")
-    assert tmux_server.pane_field(pane, "pane_width") == "120"
-    assert tmux_server.pane_field(pane, "pane_height") == "40"
-    assert tmux_server.run("show", "-gv", "focus-events").strip() == "on"
+    wait_until(lambda: f"hi from {tmp_path}" in harness_tmux.capture(pane), what="greeting")
+    assert harness_tmux.pane_field(pane, "pane_width") == "120"
+    assert harness_tmux.pane_field(pane, "pane_height") == "40"
+    assert harness_tmux.run("show", "-gv", "focus-events").strip() == "on"
 
 
 def test_typed_text_and_keys_reach_the_pane_and_an_exited_pane_stays_dead(
-    tmux_server: TmuxServer, tmp_path: Path
+    harness_tmux: TmuxServer, tmp_path: Path
 ) -> None:
-    pane = tmux_server.new_window(["cat"], cwd=tmp_path)
-    tmux_server.send_text(pane, "Enter is literal here")
-    tmux_server.send_keys(pane, "Enter")
+    pane = harness_tmux.new_window(["cat"], cwd=tmp_path)
+    harness_tmux.send_text(pane, "Enter is literal here")
+    harness_tmux.send_keys(pane, "Enter")
     wait_until(
-        lambda: tmux_server.capture(pane).count("Enter is literal here") == 2, what="echo by cat"
+        lambda: harness_tmux.capture(pane).count("Enter is literal here") == 2, what="echo by cat"
     )
-    assert "\x1b[" not in tmux_server.capture(pane)
-    tmux_server.send_keys(pane, "C-d")
-    wait_until(lambda: tmux_server.pane_dead(pane), what="cat to exit")
-    assert "Pane is dead" in tmux_server.capture(pane)
+    assert "\x1b[" not in harness_tmux.capture(pane)
+    harness_tmux.send_keys(pane, "C-d")
+    wait_until(lambda: harness_tmux.pane_dead(pane), what="cat to exit")
+    assert "Pane is dead" in harness_tmux.capture(pane)

@@ -132,7 +132,7 @@ def private_tmux(tmp_path: Path, **size: int) -> Iterator[TmuxServer]:
 
 
 @pytest.fixture
-def tmux_server(tmp_path: Path) -> Iterator[TmuxServer]:
+def harness_tmux(tmp_path: Path) -> Iterator[TmuxServer]:
     """A private tmux server (own socket, ``-f /dev/null``, 120x40, focus-events on)."""
     with private_tmux(tmp_path) as server:
         yield server
