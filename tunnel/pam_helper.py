@@ -23,7 +23,9 @@ never logs a password, and logs user names only as "a login" counts.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import pwd
 import re
 import socket
 import struct
@@ -136,13 +138,24 @@ def handle_request(service: str, payload: bytes) -> bytes:
 
 def helper_main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 2 or args[0] != "--service":
+    if (
+        len(args) not in (2, 4)
+        or args[0] != "--service"
+        or (len(args) == 4 and args[2] != "--as-user")
+    ):
         print(
-            "usage: python -m openbus.tunnel.pam_helper --service NAME  (stdin: the socketpair)",
+            "usage: python -m openbus.tunnel.pam_helper --service NAME [--as-user USER]"
+            "  (stdin: the socketpair)",
             file=sys.stderr,
         )
         return 2
     service = args[1]
+    if len(args) == 4:
+        # Run as a less privileged account (one in group shadow suffices for pam_unix).
+        entry = pwd.getpwnam(args[3])
+        os.initgroups(entry.pw_name, entry.pw_gid)
+        os.setgid(entry.pw_gid)
+        os.setuid(entry.pw_uid)
     fd = sys.stdin.fileno()
     while True:
         payload = read_frame_blocking(fd)
@@ -154,12 +167,15 @@ def helper_main(argv: list[str] | None = None) -> int:
 # --------------------------------------------------------------------------- the client side
 
 
-def spawn_helper(service: str) -> tuple[subprocess.Popen[bytes], socket.socket]:
-    """Start the helper with the current privileges; return it and the tunnel's end."""
+def spawn_helper(
+    service: str, *, user: str | None = None
+) -> tuple[subprocess.Popen[bytes], socket.socket]:
+    """Start the helper (with the current privileges, or as ``user``); return it and our end."""
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
+        argv = [sys.executable, "-I", "-m", "openbus.tunnel.pam_helper", "--service", service]
         process = subprocess.Popen(
-            [sys.executable, "-I", "-m", "openbus.tunnel.pam_helper", "--service", service],
+            [*argv, "--as-user", user] if user else argv,
             stdin=theirs.fileno(),
             stdout=subprocess.DEVNULL,
             close_fds=True,
@@ -208,11 +224,12 @@ class PamClient:
             raise ConnectionError("oversized reply")
         return decode_reply(await reader.readexactly(length))
 
-    def close(self) -> None:
+    async def aclose(self) -> None:
         if self._streams is not None:
             self._streams[1].close()
-        else:
-            self._sock.close()
+            with contextlib.suppress(OSError):
+                await self._streams[1].wait_closed()
+        self._sock.close()
 
 
 if __name__ == "__main__":

@@ -107,11 +107,10 @@ class TunnelApp:
     clock: Clock
     random: Random
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    page: str = ""
 
     def __post_init__(self) -> None:
-        self._page = string.Template(
-            resources.files("openbus.tunnel").joinpath("login.html").read_text("utf-8")
-        )
+        self._page = string.Template(self.page or login_page())
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -439,6 +438,10 @@ class TunnelApp:
                 return
             elif isinstance(event, h11.InformationalResponse):
                 continue
+
+
+def login_page() -> str:
+    return resources.files("openbus.tunnel").joinpath("login.html").read_text("utf-8")
 
 
 async def _disconnected(receive: Receive) -> None:

@@ -34,7 +34,7 @@ from openbus.daemon.core.clock import SystemClock, SystemRandom
 from openbus.daemon.core.errors import ConfigError, Unavailable
 from openbus.tunnel.config import TunnelConfig
 from openbus.tunnel.pam_helper import PamClient, spawn_helper
-from openbus.tunnel.proxy import TunnelApp
+from openbus.tunnel.proxy import TunnelApp, login_page
 from openbus.tunnel.session import SessionSealer, parse_key_ring
 from openbus.tunnel.throttle import LoginThrottle
 
@@ -138,12 +138,35 @@ def tls_context(config: TunnelConfig) -> ssl.SSLContext:
     return context
 
 
+def _preload() -> None:
+    """Import what serving needs while the code's own directories are surely readable."""
+    import importlib
+
+    for name in (
+        "uvicorn",
+        "uvicorn.config",
+        "uvicorn.server",
+        "uvicorn.protocols.http.h11_impl",
+        "uvicorn.lifespan.off",
+        "uvicorn.loops.asyncio",
+        "uvicorn.loops.auto",
+        "uvicorn.protocols.utils",
+        "h11",
+        "encodings.idna",
+        "http.cookies",
+        "email.utils",
+    ):
+        importlib.import_module(name)
+
+
 def serve(config: TunnelConfig) -> None:
     logging.basicConfig(
         level=os.environ.get("OPENBUS_LOG_LEVEL", "INFO").upper(),
         stream=sys.stderr,
         format="openbus-tunnel: %(levelname)s %(message)s",
     )
+    _preload()
+    page = login_page()
     helper, helper_sock = spawn_helper(config.pam_service)
     try:
         sock = listening_socket(config)
@@ -171,6 +194,7 @@ def serve(config: TunnelConfig) -> None:
             daemon_socket=config.daemon_socket,
             clock=clock,
             random=random,
+            page=page,
         )
         context = tls_context(config)
         log.info(
@@ -193,6 +217,7 @@ async def _run(app: TunnelApp, sock: socket.socket, context: ssl.SSLContext) -> 
 
     config = uvicorn.Config(
         app,
+        interface="asgi3",
         http="h11",
         ws="none",
         lifespan="off",
