@@ -29,6 +29,7 @@ from openbus.daemon.screens import ClaudeStatus
 
 SHELLS = frozenset({"bash", "zsh", "sh", "fish", "dash", "ksh", "mksh", "tcsh", "csh", "ash", "nu"})
 HARNESS_NAMES = ("claude", "codex", "opencode", "omp", "gemini")
+_INTERPRETERS = frozenset({"node", "nodejs", "bun", "deno", "python", "python3", "npx", "tsx"})
 _PACKAGE_HINTS = {
     "@anthropic-ai/claude-code": "claude",
     "@openai/codex": "codex",
@@ -89,13 +90,16 @@ def _comm(pid: int) -> str:
 
 def classify_argv(argv: list[str], comm: str = "", exe: str = "") -> str | None:
     """The harness a process is, from its argv and names; ``shell``; or None."""
-    names = [os.path.basename(w) for w in argv[:3] if w and not w.startswith("-")]
+    names = [os.path.basename(argv[0])] if argv and argv[0] else []
+    if names and names[0].rstrip("0123456789.") in _INTERPRETERS:
+        script = next((w for w in argv[1:4] if w and not w.startswith("-")), "")
+        names.append(os.path.basename(script))
     words = [os.path.basename(exe), comm, *names]
     for word in words:
         stem = word.removesuffix(".js").removesuffix(".mjs").removesuffix(".cjs")
         if stem in HARNESS_NAMES:
             return stem
-    joined = " ".join(argv[:3])
+    joined = " ".join(argv[:2])
     for hint, harness in _PACKAGE_HINTS.items():
         if hint in joined:
             return harness

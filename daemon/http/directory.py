@@ -106,6 +106,7 @@ class PaneResource:
         self.gate = services.gate
 
     async def on_get(self, req: falcon.asgi.Request, resp: falcon.asgi.Response, pane: str) -> None:
+        pane = "%" + pane if pane.isdigit() else pane  # /api/panes/3 means %3
         resp.media = await self.gate.run(
             require_actor(req), "directory.pane", {"pane": pane}, target=pane
         )

@@ -1,0 +1,238 @@
+"""The directory's rules, with a fake probe and a fixed clock (no tmux here; see
+tests/daemon/tmux for the real server)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import pytest
+
+from openbus.daemon.core.clock import FixedClock
+from openbus.daemon.core.errors import BadRequest, NotFound
+from openbus.daemon.directory import Directory
+from openbus.daemon.directory_probe import Detected, ProcessProbe, ProcIdentity
+from openbus.daemon.screens import ClaudeStatus
+from openbus.daemon.tmux.adapter import PaneInfo
+
+CASES = Path(__file__).parent / "screens" / "cases"
+
+
+def screen(name: str) -> str:
+    return (CASES / f"{name}.txt").read_text(encoding="utf-8")
+
+
+@dataclass
+class FakeProbe:
+    harness: dict[int, str] = field(default_factory=dict)
+    start: dict[int, int] = field(default_factory=dict)
+    branches: dict[str, str] = field(default_factory=dict)
+    status: ClaudeStatus | None = None
+
+    def detect(self, pane_pid: int) -> Detected:
+        ident = ProcIdentity(pane_pid, self.start.get(pane_pid, 100))
+        return Detected(self.harness.get(pane_pid, "shell"), ident, ident)
+
+    def git_branch(self, cwd: str) -> str | None:
+        return self.branches.get(cwd)
+
+    def claude_status(self, process: ProcIdentity) -> ClaudeStatus | None:
+        return self.status
+
+
+def info(pane: str = "%1", pid: int = 10, **kw: object) -> PaneInfo:
+    base = PaneInfo(
+        pane,
+        pid,
+        "claude",
+        "/work/app",
+        "✳ Claude Code",
+        False,
+        None,
+        False,
+        120,
+        40,
+        "@1",
+        0,
+        "w",
+        "$0",
+        "main",
+    )
+    return replace(base, **kw)  # type: ignore[arg-type]
+
+
+def make(probe: FakeProbe | None = None) -> tuple[Directory, FixedClock, FakeProbe]:
+    clock = FixedClock()
+    probe = probe or FakeProbe(harness={10: "claude", 20: "codex"}, branches={"/work/app": "main"})
+    return Directory(clock, b"s" * 32, probe, socket="/tmp/sock", hostname="vm"), clock, probe
+
+
+def test_a_captured_claude_pane_reads_idle_with_its_branch_and_title() -> None:
+    d, _, _ = make()
+    d.server_status(True)
+    d.pane_captured(info(), screen("claude-idle"))
+    entry = d.pane("%1")
+    assert entry["harness"] == "claude" and entry["state"] == "idle"
+    assert entry["composer_empty"] is True and entry["title"] == "Claude Code"
+    assert entry["branch"] == "main" and entry["cwd"] == "/work/app"
+    assert entry["incarnation"].startswith("inc_") and entry["revision"] == 1
+    assert d.snapshot()["tmux"]["status"] == "running"
+
+
+def test_the_revision_moves_only_when_the_screen_text_changes() -> None:
+    d, clock, _ = make()
+    d.pane_captured(info(), screen("claude-idle"))
+    clock.advance(5)
+    d.pane_captured(info(), screen("claude-idle") + "\n\n")
+    assert d.pane("%1")["revision"] == 1
+    d.pane_captured(info(), screen("claude-running"))
+    entry = d.pane("%1")
+    assert entry["revision"] == 2 and entry["state"] == "busy"
+    assert entry["last_activity"] == clock.now()
+    kinds = [(e["kind"], e.get("to")) for e in entry["events"]]
+    assert ("state", "idle") in kinds and ("state", "busy") in kinds
+
+
+def test_a_recycled_pane_gets_a_new_incarnation() -> None:
+    d, _, probe = make()
+    d.pane_captured(info(pid=10), screen("claude-idle"))
+    first = d.pane("%1")["incarnation"]
+    probe.start[10] = 999  # same pid, another process (pid reuse)
+    d.pane_captured(info(pid=10), screen("claude-idle"))
+    second = d.pane("%1")["incarnation"]
+    d.pane_captured(info(pid=20), screen("codex-idle"))
+    third = d.pane("%1")
+    assert len({first, second, third["incarnation"]}) == 3
+    assert third["harness"] == "codex" and third["revision"] == 1
+
+
+def test_incarnations_depend_on_the_daemon_secret() -> None:
+    a, _, _ = make()
+    b = Directory(FixedClock(), b"t" * 32, FakeProbe(harness={10: "claude"}))
+    a.pane_captured(info(), screen("claude-idle"))
+    b.pane_captured(info(), screen("claude-idle"))
+    assert a.pane("%1")["incarnation"] != b.pane("%1")["incarnation"]
+
+
+def test_a_pane_missing_from_the_listing_is_removed() -> None:
+    d, _, _ = make()
+    d.panes_listed([info("%1"), info("%2", pid=20)])
+    assert [p["pane"] for p in d.snapshot()["panes"]] == ["%1", "%2"]
+    d.panes_listed([info("%2", pid=20)])
+    assert [p["pane"] for p in d.snapshot()["panes"]] == ["%2"]
+    with pytest.raises(NotFound, match="%1"):
+        d.pane("%1")
+
+
+def test_an_unknown_pane_is_not_found_and_a_bad_id_is_a_bad_request() -> None:
+    d, _, _ = make()
+    with pytest.raises(NotFound, match="no pane %7"):
+        d.pane("%7")
+    with pytest.raises(BadRequest):
+        d.pane("seven")
+
+
+def test_a_server_going_away_empties_the_directory_and_says_so() -> None:
+    d, _, _ = make()
+    d.server_status(True)
+    d.pane_captured(info(), screen("claude-idle"))
+    d.server_status(False, "no tmux server on /tmp/sock")
+    snap = d.snapshot()
+    assert snap["panes"] == [] and snap["tmux"]["running"] is False
+    assert snap["tmux"]["detail"] == "no tmux server on /tmp/sock"
+
+
+def test_the_status_file_refines_a_recognized_screen() -> None:
+    d, _, probe = make()
+    probe.status = ClaudeStatus("busy")
+    d.pane_captured(info(), screen("claude-idle"))
+    assert d.pane("%1")["state"] == "busy"
+
+
+def test_a_dead_flag_from_tmux_makes_the_pane_exited() -> None:
+    d, _, _ = make()
+    d.pane_captured(info(), screen("claude-idle"))
+    d.panes_listed([info(dead=True, dead_status=0)])
+    assert d.pane("%1")["state"] == "exited"
+
+
+def test_handles_resolve_by_pr_title_pane_and_incarnation() -> None:
+    d, _, _ = make()
+    d.pane_captured(
+        info("%1", title="✳ Fix login bug"), screen("own-claude-busy-with-pr-and-title")
+    )
+    d.pane_captured(info("%2", pid=20, title="vm"), screen("codex-idle"))
+    inc = d.pane("%1")["incarnation"]
+    assert d.pane("%1")["handles"] == {
+        "pr": ["https://github.com/acme/web/pull/1234"],
+        "title": "Fix login bug",
+    }
+    for handle in (
+        "https://github.com/acme/web/pull/1234",
+        "acme/web#1234",
+        "#1234",
+        "fix LOGIN bug",
+        "%1",
+        inc,
+    ):
+        assert [e.pane_id for e in d.resolve_handle(handle)] == ["%1"], handle
+    assert d.resolve_handle("other/repo#1234") == []
+    assert d.resolve_handle("nothing") == []
+    with pytest.raises(BadRequest):
+        d.resolve_handle("  ")
+
+
+def test_pr_links_accumulate_over_the_incarnation() -> None:
+    d, _, _ = make()
+    d.pane_captured(info(), screen("own-claude-busy-with-pr-and-title"))
+    d.pane_captured(info(), screen("claude-idle"))
+    assert d.pane("%1")["pr_links"] == ["https://github.com/acme/web/pull/1234"]
+
+
+def test_subscribers_see_each_change_and_the_snapshot_is_cached() -> None:
+    async def scenario() -> list[tuple[str, str | None]]:
+        d, _, _ = make()
+        seen: list[tuple[str, str | None]] = []
+
+        async def reader() -> None:
+            async for change in d.changes():
+                seen.append((change.kind, change.pane_id))
+                if change.kind == "removed":
+                    return
+
+        task = asyncio.create_task(reader())
+        await asyncio.sleep(0)
+        d.pane_captured(info(), screen("claude-idle"))
+        first = d.snapshot()
+        assert d.snapshot() is first and d.snapshot_json() is d.snapshot_json()
+        d.pane_captured(info(), screen("claude-running"))
+        assert d.snapshot() is not first
+        d.pane_gone("%1")
+        await asyncio.wait_for(task, 5)
+        return seen
+
+    assert asyncio.run(scenario()) == [("added", "%1"), ("updated", "%1"), ("removed", "%1")]
+
+
+def test_the_send_lock_is_one_lock_per_pane() -> None:
+    d, _, _ = make()
+    assert d.send_lock("%1") is d.send_lock("%1")
+    assert d.send_lock("%1") is not d.send_lock("%2")
+
+
+def test_the_git_branch_is_read_from_head_and_worktree_files(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / ".git" / "HEAD").write_text("ref: refs/heads/feature/x\n")
+    (repo / "sub").mkdir()
+    worktree = tmp_path / "wt"
+    worktree.mkdir()
+    gitdir = repo / ".git" / "worktrees" / "wt"
+    gitdir.mkdir(parents=True)
+    (gitdir / "HEAD").write_text("0123456789abcdef0123456789abcdef01234567\n")
+    (worktree / ".git").write_text(f"gitdir: {gitdir}\n")
+    probe = ProcessProbe()
+    assert probe.git_branch(str(repo / "sub")) == "feature/x"
+    assert probe.git_branch(str(worktree)) == "0123456789ab"
+    assert probe.git_branch(str(tmp_path)) is None

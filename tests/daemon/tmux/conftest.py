@@ -1,0 +1,14 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.tmux import Server, tmux_server
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    with tmux_server(tmp_path / "tmux") as running:
+        yield running

@@ -1,0 +1,176 @@
+"""The tmux primitives against a real server."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Awaitable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from openbus.daemon.core.errors import BadRequest, NotFound, Unavailable
+from openbus.daemon.directory_probe import ProcessProbe, classify_argv
+from openbus.daemon.tmux import Tmux
+from openbus.daemon.tmux.adapter import default_socket
+from tests.support.tmux import Server
+from tests.support.wait import wait_until
+
+T = TypeVar("T")
+
+
+def run(coro: Awaitable[T]) -> T:
+    async def main() -> T:
+        return await coro
+
+    return asyncio.run(main())
+
+
+def test_list_panes_reports_ids_processes_and_places(server: Server) -> None:
+    pane = server.window(["sh"])
+    tmux = Tmux(server.socket)
+
+    def listed() -> Any:
+        found = [i for i in run(tmux.list_panes()) if i.pane_id == pane]
+        return found[0] if found and found[0].current_command == "sh" else None
+
+    info = wait_until(listed, what="the new pane running sh")
+    assert info.pid > 0 and info.current_command == "sh" and info.session_name == "main"
+    assert info.window_id.startswith("@") and info.dead is False and info.cwd
+
+
+def test_send_literal_pastes_text_without_putting_it_in_argv(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pane = server.window(["sh"])
+    tmux = Tmux(server.socket)
+    argvs: list[tuple[Any, ...]] = []
+    real = asyncio.create_subprocess_exec
+
+    async def spy(*args: Any, **kw: Any) -> Any:
+        argvs.append(args)
+        return await real(*args, **kw)
+
+    monkeypatch.setattr(asyncio, "create_subprocess_exec", spy)
+    run(tmux.send_literal(pane, "echo secret-$((40+2))-text"))
+    run(tmux.send_key(pane, "Enter"))
+    wait_until(lambda: "secret-42-text" in server.capture(pane), what="the pasted command's output")
+    assert not any("secret" in str(a) for argv in argvs for a in argv)
+
+
+def test_new_window_keeps_environment_values_out_of_every_argv(
+    server: Server, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    tmux = Tmux(server.socket)
+    argvs: list[tuple[Any, ...]] = []
+    real = asyncio.create_subprocess_exec
+
+    async def spy(*args: Any, **kw: Any) -> Any:
+        argvs.append(args)
+        return await real(*args, **kw)
+
+    monkeypatch.setattr(asyncio, "create_subprocess_exec", spy)
+    value = "tok-'quoted' $HOME #{pane_id} ;"
+    pane, pid = run(
+        tmux.new_window(
+            ["sh", "-c", 'echo "[$OB_TOKEN]"; sleep 30'], {"OB_TOKEN": value}, tmp_path, "job #1"
+        )
+    )
+    assert pid > 0
+    wait_until(lambda: f"[{value}]" in server.capture(pane), what="the environment value echoed")
+    assert not any("tok-" in str(a) for argv in argvs for a in argv)
+    info = next(i for i in run(tmux.list_panes()) if i.pane_id == pane)
+    assert info.cwd == str(tmp_path) and info.window_name == "job #1" and info.pid == pid
+
+
+def test_new_window_refuses_bad_environment_and_argv(server: Server) -> None:
+    tmux = Tmux(server.socket)
+    with pytest.raises(BadRequest) as bad:
+        run(tmux.new_window(["sh"], {"BAD KEY": "x"}))
+    assert bad.value.field == "env.BAD KEY"
+    with pytest.raises(BadRequest) as multi:
+        run(tmux.new_window(["sh"], {"K": "two\nlines"}))
+    assert multi.value.field == "env.K"
+    with pytest.raises(BadRequest):
+        run(tmux.new_window([]))
+
+
+def test_respawn_and_remain_on_exit_and_kill(server: Server) -> None:
+    tmux = Tmux(server.socket)
+    pane = server.window(["sh"])
+    run(tmux.set_option(pane, "remain-on-exit", "on"))
+    old_pid = next(i.pid for i in run(tmux.list_panes()) if i.pane_id == pane)
+    new_pid = run(tmux.respawn_pane(pane, ["sh", "-c", "echo respawned; exit 3"], {"X": "1"}))
+    assert new_pid != old_pid
+    wait_until(
+        lambda: next(i for i in run(tmux.list_panes()) if i.pane_id == pane).dead,
+        what="the pane to die",
+    )
+    info = next(i for i in run(tmux.list_panes()) if i.pane_id == pane)
+    assert info.dead_status == 3
+    run(tmux.kill_pane(pane))
+    assert pane not in {i.pane_id for i in run(tmux.list_panes())}
+
+
+def test_a_missing_pane_is_not_found_and_bad_keys_are_refused(server: Server) -> None:
+    tmux = Tmux(server.socket)
+    with pytest.raises(NotFound, match="%999"):
+        run(tmux.capture("%999"))
+    with pytest.raises(BadRequest):
+        run(tmux.send_key("%0", "rm -rf /"))
+    with pytest.raises(BadRequest):
+        run(tmux.capture("0"))
+
+
+def test_no_server_is_unavailable(tmp_path: Path) -> None:
+    tmux = Tmux(tmp_path / "none")
+    assert not tmux.reachable()
+    with pytest.raises(Unavailable, match="no tmux server"):
+        run(tmux.list_panes())
+
+
+def test_the_default_socket_follows_tmux_rules() -> None:
+    assert default_socket({"TMUX": "/x/y,12,0"}) == Path("/x/y")
+    assert default_socket({"TMUX_TMPDIR": "/run/t"}) == Path(f"/run/t/tmux-{os.getuid()}/default")
+    assert default_socket({}) == Path(f"/tmp/tmux-{os.getuid()}/default")
+
+
+def test_harnesses_are_detected_from_the_process_tree(server: Server, tmp_path: Path) -> None:
+    screens = tmp_path / "screens"
+    screens.mkdir()
+    probe = ProcessProbe()
+    codex = server.window(server.fake_harness("codex", screens))
+    shell = server.window(["sh"])
+    nested = server.window(["sh"])
+    claude_argv = " ".join(server.fake_harness("claude", screens))
+    server.keys(nested, claude_argv, "Enter")
+    tmux = Tmux(server.socket)
+
+    def harness(pane: str) -> str:
+        info = next(i for i in run(tmux.list_panes()) if i.pane_id == pane)
+        return probe.detect(info.pid).harness
+
+    wait_until(lambda: harness(nested) == "claude", what="claude started from a shell")
+    assert harness(codex) == "codex"
+    assert harness(shell) == "shell"
+
+
+@pytest.mark.parametrize(
+    ("argv", "comm", "expected"),
+    [
+        (["node", "/usr/lib/node_modules/@anthropic-ai/claude-code/cli.js"], "node", "claude"),
+        (["/home/u/.local/share/claude/versions/2.1.197"], "2.1.197", "claude"),
+        (["node", "/x/node_modules/.bin/codex"], "node", "codex"),
+        (["node", "/x/@openai/codex/bin/codex.js", "resume"], "node", "codex"),
+        (["opencode"], "opencode", "opencode"),
+        (["omp"], "omp", "omp"),
+        (["node", "/usr/bin/gemini"], "node", "gemini"),
+        (["-bash"], "bash", "shell"),
+        (["/usr/bin/fish"], "fish", "shell"),
+        (["vim", "claude.md"], "vim", None),
+        (["grep", "-r", "claude", "."], "grep", None),
+    ],
+)
+def test_process_names_map_to_harnesses(argv: list[str], comm: str, expected: str | None) -> None:
+    assert classify_argv(argv, comm) == expected

@@ -1,0 +1,159 @@
+"""The watcher against a real tmux server per test: panes appear, change, vanish; the server
+goes away and comes back."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from openbus.daemon.core.clock import SystemClock
+from openbus.daemon.directory import Directory
+from openbus.daemon.directory_probe import ProcessProbe
+from openbus.daemon.tmux import Tmux
+from openbus.daemon.tmux.watcher import Watcher
+from tests.support.tmux import Server
+from tests.support.wait import async_wait_until
+
+CASES = Path(__file__).parent.parent / "screens" / "cases"
+
+
+def follow(
+    server: Server, scenario: Callable[[Directory, Watcher], Awaitable[None]], **kw: Any
+) -> None:
+    async def main() -> None:
+        directory = Directory(SystemClock(), b"k" * 32, ProcessProbe(), socket=str(server.socket))
+        watcher = Watcher(Tmux(server.socket), directory, backoff=(0.05, 0.3), **kw)
+        await watcher.start()
+        try:
+            await scenario(directory, watcher)
+        finally:
+            await watcher.stop()
+
+    asyncio.run(main())
+
+
+async def until(predicate: Callable[[], object], what: str, timeout: float = 10) -> None:
+    async def check() -> object:
+        return predicate()
+
+    await async_wait_until(check, timeout=timeout, what=what)
+
+
+def panes(directory: Directory) -> dict[str, dict[str, Any]]:
+    return {p["pane"]: p for p in directory.snapshot()["panes"]}
+
+
+def test_the_directory_shows_every_pane_of_every_session(server: Server) -> None:
+    second = server.session("other")
+    third = server.window(["sh"])
+
+    async def scenario(d: Directory, w: Watcher) -> None:
+        await until(lambda: len(panes(d)) == 3, "three panes")
+        listed = panes(d)
+        assert listed[second]["session"] == "other"
+        assert all(p["harness"] == "shell" and p["state"] == "shell" for p in listed.values())
+        assert d.snapshot()["tmux"]["running"] is True
+        assert third in listed
+
+    follow(server, scenario)
+
+
+def test_a_change_on_screen_shows_up_in_any_session(server: Server) -> None:
+    pane = server.session("other")
+
+    async def scenario(d: Directory, w: Watcher) -> None:
+        await until(lambda: pane in panes(d), "the pane")
+        before = panes(d)[pane]["revision"]
+        server.keys(pane, "echo marker-$((6*7))", "Enter")
+        await until(lambda: "marker-42" in (d.entry(pane).text or ""), "the echo on screen")
+        assert panes(d)[pane]["revision"] > before
+
+    follow(server, scenario)
+
+
+def test_a_killed_pane_disappears(server: Server) -> None:
+    extra = server.window(["sh"])
+
+    async def scenario(d: Directory, w: Watcher) -> None:
+        await until(lambda: extra in panes(d), "the extra pane")
+        server.run("kill-pane", "-t", extra)
+        await until(lambda: extra not in panes(d), "the killed pane to go")
+
+    follow(server, scenario)
+
+
+def test_a_pane_vanishing_right_after_output_leaves_no_entry(server: Server) -> None:
+    async def scenario(d: Directory, w: Watcher) -> None:
+        await until(lambda: len(panes(d)) == 1, "the first pane")
+        for _ in range(5):
+            flash = server.window(["sh", "-c", "echo flash; exit 0"])
+            del flash
+        await until(lambda: len(panes(d)) == 1, "only the first pane")
+        assert d.snapshot()["tmux"]["running"] is True
+
+    follow(server, scenario)
+
+
+def test_a_respawned_pane_gets_a_new_incarnation(server: Server) -> None:
+    pane = server.window(["sh"])
+
+    async def scenario(d: Directory, w: Watcher) -> None:
+        await until(lambda: pane in panes(d), "the pane")
+        first = panes(d)[pane]["incarnation"]
+        server.run("respawn-pane", "-k", "-t", pane, "sh")
+        await until(
+            lambda: panes(d).get(pane, {}).get("incarnation") not in (None, first),
+            "a new incarnation",
+        )
+
+    follow(server, scenario, resync=0.5)
+
+
+def test_the_server_going_away_and_coming_back_is_followed(server: Server) -> None:
+    async def scenario(d: Directory, w: Watcher) -> None:
+        await until(lambda: len(panes(d)) == 1, "the first pane")
+        first = next(iter(panes(d).values()))
+        server.kill()
+        await until(lambda: d.snapshot()["tmux"]["running"] is False, "not running")
+        assert d.snapshot()["tmux"]["status"] == "not running" and panes(d) == {}
+        await asyncio.sleep(0)  # the daemon's loop keeps running
+        server.start()
+        await until(lambda: len(panes(d)) == 1 and d.server_running, "the new server's pane")
+        again = next(iter(panes(d).values()))
+        assert again["pane"] == first["pane"]  # tmux numbers panes from %0 again...
+        assert again["incarnation"] != first["incarnation"]  # ...but it is another incarnation
+
+    follow(server, scenario)
+
+
+def test_a_fake_claude_is_detected_and_read_from_its_screens(server: Server) -> None:
+    argv = server.fake_harness("claude", CASES, "claude-idle")
+    pane = server.window(argv)
+
+    async def scenario(d: Directory, w: Watcher) -> None:
+        await until(lambda: panes(d).get(pane, {}).get("state") == "idle", "idle")
+        assert panes(d)[pane]["harness"] == "claude"
+        assert panes(d)[pane]["composer_empty"] is True
+        server.keys(pane, "claude-running", "Enter")
+        await until(lambda: panes(d)[pane]["state"] == "busy", "busy")
+        server.keys(pane, "claude-permission-prompt", "Enter")
+        await until(lambda: panes(d)[pane]["state"] == "menu", "menu")
+        server.keys(pane, "claude-typed-not-submitted", "Enter")
+        await until(lambda: panes(d)[pane]["composer_empty"] is False, "a draft")
+        events = [e["to"] for e in d.pane(pane)["events"] if e["kind"] == "state"]
+        assert events[-4:] == ["idle", "busy", "menu", "idle"]
+
+    follow(server, scenario)
+
+
+def test_output_on_a_pane_triggers_its_capture(server: Server) -> None:
+    async def scenario(d: Directory, w: Watcher) -> None:
+        await until(lambda: len(panes(d)) == 1 and w.captures >= 1, "the first capture")
+        await until(lambda: d.entry(next(iter(panes(d)))).text, "the prompt")
+        settled = w.captures
+        server.keys(next(iter(panes(d))), "true", "Enter")
+        await until(lambda: w.captures > settled, "a capture after output")
+
+    follow(server, scenario)
