@@ -19,3 +19,6 @@ def register(sub: Any) -> None:
     from openbus.daemon import cli_directory
 
     cli_directory.register(sub)
+    from openbus.daemon import cli_messages
+
+    cli_messages.register(sub)

@@ -61,6 +61,7 @@ import re
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from openbus.daemon.core.clock import Clock
 from openbus.daemon.core.errors import BadRequest, Conflict, Refused
@@ -70,6 +71,7 @@ ID_TTL_SECONDS = 3600.0
 REPLY_WINDOW_SECONDS = 300.0
 RATE_WINDOW_SECONDS = 60.0
 TOTAL_QUEUE_BYTES = 8 * 1024 * 1024
+EXPIRY_REASON = "its hour ran out before it could be delivered"
 
 _MESSAGE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 
@@ -278,6 +280,7 @@ class CardNeed(enum.StrEnum):
 class Admission:
     message: Message
     card: CardNeed
+    at: float = 0.0  # the monotonic time of the check (its rate sample)
 
 
 @dataclass(frozen=True)
@@ -351,7 +354,7 @@ class MessageBook:
 
     # ------------------------------------------------------------------ admission
 
-    def admit(
+    def check(
         self,
         *,
         sender: str,
@@ -364,7 +367,7 @@ class MessageBook:
         control: bool = False,
         sender_pane: str | None = None,
     ) -> Admission:
-        """Admit a message or raise why not; nothing is stored unless this returns."""
+        """Judge a message: an ``Admission`` to ``commit``, or raise why not. Stores nothing."""
         mid = check_message_id(message_id)
         held = self._messages.get((sender, mid))
         if held is not None:
@@ -408,7 +411,6 @@ class MessageBook:
                 "the last hour; ids are never evicted early",
                 field="message_id",
             )
-        # --- admitted: from here on the message holds its id, bytes and rate samples
         conversation, hop = self._hop_for(sender, now)
         if hop > limits.hop_limit:
             need = CardNeed.HOP
@@ -432,12 +434,31 @@ class MessageBook:
             sender_pane=sender_pane,
         )
         message.history.append("queued" if need is CardNeed.NONE else f"card:{need.value}")
+        return Admission(message, need, mono)
+
+    def commit(self, admission: Admission) -> Message:
+        """Store a checked message: from here on it holds its id, bytes and rate samples.
+        Nothing may run between ``check`` and ``commit`` (the adapter commits right after the
+        audit record is written, with no await in between)."""
+        message = admission.message
+        if message.key in self._messages:
+            raise Conflict(f"message id {message.message_id} was already used", field="message_id")
+        if message.conversation == f"cv{self._conversations + 1}" and message.hop == 0:
+            self._conversations += 1
         self._messages[message.key] = message
-        self._ids_held[sender] = self._ids_held.get(sender, 0) + 1
-        self._sender_rate.setdefault(sender, deque()).append(mono)
-        self._pair_rate.setdefault(pair, deque()).append(mono)
-        self._hold_bytes(recipient.pane, size)
-        return Admission(message, need)
+        self._ids_held[message.sender] = self._ids_held.get(message.sender, 0) + 1
+        self._sender_rate.setdefault(message.sender, deque()).append(admission.at)
+        self._pair_rate.setdefault((message.sender, message.recipient.key), deque()).append(
+            admission.at
+        )
+        self._hold_bytes(message.recipient.pane, message.size)
+        return message
+
+    def admit(self, **fields: Any) -> Admission:
+        """``check`` then ``commit``."""
+        admission = self.check(**fields)
+        self.commit(admission)
+        return admission
 
     def _window(self, window: deque[float] | None, mono: float) -> int:
         if window is None:
@@ -451,8 +472,7 @@ class MessageBook:
         last = self._received.get(sender)
         if last is not None and now - last.at <= self.limits.reply_window:
             return last.conversation, last.hop + 1
-        self._conversations += 1
-        return f"cv{self._conversations}", 0
+        return f"cv{self._conversations + 1}", 0
 
     def _hold_bytes(self, pane: str, size: int) -> None:
         self._queued_bytes[pane] = self._queued_bytes.get(pane, 0) + size
@@ -592,20 +612,26 @@ class MessageBook:
         self._received.pop(principal, None)
 
     def due(self) -> list[Message]:
-        """Messages whose hour is over. Waiting ones are finalized ``expired`` here (the
-        adapter records that, then calls ``release``); final ones just need ``release``.
-        A message being typed is left until its attempt ends."""
+        """``expire_due()`` then every final message whose hour is over (to ``release``)."""
+        self.expire_due()
+        return self.releasable()
+
+    def expire_due(self) -> list[Message]:
+        """Finalize ``expired`` every waiting message whose hour is over and return them:
+        the adapter records each outcome, then calls ``release``. A message being typed is
+        left until its attempt ends."""
         now = self.clock.now()
         out = []
         for message in list(self._messages.values()):
-            if now < message.expires or message.phase is Phase.TYPING:
-                continue
-            if not message.final:
-                self._final(
-                    message, Outcome.EXPIRED, "its hour ran out before it could be delivered"
-                )
-            out.append(message)
+            if now >= message.expires and message.phase in (Phase.CONSENT, Phase.QUEUED):
+                self._final(message, Outcome.EXPIRED, EXPIRY_REASON)
+                out.append(message)
         return out
+
+    def releasable(self) -> list[Message]:
+        """Final messages whose hour is over: their ids may be released."""
+        now = self.clock.now()
+        return [m for m in list(self._messages.values()) if m.final and now >= m.expires]
 
     def release(self, message: Message) -> None:
         """Free a final message's id once its hour is over and its outcome is recorded."""

@@ -1,0 +1,286 @@
+"""Delivery: type a queued message into its recipient's pane, once, at idle, and confirm it.
+
+Theory of operation
+-------------------
+The engine follows the directory's change stream (no polling per message). On a change to a
+pane it reconciles the messages addressed there:
+
+* the pane is gone or its incarnation changed: a message addressed by pane id is finalized
+  ``cancelled`` at once (the process it was for is gone); one addressed by a workstream handle
+  is re-resolved: a handle now answering to another pane is a new recipient, so the message
+  moves there only under that pair's consent (an approval, or a fresh card);
+* the pane is idle with an empty composer and messages wait for it: a drain task runs.
+
+The drain takes the pane's send lock (which revocation also takes) and, holding it, checks
+again: the message is still queued, the incarnation is the one it was addressed to, a handle
+still resolves to exactly this pane, both ends still hold their scopes, the directory's
+reading is idle with an empty composer, and a fresh capture is the very screen that reading
+came from. Any transient difference leaves the message queued for the next idle transition.
+Then, once and only once (``book.begin_typing``), it types ONE bracketed paste holding the
+daemon's provenance line and the text, waits until the composer shows it (the screen still
+idle, the composer no longer empty), presses Enter (for Codex only after its paste-burst
+window), and re-parses until the turn started or the composer emptied:
+
+* ``delivered``: the paste landed in the idle composer and was submitted;
+* ``unconfirmed``: the paste failed partway, the screen left the checked idle state before
+  the text landed (then Enter is not pressed), or the submission was not seen in time.
+
+Either way the id stays used, so a retry can never type it again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from openbus.daemon.core.errors import OpenbusError, Refused
+from openbus.daemon.core.messaging import CardNeed, Message, Outcome, Phase
+from openbus.daemon.messaging.fleet import Fleet, FleetChange, PaneView, normalize
+from openbus.daemon.screens import Reading
+
+if TYPE_CHECKING:
+    from openbus.daemon.messaging.service import MessagingService
+
+log = logging.getLogger("openbus.messaging")
+
+PASTE_TIMEOUT = 3.0
+CONFIRM_TIMEOUT = 8.0
+POLL_SECONDS = 0.01
+# Codex treats a burst of fast input as a paste and holds an Enter that follows too closely
+# (harnesses.md: 40+ characters and Enter at once stayed unsent; Enter 0.3 s later submitted).
+PASTE_BURST_SECONDS = {"codex": 0.4}
+
+
+def provenance(message: Message) -> str:
+    """The line the daemon stamps above every message: who sent it, never the sender's words."""
+    where = f" (pane {message.sender_pane})" if message.sender_pane else ""
+    return (
+        f"[openbus message from {message.sender_actor}{where} \u00b7 id {message.message_id} "
+        "\u00b7 reply with send_message]"
+    )
+
+
+def payload(message: Message) -> str:
+    return provenance(message) + "\n" + message.text
+
+
+class DeliveryEngine:
+    def __init__(
+        self,
+        service: MessagingService,
+        fleet: Fleet,
+        *,
+        paste_timeout: float = PASTE_TIMEOUT,
+        confirm_timeout: float = CONFIRM_TIMEOUT,
+    ) -> None:
+        self.service = service
+        self.book = service.book
+        self.fleet = fleet
+        self.paste_timeout = paste_timeout
+        self.confirm_timeout = confirm_timeout
+        self._drains: dict[str, asyncio.Task[None]] = {}
+        self._again: set[str] = set()
+        self.attempts = 0
+
+    # ------------------------------------------------------------------ following the fleet
+
+    async def run(self) -> None:
+        """Follow the directory's changes until cancelled."""
+        async for change in self.fleet.changes():
+            try:
+                self.on_change(change)
+            except Exception:
+                log.exception("messaging: reconciling %s failed", change)
+
+    def on_change(self, change: FleetChange) -> None:
+        if change.pane is None or change.kind == "resync":
+            panes = {m.recipient.pane for m in self.book.messages() if not m.final}
+        else:
+            panes = {change.pane}
+        for pane in sorted(panes):
+            self.reconcile(pane)
+        self._follow_handles()
+
+    def reconcile(self, pane: str) -> None:
+        view = self.fleet.view(pane)
+        for message in self.book.addressed_to(pane):
+            if message.phase is Phase.TYPING:
+                continue
+            if view is None or view.incarnation != message.recipient.incarnation:
+                if message.target.handle is None:
+                    why = "the pane is gone" if view is None else "the pane's process changed"
+                    self.service.finalize(message, Outcome.CANCELLED, why + " (incarnation)")
+                else:
+                    self.follow_handle(message)
+        if view is not None and view.deliverable and self.book.waiting_for(pane):
+            self.kick(pane)
+
+    def _follow_handles(self) -> None:
+        for message in self.book.messages():
+            if message.target.handle is not None and message.phase in (Phase.QUEUED, Phase.CONSENT):
+                self.follow_handle(message)
+
+    def follow_handle(self, message: Message) -> None:
+        """A handle resolving elsewhere is a new recipient: move under that pair's consent."""
+        handle = message.target.handle
+        assert handle is not None
+        try:
+            found = self.service.resolve_handle(handle)
+        except OpenbusError:
+            return
+        if len(found) != 1:
+            return  # unresolvable for now: it waits (and expires with its hour)
+        view = found[0]
+        current = message.recipient
+        if view.pane == current.pane and view.incarnation == current.incarnation:
+            return
+        old_card = message.card_id
+        try:
+            recipient = self.service.recipient_for(view, control_sender=message.sender == "control")
+            need = self.book.retarget(
+                message,
+                recipient,
+                pair_approved=self.service.pair_approved(message.sender, recipient),
+                control=message.sender == "control",
+            )
+        except Refused as exc:
+            self.service.finalize(message, Outcome.REFUSED, f"the handle moved: {exc.message}")
+            return
+        if old_card is not None and old_card != message.card_id:
+            self.service.cancel_card(old_card)
+        if need is CardNeed.NONE:
+            self.service.record_move(message, None)
+            self.kick(view.pane)
+        else:
+            self.service.raise_card(message, need)
+
+    # ------------------------------------------------------------------ draining one pane
+
+    def kick(self, pane: str) -> None:
+        task = self._drains.get(pane)
+        if task is not None and not task.done():
+            self._again.add(pane)
+            return
+        self._drains[pane] = asyncio.get_running_loop().create_task(self._drain(pane))
+
+    async def _drain(self, pane: str) -> None:
+        try:
+            while True:
+                self._again.discard(pane)
+                waiting = self.book.waiting_for(pane)
+                if not waiting:
+                    return
+                view = self.fleet.view(pane)
+                if view is None:
+                    self.reconcile(pane)
+                    return
+                if not view.deliverable:
+                    return
+                async with self.fleet.send_lock(pane):
+                    result = await self._attempt(waiting[0], pane)
+                if result == "wait" and pane not in self._again:
+                    return
+        except Exception:
+            log.exception("messaging: delivery to %s failed", pane)
+        finally:
+            self._drains.pop(pane, None)
+
+    async def _attempt(self, message: Message, pane: str) -> str:
+        """One guarded typing attempt, under the pane's send lock. "next": the message moved
+        on (try the next one); "wait": the pane is not ready (wait for its next change)."""
+        if message.phase is not Phase.QUEUED or message.recipient.pane != pane:
+            return "next"
+        view = self.fleet.view(pane)
+        if view is None or view.incarnation != message.recipient.incarnation:
+            self.reconcile(pane)
+            return "next"
+        if message.target.handle is not None:
+            found = self.service.resolve_handle(message.target.handle)
+            if len(found) != 1 or (found[0].pane, found[0].incarnation) != (pane, view.incarnation):
+                self.follow_handle(message)
+                return "next" if len(found) == 1 else "wait"
+        if not self.service.reachable_now(message):
+            self.service.finalize(message, Outcome.CANCELLED, "a grant was withdrawn")
+            return "next"
+        if not view.deliverable:
+            return "wait"
+        try:
+            screen = normalize(await self.fleet.capture(pane))
+        except OpenbusError:
+            return "wait"
+        now = self.fleet.view(pane)
+        if (
+            message.phase is not Phase.QUEUED
+            or now is None
+            or now.revision != view.revision
+            or now.incarnation != view.incarnation
+            or screen != view.text
+        ):
+            return "wait"
+        self.book.begin_typing(message)
+        self.attempts += 1
+        outcome, reason = await self._type(message, pane, view, screen)
+        self.book.finish(message, outcome, reason)
+        self.service.record_outcome_safely(message)
+        return "next"
+
+    async def _type(
+        self, message: Message, pane: str, view: PaneView, before: str
+    ) -> tuple[Outcome, str | None]:
+        started = time.monotonic()
+        try:
+            await self.fleet.paste(pane, payload(message))
+        except OpenbusError as exc:
+            return Outcome.UNCONFIRMED, f"the paste failed partway: {exc.message}"
+
+        def in_composer(reading: Reading, text: str) -> bool:
+            return text != before and reading.state == "idle" and reading.composer_empty is False
+
+        landed = await self._until(pane, in_composer, self.paste_timeout)
+        if landed is not True:
+            return (
+                Outcome.UNCONFIRMED,
+                "the screen left the checked idle state before the text landed; Enter was not "
+                "pressed",
+            )
+        burst = PASTE_BURST_SECONDS.get(view.harness, 0.0) - (time.monotonic() - started)
+        if burst > 0:
+            await asyncio.sleep(burst)
+        try:
+            await self.fleet.enter(pane)
+        except OpenbusError as exc:
+            return Outcome.UNCONFIRMED, f"Enter could not be sent: {exc.message}"
+
+        def submitted(reading: Reading, text: str) -> bool:
+            return reading.state == "busy" or (
+                reading.state == "idle" and reading.composer_empty is True and text != before
+            )
+
+        if await self._until(pane, submitted, self.confirm_timeout):
+            return Outcome.DELIVERED, None
+        return Outcome.UNCONFIRMED, "the submission could not be confirmed on screen"
+
+    async def _until(
+        self, pane: str, predicate: Callable[[Reading, str], bool], timeout: float
+    ) -> bool:
+        deadline = time.monotonic() + timeout
+        while True:
+            with contextlib.suppress(OpenbusError):
+                text = normalize(await self.fleet.capture(pane))
+                reading = self.fleet.reparse(pane, text)
+                if reading is not None and predicate(reading, text):
+                    return True
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(POLL_SECONDS)
+
+    async def close(self) -> None:
+        for task in list(self._drains.values()):
+            task.cancel()
+        for task in list(self._drains.values()):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task

@@ -1,0 +1,136 @@
+"""What delivery needs from the fleet directory and tmux, as one small interface.
+
+``DirectoryFleet`` adapts the daemon's ``Directory`` (entries, handles, send locks, change
+subscription) and ``Tmux`` (paste, key, capture) to ``Fleet``; tests and benches can hand the
+service any object with the same methods.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from openbus.daemon.core.errors import OpenbusError
+from openbus.daemon.screens import Evidence, Reading, parse
+from openbus.daemon.screens.base import screen_lines
+
+
+@dataclass(frozen=True)
+class PaneView:
+    """One pane as the directory sees it now."""
+
+    pane: str
+    incarnation: str
+    harness: str
+    state: str
+    composer_empty: bool | None
+    revision: int
+    text: str | None
+    title: str | None = None
+
+    @property
+    def deliverable(self) -> bool:
+        """Idle with an empty composer: waiting for input and holding no draft."""
+        return self.state == "idle" and self.composer_empty is True
+
+
+@dataclass(frozen=True)
+class FleetChange:
+    kind: str  # added | updated | removed | server | resync
+    pane: str | None
+
+
+class Fleet(Protocol):
+    def view(self, pane: str) -> PaneView | None: ...
+
+    def resolve(self, handle: str) -> list[PaneView]: ...
+
+    def send_lock(self, pane: str) -> asyncio.Lock: ...
+
+    def changes(self) -> AsyncIterator[FleetChange]: ...
+
+    async def paste(self, pane: str, text: str) -> None: ...
+
+    async def enter(self, pane: str) -> None: ...
+
+    async def capture(self, pane: str) -> str: ...
+
+    def reparse(self, pane: str, text: str) -> Reading | None: ...
+
+
+def normalize(text: str) -> str:
+    return "\n".join(screen_lines(text))
+
+
+class DirectoryFleet:
+    """The real fleet: the daemon's directory and tmux adapter."""
+
+    def __init__(self, directory: Any, tmux: Any) -> None:
+        self.directory = directory
+        self.tmux = tmux
+
+    @staticmethod
+    def _view(entry: Any) -> PaneView:
+        reading = entry.reading
+        return PaneView(
+            pane=entry.pane_id,
+            incarnation=entry.incarnation,
+            harness=entry.harness,
+            state=reading.state,
+            composer_empty=reading.composer_empty,
+            revision=entry.revision,
+            text=entry.text,
+            title=reading.title,
+        )
+
+    def view(self, pane: str) -> PaneView | None:
+        try:
+            entry = self.directory.entry(pane)
+        except OpenbusError:
+            return None
+        return self._view(entry)
+
+    def resolve(self, handle: str) -> list[PaneView]:
+        return [self._view(e) for e in self.directory.resolve_handle(handle)]
+
+    def send_lock(self, pane: str) -> asyncio.Lock:
+        lock: asyncio.Lock = self.directory.send_lock(pane)
+        return lock
+
+    async def changes(self) -> AsyncIterator[FleetChange]:
+        async for change in self.directory.changes():
+            yield FleetChange(change.kind, change.pane_id)
+
+    async def paste(self, pane: str, text: str) -> None:
+        await self.tmux.send_literal(pane, text)
+
+    async def enter(self, pane: str) -> None:
+        await self.tmux.send_key(pane, "Enter")
+
+    async def capture(self, pane: str) -> str:
+        text: str = await self.tmux.capture(pane)
+        return text
+
+    def reparse(self, pane: str, text: str) -> Reading | None:
+        try:
+            entry = self.directory.entry(pane)
+        except OpenbusError:
+            return None
+        info = entry.info
+        status = None
+        if entry.harness == "claude":
+            try:
+                status = self.directory.probe.claude_status(entry.process)
+            except (OSError, ValueError):
+                status = None
+        evidence = Evidence(
+            harness=entry.harness,
+            pane_title=info.title,
+            hostname=getattr(self.directory, "hostname", ""),
+            dead=info.dead,
+            in_mode=info.in_mode,
+            claude_status=status,
+        )
+        return parse(normalize(text), evidence)

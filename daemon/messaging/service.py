@@ -1,0 +1,631 @@
+"""Peer messaging in the daemon: the gate actions, the queue, consent, revocation, expiry.
+
+Theory of operation
+-------------------
+The rules live in ``core.messaging.MessageBook`` (pure); this adapter wires them to the rest
+of the daemon:
+
+* ``message.send`` (scope ``message``, tier card): resolve the target to exactly one live
+  agent pane (a pane id with its incarnation, or a workstream handle; ambiguity refused with
+  the candidates named), check the recipient is ``reachable`` (control excepted) and not a
+  shell, then ``book.admit``. A refusal raises before anything is stored; the gate audits it.
+  An admitted message is audited ``queued`` with its message id; if consent is needed the
+  card is written in the same transaction as that record.
+* ``message.status``: the outcome, with a bounded wait (at most 50 s a call) that ends at once
+  when the message reaches its outcome or the caller's grant is withdrawn.
+* ``messages.list`` (human): every pane's sent and received messages with outcomes.
+* Card decisions arrive through ``Cards.listeners``: approve queues the message for delivery,
+  decline/expiry/cancellation finalizes it.
+* Revocation (``Connect.revocation_hooks``): narrowing or revoking either end takes each
+  affected pane's send lock, cancels the principal's open messages and message cards, sent
+  or received, and forgets its pair approvals, before the human's toggle returns.
+* The sweep (once a second): messages whose hour is over are recorded ``expired`` (the
+  audit record is written first) and only then is the id released.
+
+Every final outcome gets exactly one more audit record with the message id
+(``_record_outcome``). Delivery itself is in ``daemon.messaging.delivery``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, cast
+
+from openbus.daemon.core.actions import Action
+from openbus.daemon.core.actors import Actor, is_pane_id
+from openbus.daemon.core.audit import AuditDraft
+from openbus.daemon.core.consent import Approval, ApprovalKind, Card, CardState, Tier
+from openbus.daemon.core.errors import BadRequest, NotConnected, NotFound, OpenbusError, Refused
+from openbus.daemon.core.messaging import (
+    CardNeed,
+    Message,
+    MessageBook,
+    MessageLimits,
+    Outcome,
+    Phase,
+    Recipient,
+    Target,
+)
+from openbus.daemon.core.scopes import Preset, Scope
+from openbus.daemon.gate import Call
+from openbus.daemon.grants import Principal
+from openbus.daemon.messaging.fleet import Fleet, PaneView
+
+if TYPE_CHECKING:
+    from openbus.daemon.messaging.delivery import DeliveryEngine
+    from openbus.daemon.services import Services
+
+log = logging.getLogger("openbus.messaging")
+
+SEND = Action("message.send", Scope.MESSAGE, Tier.CARD, mutates=True, humans=False)
+STATUS = Action("message.status", Scope.MESSAGE, Tier.READ, humans=False)
+LIST = Action("messages.list", None, Tier.HUMAN)
+
+MAX_WAIT_SECONDS = 50.0
+SWEEP_SECONDS = 1.0
+PREVIEW_CHARS = 200
+MESSAGE_CARD_KINDS = frozenset({"message", "hop_limit"})
+
+
+class MessagingService:
+    def __init__(self, services: Services, fleet: Fleet | None = None) -> None:
+        self.services = services
+        self.gate = services.gate
+        self.grants = services.grants
+        self.cards = services.cards
+        self.clock = services.clock
+        self.book = MessageBook(services.clock, self._limits())
+        self.fleet = fleet
+        self.delivery: DeliveryEngine | None = None
+        self._events: dict[tuple[str, str], asyncio.Event] = {}
+        self._revoked: dict[str, asyncio.Event] = {}
+        self._owner: dict[tuple[str, str], str] = {}
+        self._preview: dict[tuple[str, str], str] = {}
+        self._unrecorded: set[tuple[str, str]] = set()  # outcomes whose record failed
+        self.cards.listeners.append(self._on_card)
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _limits(self) -> MessageLimits:
+        policy = self.services.extras.get("policy")
+        limits = getattr(policy, "limits", None)
+        if limits is None:
+            return MessageLimits()
+        return MessageLimits.from_limits(limits)
+
+    def _fleet(self) -> Fleet:
+        if self.fleet is None:
+            raise Refused("the fleet directory is not available", field="target")
+        return self.fleet
+
+    def _kick(self, pane: str) -> None:
+        if self.delivery is not None:
+            self.delivery.kick(pane)
+
+    # ------------------------------------------------------------------ addressing
+
+    def resolve_target(self, params: Mapping[str, Any]) -> tuple[Target, PaneView]:
+        target = params.get("target")
+        if not isinstance(target, str) or not target.strip():
+            raise BadRequest(
+                "target must be a pane id (with its incarnation) or a workstream handle "
+                "(a PR, a title, control)",
+                field="target",
+            )
+        target = target.strip()
+        fleet = self._fleet()
+        if target.startswith("%"):
+            if not is_pane_id(target):
+                raise BadRequest(f"not a pane id: {target!r}", field="target")
+            incarnation = params.get("incarnation")
+            if not isinstance(incarnation, str) or not incarnation:
+                raise BadRequest(
+                    "a pane id needs the incarnation the directory issued for it",
+                    field="incarnation",
+                )
+            view = fleet.view(target)
+            if view is None:
+                raise NotFound(f"no pane {target} in the directory", field="target")
+            if view.incarnation != incarnation:
+                raise Refused(
+                    f"{target} is now another process (its incarnation changed); "
+                    "read the directory again",
+                    field="incarnation",
+                )
+            return Target(pane=target, incarnation=incarnation), view
+        if target.isdigit() or (":" in target and target.split(":")[-1].split(".")[0].isdigit()):
+            raise BadRequest(
+                "window indices are never addresses: use a pane id with its incarnation, "
+                "or a workstream handle",
+                field="target",
+            )
+        found = self.resolve_handle(target)
+        if not found:
+            raise NotFound(f"no live pane answers to {target!r}", field="target")
+        if len(found) > 1:
+            names = ", ".join(f"{v.pane} ({v.title or v.harness})" for v in found)
+            raise Refused(
+                f"{target!r} is ambiguous: it matches {names}; address one by pane id and "
+                "incarnation",
+                field="target",
+            )
+        return Target(handle=target), found[0]
+
+    def resolve_handle(self, handle: str) -> list[PaneView]:
+        fleet = self._fleet()
+        if handle.casefold() == "control":
+            return [
+                v for v in fleet.resolve("control") if v.state != "exited"
+            ] or self._control_panes()
+        return [v for v in fleet.resolve(handle) if v.state not in ("exited",)]
+
+    def _control_panes(self) -> list[PaneView]:
+        directory = self.services.extras.get("directory")
+        if directory is None or self.fleet is None:
+            return []
+        out = []
+        for entry in directory.entries():
+            if getattr(entry.info, "session_name", None) == "control":
+                view = self.fleet.view(entry.pane_id)
+                if view is not None:
+                    out.append(view)
+        return out
+
+    def recipient_for(self, view: PaneView, *, control_sender: bool) -> Recipient:
+        """The recipient at ``view``, refused if peers may not reach it."""
+        if view.harness == "shell" or view.state == "shell":
+            raise Refused(
+                f"{view.pane} is a shell pane: sends to shells are never offered to peers",
+                field="target",
+            )
+        if view.state == "exited":
+            raise Refused(f"{view.pane} has exited", field="target")
+        principal = self._principal_at(view)
+        if not control_sender:
+            scopes = self.grants.scopes_for(principal.actor()) if principal else frozenset()
+            if Scope.REACHABLE not in scopes:
+                raise Refused(
+                    f"{view.pane} is not reachable: its agent was not set to Collaborate",
+                    field="target",
+                )
+        return Recipient(
+            pane=view.pane,
+            incarnation=view.incarnation,
+            principal=principal.id if principal else None,
+            harness=view.harness,
+            actor=principal.actor().name if principal else None,
+        )
+
+    def _principal_at(self, view: PaneView) -> Principal | None:
+        candidates = [
+            p for p in self.grants.by_pane(view.pane) if p.incarnation in (None, view.incarnation)
+        ]
+        exact = [p for p in candidates if p.incarnation == view.incarnation]
+        chosen = exact or candidates
+        return chosen[-1] if chosen else None
+
+    def reachable_now(self, message: Message) -> bool:
+        """Both ends' scopes, looked up again (delivery calls this under the send lock)."""
+        if message.sender != "control":
+            try:
+                sender = self.grants.get(message.sender)
+            except NotFound:
+                return False
+            if Scope.MESSAGE not in self.grants.scopes_for(sender.actor()):
+                return False
+            if message.recipient.principal is None:
+                return False
+            try:
+                recipient = self.grants.get(message.recipient.principal)
+            except NotFound:
+                return False
+            return Scope.REACHABLE in self.grants.scopes_for(recipient.actor())
+        return True
+
+    def pair_approved(self, sender: str, recipient: Recipient) -> bool:
+        return self.cards.has(Approval(ApprovalKind.PAIR, sender, recipient.key))
+
+    # ------------------------------------------------------------------ send
+
+    async def send(self, call: Call) -> Any:
+        actor = call.actor
+        sender = self._sender_key(actor)
+        params = call.params
+        mid = params.get("message_id")
+        if isinstance(mid, str):
+            call.details["offered_id"] = mid[:128]
+        self.book.limits = self._limits()
+        target, view = self.resolve_target(params)
+        call.target = view.pane
+        control = actor.kind == "control"
+        recipient = self.recipient_for(view, control_sender=control)
+        sender_pane = None
+        owner = actor.user
+        if actor.principal and actor.kind == "agent":
+            principal = self.grants.get(actor.principal)
+            sender_pane = principal.pane_id
+            owner = principal.owner
+        if owner is None and recipient.principal:
+            owner = self.grants.get(recipient.principal).owner
+        admission = self.book.check(
+            sender=sender,
+            sender_actor=actor.name,
+            message_id=mid,
+            text=params.get("text"),
+            target=target,
+            recipient=recipient,
+            pair_approved=self.pair_approved(sender, recipient),
+            control=control,
+            sender_pane=sender_pane,
+        )
+        message = admission.message
+        owner = owner or _local_user()
+        call.message_id = message.message_id
+        call.outcome = "queued"
+        call.details.pop("offered_id", None)
+        call.details.update(
+            {
+                "recipient": recipient.actor or recipient.pane,
+                "conversation": message.conversation,
+                "hop": message.hop,
+                "bytes": message.size,
+            }
+        )
+        card: Card | None = None
+        if admission.card is not CardNeed.NONE:
+            card, write = self._card_for(message, admission.card, owner)
+            call.write(write)
+            call.details["card"] = card.id
+            call.details["consent"] = admission.card.value
+        else:
+            call.details["consent"] = "control" if control else "pair approved"
+
+        def admitted() -> None:
+            # runs right after the audit record is committed, with no await since the check
+            self.book.commit(admission)
+            self._owner[message.key] = owner
+            self._preview[message.key] = _preview(message.text)
+            if card is not None:
+                self.book.attach_card(message, card.id)
+                self.cards.notify(card)
+            else:
+                self._kick(recipient.pane)
+
+        call.after_commit.append(admitted)
+        return self._answer(message)
+
+    def _sender_key(self, actor: Actor) -> str:
+        if actor.kind == "control":
+            return "control"
+        if actor.principal is None:
+            raise NotConnected("not connected: this agent has no openbus grant")
+        return actor.principal
+
+    def _card_for(self, message: Message, need: CardNeed, owner: str) -> tuple[Card, Any]:
+        who = message.recipient.actor or f"the agent in {message.recipient.pane}"
+        if need is CardNeed.HOP:
+            why = f"hop {message.hop} of a conversation, past the hop limit"
+        else:
+            why = "the first message of this pair"
+        summary = (
+            f"{message.sender_actor} wants to message {who} ({message.recipient.pane}): {why}. "
+            f"\u201c{_preview(message.text, 160)}\u201d"
+        )
+        return self.cards.new(
+            kind=need.value,
+            requester=message.sender_actor,
+            owner=owner,
+            summary=summary,
+            target=message.recipient.pane,
+            requester_principal=message.sender,
+            target_principal=message.recipient.key,
+            payload={
+                "message_id": message.message_id,
+                "pane": message.recipient.pane,
+                "bytes": message.size,
+                "hop": message.hop,
+                "conversation": message.conversation,
+            },
+        )
+
+    def _answer(self, message: Message) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "message_id": message.message_id,
+            "outcome": message.outcome.value,
+            "final": message.final,
+            "recipient_pane": message.recipient.pane,
+            "conversation": message.conversation,
+            "hop": message.hop,
+        }
+        if message.phase is Phase.CONSENT:
+            body["waiting_for"] = "the human's consent (a card in Needs you)"
+        elif message.phase is Phase.QUEUED:
+            body["waiting_for"] = "the recipient to be idle with an empty composer"
+        if message.reason:
+            body["reason"] = message.reason
+        return body
+
+    # ------------------------------------------------------------------ status
+
+    async def status(self, call: Call) -> Any:
+        sender = self._sender_key(call.actor)
+        mid = call.params.get("message_id")
+        if not isinstance(mid, str) or not mid:
+            raise BadRequest("message_id is required", field="message_id")
+        wait = call.params.get("wait_seconds", 0)
+        if isinstance(wait, bool) or not isinstance(wait, (int, float)) or wait < 0:
+            raise BadRequest(
+                "wait_seconds must be a number of seconds (0 to 50)", field="wait_seconds"
+            )
+        wait = min(float(wait), MAX_WAIT_SECONDS)
+        call.target = mid
+        message = self.book.get(sender, mid)
+        if message is None:
+            return {
+                "message_id": mid,
+                "outcome": "unconfirmed",
+                "final": True,
+                "reason": "the daemon does not know this id (never sent, older than an hour, "
+                "or sent before a restart): treat it as unconfirmed",
+            }
+        if not message.final and wait > 0:
+            await self._wait(message, sender, wait)
+        call.details["outcome"] = message.outcome.value
+        return self._answer(message)
+
+    async def _wait(self, message: Message, sender: str, seconds: float) -> None:
+        done = self._events.setdefault(message.key, asyncio.Event())
+        revoked = self._revoked.setdefault(sender, asyncio.Event())
+        waits = [asyncio.ensure_future(done.wait()), asyncio.ensure_future(revoked.wait())]
+        try:
+            await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in waits:
+                task.cancel()
+        if revoked.is_set():
+            raise NotConnected("not connected: the grant was withdrawn while waiting")
+
+    # ------------------------------------------------------------------ outcomes
+
+    def record_outcome(self, message: Message) -> None:
+        """The second audit record of an admitted message: its final outcome."""
+        details: dict[str, Any] = {
+            "recipient": message.recipient.actor or message.recipient.pane,
+            "conversation": message.conversation,
+            "hop": message.hop,
+            "by": "system",
+        }
+        if message.reason:
+            details["reason"] = message.reason
+        self.gate.record(
+            AuditDraft(
+                actor=message.sender_actor,
+                action=SEND.name,
+                outcome=message.outcome.value,
+                scope=Scope.MESSAGE.value,
+                target=message.recipient.pane,
+                message_id=message.message_id,
+                details=details,
+            )
+        )
+        self._finished(message)
+
+    def _finished(self, message: Message) -> None:
+        event = self._events.pop(message.key, None)
+        if event is not None:
+            event.set()
+
+    def finalize(self, message: Message, outcome: Outcome, reason: str) -> bool:
+        """Finalize a waiting message and record its outcome (False: it had moved on)."""
+        if not self.book.finalize(message, outcome, reason):
+            return False
+        self._close_card(message)
+        self.record_outcome_safely(message)
+        return True
+
+    def record_outcome_safely(self, message: Message) -> None:
+        try:
+            self.record_outcome(message)
+        except Exception:
+            log.exception("could not record the outcome of message %s", message.message_id)
+            self._unrecorded.add(message.key)
+            self._finished(message)
+
+    def _close_card(self, message: Message) -> None:
+        if message.card_id is not None:
+            self.cancel_card(message.card_id)
+
+    def cancel_card(self, card_id: str) -> None:
+        """Resolve a still-pending card as cancelled (one system record)."""
+        try:
+            card = self.cards.get(card_id)
+        except NotFound:
+            return
+        if card.state is CardState.PENDING:
+            cancelled = card.cancel(self.clock.now())
+            draft, writes = self.cards.resolution_record(cancelled)
+            self.gate.record(draft, writes)
+            self.cards.notify(cancelled)
+
+    def raise_card(self, message: Message, need: CardNeed) -> None:
+        """A card for a message that moved to a new recipient (a handle now resolving
+        elsewhere), written with a system record of the move."""
+        card, write = self._card_for(message, need, self._owner.get(message.key, _local_user()))
+        self.record_move(message, card.id, [write])
+        self.book.attach_card(message, card.id)
+        self.cards.notify(card)
+
+    def record_move(
+        self, message: Message, card_id: str | None, writes: list[Any] | None = None
+    ) -> None:
+        details: dict[str, Any] = {
+            "message_id": message.message_id,
+            "sender": message.sender_actor,
+            "handle": message.target.handle,
+            "moved_to": message.recipient.pane,
+        }
+        if card_id is not None:
+            details["card"] = card_id
+        self.gate.record(
+            AuditDraft(
+                actor="system",
+                action="message.move",
+                outcome="card" if card_id else "ok",
+                scope=Scope.MESSAGE.value,
+                target=message.recipient.pane,
+                details=details,
+            ),
+            writes,
+        )
+
+    # ------------------------------------------------------------------ consent
+
+    def _on_card(self, card: Card) -> None:
+        if card.kind not in MESSAGE_CARD_KINDS:
+            return
+        message = self.book.by_card(card.id)
+        if message is None or message.phase is not Phase.CONSENT:
+            return
+        if card.state in (CardState.APPROVED, CardState.APPROVED_PAIR):
+            if self.book.consent_granted(message):
+                self._kick(message.recipient.pane)
+        elif card.state is CardState.DECLINED:
+            self.finalize(message, Outcome.DECLINED, "the human declined")
+        elif card.state is CardState.EXPIRED:
+            self.finalize(message, Outcome.EXPIRED, "the consent card expired unanswered")
+        elif card.state is CardState.CANCELLED:
+            self.finalize(message, Outcome.CANCELLED, "the consent card was cancelled")
+
+    # ------------------------------------------------------------------ revocation
+
+    async def on_revocation(self, principal: Principal, preset: Preset) -> None:
+        """Narrowing below Collaborate cancels the principal's open messages and cards, sent
+        or received, linearized with delivery on each affected pane's send lock."""
+        if Scope.MESSAGE in preset.scopes and Scope.REACHABLE in preset.scopes:
+            return
+        event = self._revoked.pop(principal.id, None)
+        if event is not None:
+            event.set()
+        panes = {m.recipient.pane for m in self.book.involving(principal.id)}
+        if principal.pane_id:
+            panes.add(principal.pane_id)
+        locks = []
+        if self.fleet is not None:
+            locks = [self.fleet.send_lock(p) for p in sorted(panes)]
+        for lock in locks:
+            await lock.acquire()
+        try:
+            for message in self.book.involving(principal.id):
+                self.finalize(message, Outcome.CANCELLED, f"Connect was narrowed to {preset.value}")
+            open_cards = cast("list[Card]", self.cards.open_for_principal(principal.id))
+            for card in open_cards:
+                if card.kind in MESSAGE_CARD_KINDS:
+                    cancelled = card.cancel(self.clock.now())
+                    draft, writes = self.cards.resolution_record(cancelled)
+                    self.gate.record(draft, writes)
+                    self.cards.notify(cancelled)
+            self.gate.record(
+                AuditDraft(
+                    actor="system",
+                    action="messages.forget_pairs",
+                    outcome="ok",
+                    scope=Scope.MESSAGE.value,
+                    details={"principal": principal.id, "preset": preset.value},
+                ),
+                [self.cards.forget_principal(principal.id)],
+            )
+            self.book.forget_pair_history(principal.id)
+        finally:
+            for lock in reversed(locks):
+                lock.release()
+
+    # ------------------------------------------------------------------ expiry
+
+    def sweep(self) -> int:
+        """Record every message whose hour ran out while waiting, then release every id
+        whose hour is over. An outcome whose record could not be written keeps its id held
+        and is tried again at the next sweep."""
+        expired = 0
+        for message in self.book.expire_due():
+            self._close_card(message)
+            self.record_outcome_safely(message)
+            expired += 1
+        for message in self.book.releasable():
+            if message.key in self._unrecorded:
+                try:
+                    self.record_outcome(message)
+                except OpenbusError as exc:
+                    log.error("message %s: outcome still not recorded: %s", message.message_id, exc)
+                    continue
+                self._unrecorded.discard(message.key)
+            self.book.release(message)
+            self._owner.pop(message.key, None)
+            self._preview.pop(message.key, None)
+            self._events.pop(message.key, None)
+        self.book.prune()
+        for key in [
+            k for k, e in self._revoked.items() if not e.is_set() and not self.book.ids_held(k)
+        ]:
+            del self._revoked[key]
+        return expired
+
+    async def run_sweeps(self) -> None:
+        while True:
+            try:
+                self.sweep()
+            except Exception:
+                log.exception("message sweep failed")
+            await asyncio.sleep(SWEEP_SECONDS)
+
+    # ------------------------------------------------------------------ human side
+
+    async def list_messages(self, call: Call) -> Any:
+        user = call.actor.user
+        pane = call.params.get("pane")
+        if pane is not None and (not isinstance(pane, str) or not is_pane_id(pane)):
+            raise BadRequest("pane must be a pane id like %3", field="pane")
+        visible = [
+            m
+            for m in self.book.messages()
+            if call.actor.kind != "human" or self._owner.get(m.key) == user
+        ]
+        if pane is None:
+            panes = sorted(
+                {m.sender_pane for m in visible if m.sender_pane}
+                | {m.recipient.pane for m in visible}
+            )
+            return {
+                "panes": {p: self.for_pane(p, visible) for p in panes},
+                "messages": [self._row(m) for m in visible],
+            }
+        call.target = pane
+        return {"pane": pane, **self.for_pane(pane, visible)}
+
+    def for_pane(self, pane: str, messages: list[Message] | None = None) -> dict[str, Any]:
+        """A pane's sent and received messages, newest first (the pane detail's section)."""
+        pool = list(self.book.messages()) if messages is None else messages
+        sent = [self._row(m) for m in pool if m.sender_pane == pane]
+        received = [self._row(m) for m in pool if m.recipient.pane == pane]
+        sent.sort(key=lambda r: -float(r["admitted"]))
+        received.sort(key=lambda r: -float(r["admitted"]))
+        return {"sent": sent, "received": received}
+
+    def _row(self, message: Message) -> dict[str, Any]:
+        row = message.to_dict()
+        row["preview"] = self._preview.get(message.key, "")
+        return row
+
+
+def _preview(text: str, limit: int = PREVIEW_CHARS) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "\u2026"
+
+
+def _local_user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "root"
