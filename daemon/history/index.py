@@ -28,6 +28,7 @@ file's update is its own short transaction, so a search waits at most one file.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -68,8 +69,13 @@ Progress = Callable[[int, int], None]
 DB_NAME = "history.db"
 MAX_QUERY_TERMS = 16
 MAX_LIMIT = 100
-# bm25 weights: title, prompts, repo, cwd, branches, prs
-WEIGHTS = (4.0, 1.0, 2.0, 1.0, 3.0, 3.0)
+# bm25 weights: title, prompts, repo, cwd, branches, prs, repokeys (filter only)
+WEIGHTS = (4.0, 1.0, 2.0, 1.0, 3.0, 3.0, 0.0)
+TEXT_COLUMNS = "{title prompts repo cwd branches prs}"
+# When more sessions than this match, the most recently indexed ones are ranked (rowids grow
+# as sessions are (re)indexed, and reconcile indexes changed files oldest first).
+CANDIDATES = 1500
+SCHEMA_VERSION = 2
 
 STOPWORDS = frozenset(
     [
@@ -167,7 +173,7 @@ CREATE TABLE IF NOT EXISTS files (
     session_id TEXT
 );
 CREATE VIRTUAL TABLE IF NOT EXISTS sessions_fts USING fts5(
-    title, prompts, repo, cwd, branches, prs,
+    title, prompts, repo, cwd, branches, prs, repokeys,
     tokenize = 'unicode61 remove_diacritics 2'
 );
 """
@@ -200,9 +206,16 @@ def query_terms(query: str) -> list[str]:
     return (content or seen)[:MAX_QUERY_TERMS]
 
 
-def fts_query(terms: Sequence[str]) -> str:
-    """Every term quoted as an FTS5 string, ORed: user text never becomes FTS syntax."""
-    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+def fts_query(terms: Sequence[str], op: str = "OR") -> str:
+    """Every term quoted as an FTS5 string, joined by AND or OR: user text never becomes
+    FTS syntax."""
+    assert op in ("AND", "OR")
+    return f" {op} ".join('"' + t.replace('"', '""') + '"' for t in terms)
+
+
+def repo_token(key: str) -> str:
+    """One opaque word standing for a repo key (identity, toplevel path or owner/name)."""
+    return "r" + hashlib.sha256(key.encode()).hexdigest()[:24]
 
 
 def _repo_short(repo: str | None) -> str | None:
@@ -279,9 +292,16 @@ class HistoryIndex:
         self.last_reconcile: float | None = None
 
     def _create(self) -> None:
+        """The schema; an index of an older schema is dropped and rebuilt by reconcile (it
+        holds only what the transcripts can give again)."""
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        if version != SCHEMA_VERSION:
+            for table in ("sessions_fts", "sessions", "files"):
+                self._db.execute(f"DROP TABLE IF EXISTS {table}")
         for statement in _SCHEMA.split(";"):
             if statement.strip():
                 self._db.execute(statement)
+        self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     # ---------------------------------------------------------------- plumbing
 
@@ -352,10 +372,10 @@ class HistoryIndex:
         return n
 
     def _upsert(self, e: SessionEntry) -> None:
+        """Replace the entry; it gets a fresh (highest) rowid, so rowid order is the order
+        sessions were last indexed in."""
         db = self._db
-        row = db.execute(
-            "SELECT id FROM sessions WHERE harness = ? AND session_id = ?", e.key
-        ).fetchone()
+        self._delete(*e.key)
         values = (
             e.repo,
             e.repo_root,
@@ -372,26 +392,17 @@ class HistoryIndex:
             e.parent_session_id,
             e.transcript,
         )
-        if row is None:
-            cur = db.execute(
-                "INSERT INTO sessions (harness, session_id, repo, repo_root, repo_short, origin,"
-                " cwd, branches, prs, title, prompts, started, last_active, subagent,"
-                " parent_session_id, transcript) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (*e.key, *values),
-            )
-            rowid = cur.lastrowid
-        else:
-            rowid = row[0]
-            db.execute(
-                "UPDATE sessions SET repo=?, repo_root=?, repo_short=?, origin=?, cwd=?,"
-                " branches=?, prs=?, title=?, prompts=?, started=?, last_active=?, subagent=?,"
-                " parent_session_id=?, transcript=? WHERE id=?",
-                (*values, rowid),
-            )
-            db.execute("DELETE FROM sessions_fts WHERE rowid = ?", (rowid,))
+        cur = db.execute(
+            "INSERT INTO sessions (harness, session_id, repo, repo_root, repo_short, origin,"
+            " cwd, branches, prs, title, prompts, started, last_active, subagent,"
+            " parent_session_id, transcript) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (*e.key, *values),
+        )
+        rowid = cur.lastrowid
+        keys = {k for k in (e.repo, e.repo_root, _repo_short(e.repo)) if k}
         db.execute(
-            "INSERT INTO sessions_fts (rowid, title, prompts, repo, cwd, branches, prs)"
-            " VALUES (?,?,?,?,?,?,?)",
+            "INSERT INTO sessions_fts (rowid, title, prompts, repo, cwd, branches, prs, repokeys)"
+            " VALUES (?,?,?,?,?,?,?,?)",
             (
                 rowid,
                 e.title or "",
@@ -400,6 +411,7 @@ class HistoryIndex:
                 e.cwd or "",
                 " ".join(e.branches),
                 " ".join(e.prs),
+                " ".join(sorted(repo_token(k) for k in keys)),
             ),
         )
 
@@ -538,14 +550,17 @@ class HistoryIndex:
             seen.add(str(t.path))
             found.append((t, _file_key(st)))
         stats.scanned = len(found)
-        changed = [t for t, key in found if known.get(str(t.path), (None,) * 5)[:3] != key]
+        changed = [
+            (key[1], t) for t, key in found if known.get(str(t.path), (None,) * 5)[:3] != key
+        ]
+        changed.sort(key=lambda pair: pair[0])  # oldest first: newest sessions get top rowids
         stats.changed = len(changed)
         names = {str(home): self._thread_names(home) for home in self.sources.codex_homes}
         resolve = RepoResolver()
         total = len(changed)
         if progress:
             progress(0, total)
-        for done, t in enumerate(changed, 1):
+        for done, (_mtime, t) in enumerate(changed, 1):
             if cancel is not None and cancel.is_set():
                 stats.seconds = time.monotonic() - started
                 return stats
@@ -693,27 +708,52 @@ class HistoryIndex:
         terms = query_terms(query)
         if not terms:
             raise BadRequest("the query has no words to search for", field="q")
-        weights = ", ".join(str(w) for w in WEIGHTS)
-        sql = (
-            f"SELECT {', '.join('s.' + c.strip() for c in _COLUMNS.split(','))},"  # noqa: S608
-            f" bm25(sessions_fts, {weights}) AS score"
-            " FROM sessions_fts JOIN sessions s ON s.id = sessions_fts.rowid"
-            " WHERE sessions_fts MATCH ?"
-        )
-        params: list[Any] = [fts_query(terms)]
+        repo_filter = ""
         if repo is not None and repo.strip():
-            key = normalize_repo_query(repo)
-            sql += " AND (s.repo = ? OR s.repo_root = ? OR s.repo_short = ?)"
-            params += [key, key, key]
-        sql += " ORDER BY score, s.last_active DESC LIMIT ?"
-        params.append(limit)
+            repo_filter = f' AND repokeys : "{repo_token(normalize_repo_query(repo))}"'
         with self._lock:
-            rows = self._db.execute(sql, params).fetchall()
+            ranked = self._ranked(
+                f"{TEXT_COLUMNS} : ({fts_query(terms, 'AND')})" + repo_filter, limit, {}
+            )
+            if len(ranked) < limit and len(terms) > 1:
+                anyterm = f"{TEXT_COLUMNS} : ({fts_query(terms, 'OR')})" + repo_filter
+                ranked.update(self._ranked(anyterm, limit - len(ranked), ranked))
+            rows = self._rows(list(ranked))
         hits: list[Hit] = []
-        for row in rows:
-            entry = self._row_entry(row[:-1])
-            hits.append(Hit(entry, float(row[-1]), matched_terms(entry, terms)))
+        for rowid, score in ranked.items():
+            entry = rows[rowid]
+            hits.append(Hit(entry, score, matched_terms(entry, terms)))
         return hits
+
+    def _ranked(self, match: str, limit: int, exclude: Mapping[int, float]) -> dict[int, float]:
+        """bm25 over the matches (the repo filter is part of ``match``, so it narrows the
+        candidates before anything is ranked or limited); at most ``CANDIDATES`` newest."""
+        floor = self._db.execute(
+            "SELECT rowid FROM sessions_fts WHERE sessions_fts MATCH ?"
+            " ORDER BY rowid DESC LIMIT 1 OFFSET ?",
+            (match, CANDIDATES - 1),
+        ).fetchone()
+        weights = ", ".join(str(w) for w in WEIGHTS)
+        rows = self._db.execute(
+            f"SELECT rowid, bm25(sessions_fts, {weights}) AS score FROM sessions_fts"  # noqa: S608
+            " WHERE sessions_fts MATCH ? AND rowid >= ? ORDER BY score, rowid DESC LIMIT ?",
+            (match, floor[0] if floor else 0, limit + len(exclude)),
+        ).fetchall()
+        out: dict[int, float] = {}
+        for rowid, score in rows:
+            if rowid not in exclude and len(out) < limit:
+                out[rowid] = float(score)
+        return out
+
+    def _rows(self, rowids: Sequence[int]) -> dict[int, SessionEntry]:
+        if not rowids:
+            return {}
+        marks = ",".join("?" * len(rowids))
+        found = self._db.execute(
+            f"SELECT {_COLUMNS} FROM sessions WHERE id IN ({marks})",  # noqa: S608
+            list(rowids),
+        ).fetchall()
+        return {row[0]: self._row_entry(row) for row in found}
 
     def liveness(self, entry: SessionEntry) -> Liveness:
         return self.liveness_probe.of(entry)

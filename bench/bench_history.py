@@ -1,0 +1,304 @@
+"""History index benchmark: ``find_sessions`` latency at 100,000 sessions, and reindex rate.
+
+Builds a synthetic index of 100,000 sessions whose prompts are English-like text drawn from a
+word list with Zipf-like frequencies (seeded, so every run sees the same data), then times
+``HistoryIndex.search`` (FTS5 + bm25, what ``find_sessions`` runs) with and without the repo
+filter, against a linear scan over the same documents measured in the same run (the floor a
+naive implementation would sit on). Targets: p50 <= 5 ms and p99 <= 50 ms. Then writes a few
+thousand real-format Claude Code and Codex transcripts and times a full reconcile of them.
+
+Run: ``.venv/bin/python -m bench.bench_history`` (or ``make bench``).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from openbus.daemon.core.clock import SystemClock
+from openbus.daemon.history.index import HistoryIndex, query_terms, tokens
+from openbus.daemon.history.model import SessionEntry
+from openbus.daemon.history.sources import Sources
+
+SESSIONS = 100_000
+QUERIES = 300
+FLOOR_QUERIES = 15
+TRANSCRIPTS = 3_000
+SEED = 20261130
+
+COMMON = """the a to of and in for on with is it that this be as at by from or an are not
+but can we you i should please make sure then also when if so all into out up do use
+new now just only some more what why how which there their any each other after before
+again still need want try check run add fix update remove change keep move show see
+look get set let""".split()
+
+TECH = """test tests login auth session token cache build deploy pipeline release branch
+merge rebase commit review lint format type error bug crash flaky timeout retry queue
+worker thread lock race database migration schema index query table column postgres sqlite
+redis kafka api endpoint route handler request response header cookie cors tls cert proxy
+tunnel daemon socket pane window tmux agent harness prompt transcript history search rank
+score filter repo config env secret key policy audit log metric trace span otlp grpc http
+json yaml toml parser lexer tokenizer unicode emoji locale date time zone clock sleep wait
+poll stream buffer chunk batch page limit offset cursor sort order group join view model
+controller service client server cli flag option argument default value field struct class
+function method module package import export dependency version upgrade downgrade pin
+docker image container volume mount network port host dns ip ssh git remote origin fork pr
+issue label milestone ci job step cache artifact coverage benchmark profile memory cpu leak
+latency throughput p99 regression refactor rename split extract inline cleanup docs readme
+changelog billing invoice payment checkout cart order user account profile avatar email
+notification webhook cron scheduler backup restore snapshot replica shard partition""".split()
+
+
+def vocabulary(rng: random.Random) -> list[str]:
+    syllables = "ka lo mi ne ru sa te vo zi pa re di go fu ha ji ko mu na po".split()
+    invented = {
+        "".join(rng.choice(syllables) for _ in range(rng.randint(2, 4))) for _ in range(6000)
+    }
+    return COMMON + TECH + sorted(invented)
+
+
+def zipf_weights(n: int, s: float = 1.07) -> list[float]:
+    return [1.0 / (i + 1) ** s for i in range(n)]
+
+
+class Corpus:
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.words = vocabulary(self.rng)
+        self.cum = list(_accumulate(zipf_weights(len(self.words))))
+        self.repos = [f"github.com/org{i % 17}/repo{i}" for i in range(300)]
+        self.repo_cum = list(_accumulate(zipf_weights(len(self.repos), 1.2)))
+
+    def word(self) -> str:
+        return self.rng.choices(self.words, cum_weights=self.cum, k=1)[0]
+
+    def sentence(self, lo: int, hi: int) -> str:
+        n = self.rng.randint(lo, hi)
+        return " ".join(self.rng.choices(self.words, cum_weights=self.cum, k=n)).capitalize()
+
+    def repo(self) -> str:
+        return self.rng.choices(self.repos, cum_weights=self.repo_cum, k=1)[0]
+
+    def entry(self, i: int) -> SessionEntry:
+        rng = self.rng
+        repo = self.repo()
+        name = repo.rsplit("/", 1)[1]
+        prompts = tuple(self.sentence(6, 40) for _ in range(rng.randint(1, 6)))
+        harness = "claude" if rng.random() < 0.6 else "codex"
+        sid = f"{i:08x}-{rng.getrandbits(64):016x}"
+        branches = tuple(
+            f"{rng.choice(['feat', 'fix', 'chore'])}/{self.word()}-{self.word()}"
+            for _ in range(rng.randint(0, 2))
+        )
+        prs = tuple(f"https://{repo}/pull/{rng.randint(1, 9999)}" for _ in range(rng.randint(0, 1)))
+        last = 1_790_000_000 + i * 60.0
+        subagent = rng.random() < 0.2
+        return SessionEntry(
+            harness=harness,
+            session_id=sid,
+            repo=repo,
+            repo_root=f"/home/dev/src/{name}",
+            origin=f"git@{repo.replace('/', ':', 1)}.git",
+            cwd=f"/home/dev/src/{name}",
+            branches=branches,
+            prs=prs,
+            title=prompts[0][:80],
+            prompts=prompts,
+            started=last - 600,
+            last_active=last,
+            resume_argv=None,
+            subagent=subagent,
+            transcript=f"/home/dev/.claude/projects/x/{sid}.jsonl",
+        )
+
+    def query(self) -> str:
+        # what people type to find a session: one to three topic words, often technical
+        n = self.rng.choice([1, 2, 2, 3])
+        picked: list[str] = []
+        while len(picked) < n:
+            w = self.rng.choice(TECH) if self.rng.random() < 0.6 else self.word()
+            if w not in COMMON and w not in picked:
+                picked.append(w)
+        return " ".join(picked)
+
+
+def _accumulate(weights: Sequence[float]) -> list[float]:
+    total = 0.0
+    out = []
+    for w in weights:
+        total += w
+        out.append(total)
+    return out
+
+
+def percentile(samples: Sequence[float], p: float) -> float:
+    ordered = sorted(samples)
+    k = max(0, min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1))))
+    return ordered[k]
+
+
+def timed(fn: Callable[[], object], n: int) -> list[float]:
+    out = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        out.append((time.perf_counter() - t0) * 1000)
+    return out
+
+
+def linear_scan(docs: Sequence[tuple[str, set[str]]], query: str, repo: str | None) -> list[str]:
+    """The floor: look at every session, count matched terms, keep the best ten."""
+    terms = query_terms(query)
+    scored = []
+    for key, words in docs:
+        if repo is not None and not key.startswith(repo + "|"):
+            continue
+        score = sum(1 for t in terms if t in words)
+        if score:
+            scored.append((score, key))
+    scored.sort(reverse=True)
+    return [k for _, k in scored[:10]]
+
+
+def write_transcripts(root: Path, corpus: Corpus, n: int) -> None:
+    claude = root / "claude" / "projects"
+    codex = root / "codex" / "sessions" / "2026" / "11" / "30"
+    codex.mkdir(parents=True)
+    for i in range(n):
+        prompts = [corpus.sentence(6, 30) for _ in range(corpus.rng.randint(1, 5))]
+        cwd = f"/home/dev/src/repo{i % 50}"
+        if i % 2 == 0:
+            sid = f"00000000-0000-4000-8000-{i:012d}"
+            lines = []
+            for j, p in enumerate(prompts):
+                base = {
+                    "sessionId": sid,
+                    "cwd": cwd,
+                    "gitBranch": "main",
+                    "isSidechain": False,
+                    "timestamp": f"2026-11-30T06:{j:02d}:00.000Z",
+                }
+                lines.append({**base, "type": "user", "message": {"role": "user", "content": p}})
+                reply = {"role": "assistant", "content": [{"type": "text", "text": "ok " * 40}]}
+                lines.append({**base, "type": "assistant", "message": reply})
+                result = [{"type": "tool_result", "tool_use_id": "t", "content": "x" * 2000}]
+                lines.append(
+                    {
+                        **base,
+                        "type": "user",
+                        "toolUseResult": "x",
+                        "message": {"role": "user", "content": result},
+                    }
+                )
+            path = claude / cwd.replace("/", "-") / f"{sid}.jsonl"
+        else:
+            sid = f"01a22b31-0000-7000-8000-{i:012d}"
+            meta = {"id": sid, "cwd": cwd, "source": "cli", "timestamp": "2026-11-30T06:00:00Z"}
+            lines = [{"timestamp": "2026-11-30T06:00:00Z", "type": "session_meta", "payload": meta}]
+            for p in prompts:
+                item = {"type": "UserMessage", "content": [{"type": "text", "text": p}]}
+                lines.append(
+                    {
+                        "timestamp": "2026-11-30T06:01:00Z",
+                        "type": "event_msg",
+                        "payload": {"type": "item_completed", "item": item},
+                    }
+                )
+            path = codex / f"rollout-2026-11-30T06-00-00-{sid}.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+
+
+def main() -> int:
+    t_start = time.perf_counter()
+    corpus = Corpus(SEED)
+    with tempfile.TemporaryDirectory(prefix="openbus-bench-history-") as tmp:
+        base = Path(tmp)
+        index = HistoryIndex(base / "history.db", Sources(), clock=SystemClock())
+        entries = [corpus.entry(i) for i in range(SESSIONS)]
+        t0 = time.perf_counter()
+        for start in range(0, SESSIONS, 10_000):
+            index.upsert_many(entries[start : start + 10_000])
+        build = time.perf_counter() - t0
+        print(
+            f"index build: {SESSIONS} sessions in {build:.1f}s ({SESSIONS / build:,.0f} sessions/s)"
+        )
+
+        queries = [corpus.query() for _ in range(QUERIES)]
+        repos = [corpus.repo() for _ in range(QUERIES)]
+        for q in queries[:20]:  # warm the page cache
+            index.search(q)
+
+        qi = iter(range(10**9))
+
+        def plain() -> object:
+            i = next(qi) % QUERIES
+            return index.search(queries[i], limit=10)
+
+        def filtered() -> object:
+            i = next(qi) % QUERIES
+            return index.search(queries[i], repo=repos[i], limit=10)
+
+        results: dict[str, list[float]] = {
+            "find_sessions": timed(plain, QUERIES),
+            "find_sessions --repo": timed(filtered, QUERIES),
+        }
+
+        docs = []
+        for e in entries:
+            words = set(
+                tokens(
+                    " ".join(
+                        (e.title or "", *e.prompts, e.repo or "", e.cwd or "", *e.branches, *e.prs)
+                    )
+                )
+            )
+            docs.append((f"{e.repo}|{e.session_id}", words))
+        del entries
+        fi = iter(range(10**9))
+
+        def floor_plain() -> object:
+            i = next(fi) % QUERIES
+            return linear_scan(docs, queries[i], None)
+
+        floor = timed(floor_plain, FLOOR_QUERIES)
+
+        ok = True
+        floor_p50 = statistics.median(floor)
+        for name, samples in results.items():
+            p50, p99 = percentile(samples, 50), percentile(samples, 99)
+            passed = p50 <= 5.0 and p99 <= 50.0
+            ok &= passed
+            print(
+                f"{name:<22} p50 {p50:6.2f} ms  p99 {p99:6.2f} ms  "
+                f"(target p50 <= 5, p99 <= 50: {'ok' if passed else 'MISSED'})  "
+                f"linear-scan floor p50 {floor_p50:7.1f} ms = {floor_p50 / p50:5.1f}x slower"
+            )
+        index.close()
+
+        write_transcripts(base / "homes", corpus, TRANSCRIPTS)
+        reindex = HistoryIndex(
+            base / "reindex.db",
+            Sources((base / "homes" / "claude",), (base / "homes" / "codex",)),
+            clock=SystemClock(),
+        )
+        stats = reindex.reconcile()
+        again = reindex.reconcile()
+        reindex.close()
+        print(
+            f"reindex: {stats.indexed} transcripts in {stats.seconds:.2f}s "
+            f"({stats.indexed / stats.seconds:,.0f} sessions/s); "
+            f"unchanged re-pass {again.seconds * 1000:.0f} ms for {again.scanned} files"
+        )
+    print(f"bench_history total {time.perf_counter() - t_start:.0f}s")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

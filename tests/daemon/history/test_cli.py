@@ -1,0 +1,145 @@
+"""``openbus history`` as a subprocess, with and without the real daemon."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.daemon.history.homes import ClaudeHome, CodexHome
+from tests.support.daemon import running_daemon, write_config
+from tests.support.wait import wait_until
+
+
+def _homes(tmp: Path) -> tuple[ClaudeHome, CodexHome, dict[str, Any]]:
+    claude = ClaudeHome(tmp / "claude")
+    codex = CodexHome(tmp / "codex")
+    claude.session(
+        "c-1",
+        "/w/app",
+        ["fix the flaky login test"],
+        branches=("fix/login",),
+        replies=["https://github.com/acme/app/pull/7"],
+    )
+    claude.subagent("c-1", "ag1", "/w/app", "look for callers of login()")
+    codex.rollout("x-1", "/w/svc", ["migrate billing tables"])
+    section = {"claude_config_dirs": [str(claude.root)], "codex_homes": [str(codex.root)]}
+    return claude, codex, section
+
+
+def _run(config: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "openbus.daemon.cli", "history", *args, "--config", str(config)],
+        capture_output=True,
+        text=True,
+        input=stdin,
+        timeout=60,
+        env={**os.environ, "XDG_RUNTIME_DIR": ""},
+    )
+
+
+def _offline_config(tmp: Path, section: dict[str, Any]) -> Path:
+    return write_config(
+        tmp / "openbus.toml",
+        {
+            "daemon": {"state_dir": str(tmp / "state"), "socket": str(tmp / "run" / "d.sock")},
+            "history": section,
+        },
+    )
+
+
+def test_history_alone_names_its_sources_and_says_omp_is_pending(tmp_path: Path) -> None:
+    _, _, section = _homes(tmp_path)
+    result = _run(_offline_config(tmp_path, section))
+    assert result.returncode == 0, result.stderr
+    assert "omp: pending" in result.stdout
+    assert str(tmp_path / "claude") in result.stdout
+
+
+def test_reindex_works_without_a_daemon_and_reports_progress(tmp_path: Path) -> None:
+    _, _, section = _homes(tmp_path)
+    config = _offline_config(tmp_path, section)
+    first = _run(config, "reindex")
+    assert first.returncode == 0, first.stderr
+    assert "reindexed 3 of 3 changed transcripts" in first.stdout
+    assert "reindex: 3/3 transcripts (100%)" in first.stderr  # not a tty: plain lines
+    second = _run(config, "reindex", "--json")
+    assert json.loads(second.stdout)["changed"] == 0
+    full = _run(config, "reindex", "--full", "--json")
+    assert json.loads(full.stdout)["indexed"] == 3
+
+
+def test_push_reads_the_claude_hook_json_on_stdin(tmp_path: Path) -> None:
+    claude, _, section = _homes(tmp_path)
+    config = _offline_config(tmp_path, section)
+    path = claude.session("c-new", "/w/app", ["pushed from the stop hook"])
+    hook = {
+        "session_id": "c-new",
+        "transcript_path": str(path),
+        "cwd": "/w/app",
+        "hook_event_name": "Stop",
+        "stop_hook_active": False,
+    }
+    result = _run(config, "push", stdin=json.dumps(hook))
+    assert result.returncode == 0, result.stderr
+    assert "indexed claude c-new" in result.stdout
+    bad = _run(config, "push", stdin="not json")
+    assert bad.returncode == 1 and "stdin" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_search_get_and_expunge_go_through_the_daemon_and_are_audited(tmp_path: Path) -> None:
+    claude, _, section = _homes(tmp_path)
+    with running_daemon(tmp_path, {"history": section}) as daemon:
+        with daemon.human() as human:  # the reconcile at start runs in the background
+            wait_until(
+                lambda: human.get("/healthz").json()["history"]["sessions"] == 3,
+                what="the start-up reconcile",
+            )
+        found = daemon.cli("history", "search", "flaky login", "--json", check=True)
+        results = json.loads(found.stdout)["results"]
+        assert results[0]["session_id"] == "c-1"
+        assert results[0]["matched_terms"] == ["flaky", "login"]
+        assert results[0]["resume_argv"] == ["claude", "--resume", "c-1"]  # the human's view
+
+        in_repo = daemon.cli("history", "search", "billing", "--repo", "/elsewhere", "--json")
+        assert json.loads(in_repo.stdout)["results"] == []
+
+        text = daemon.cli("history", "get", "claude", "c-1", check=True).stdout
+        assert "resume: claude --resume c-1" in text and "fix/login" in text
+
+        with daemon.human() as human:
+            response = human.get("/api/history/search", params={"q": "billing"})
+            assert response.status_code == 200
+            assert response.json()["results"][0]["session_id"] == "x-1"
+            missing = human.get("/api/history/search")
+            assert missing.status_code == 400 and missing.json()["field"] == "q"
+            absent = human.get("/api/history/sessions/claude/nope")
+            assert absent.status_code == 404
+
+        transcript = Path(results[0]["transcript"])
+        gone = daemon.cli("history", "expunge", "claude", "c-1", check=True)
+        assert "expunged claude c-1" in gone.stdout
+        assert not transcript.exists()
+        after = daemon.cli("history", "get", "claude", "c-1")
+        assert after.returncode == 1 and "no claude session c-1" in after.stderr
+        assert "Traceback" not in after.stderr
+
+        db = sqlite3.connect(daemon.state_dir / "openbus.db")
+        try:
+            rows = db.execute("SELECT actor, action, outcome, target FROM audit").fetchall()
+        finally:
+            db.close()
+        user = f"human:{_user()}"
+        assert (user, "history.expunge", "ok", "claude:c-1") in rows
+        assert (user, "history.search", "ok", None) in rows
+        assert (user, "history.get", "refused", "claude:c-1") in rows
+
+
+def _user() -> str:
+    import pwd
+
+    return pwd.getpwuid(os.getuid()).pw_name
