@@ -32,13 +32,21 @@ FLOOR_QUERIES = 15
 TRANSCRIPTS = 3_000
 SEED = 20261130
 
-COMMON = """the a to of and in for on with is it that this be as at by from or an are not
+
+def _words(text: str) -> list[str]:
+    return text.split()
+
+
+COMMON = _words(
+    """the a to of and in for on with is it that this be as at by from or an are not
 but can we you i should please make sure then also when if so all into out up do use
 new now just only some more what why how which there their any each other after before
 again still need want try check run add fix update remove change keep move show see
-look get set let""".split()
+look get set let"""
+)
 
-TECH = """test tests login auth session token cache build deploy pipeline release branch
+TECH = _words(
+    """test tests login auth session token cache build deploy pipeline release branch
 merge rebase commit review lint format type error bug crash flaky timeout retry queue
 worker thread lock race database migration schema index query table column postgres sqlite
 redis kafka api endpoint route handler request response header cookie cors tls cert proxy
@@ -52,11 +60,12 @@ docker image container volume mount network port host dns ip ssh git remote orig
 issue label milestone ci job step cache artifact coverage benchmark profile memory cpu leak
 latency throughput p99 regression refactor rename split extract inline cleanup docs readme
 changelog billing invoice payment checkout cart order user account profile avatar email
-notification webhook cron scheduler backup restore snapshot replica shard partition""".split()
+notification webhook cron scheduler backup restore snapshot replica shard partition"""
+)
 
 
 def vocabulary(rng: random.Random) -> list[str]:
-    syllables = "ka lo mi ne ru sa te vo zi pa re di go fu ha ji ko mu na po".split()
+    syllables = _words("ka lo mi ne ru sa te vo zi pa re di go fu ha ji ko mu na po")
     invented = {
         "".join(rng.choice(syllables) for _ in range(rng.randint(2, 4))) for _ in range(6000)
     }
