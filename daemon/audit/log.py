@@ -7,6 +7,7 @@ after a failed transaction, so a rollback never leaves a gap or a fork.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 from collections.abc import Iterator
@@ -48,7 +49,9 @@ class AuditLog:
 
     def head(self) -> tuple[int, str]:
         if self._head is None:
-            row = self.db.conn.execute("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1").fetchone()
+            row = self.db.conn.execute(
+                "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1"
+            ).fetchone()
             self._head = (row[0], row[1]) if row else (0, GENESIS)
         return self._head
 
@@ -63,7 +66,7 @@ class AuditLog:
         seq, prev = self.head()
         record = seal(draft, seq=seq + 1, time=self.clock.now(), prev_hash=prev)
         self.db.conn.execute(
-            f"INSERT INTO audit ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            f"INSERT INTO audit ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",  # noqa: S608
             (
                 record.seq,
                 record.time,
@@ -91,15 +94,16 @@ class AuditLog:
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
-                    try:
+                    # the failed write may have left nothing to undo; keep the first error
+                    with contextlib.suppress(sqlite3.Error):
                         conn.execute("ROLLBACK")
-                    except sqlite3.Error:
-                        pass  # the failed write left nothing to undo; keep the first error
                 self.forget_head()
                 raise
         except sqlite3.Error as exc:
             self.forget_head()
-            raise AuditUnavailable(f"the audit record could not be written ({exc}); nothing was done") from None
+            raise AuditUnavailable(
+                f"the audit record could not be written ({exc}); nothing was done"
+            ) from None
         self.committed(record)
         return record
 
@@ -109,15 +113,23 @@ class AuditLog:
 
     def add_checkpoint_in_txn(self, checkpoint: Checkpoint) -> None:
         self.db.conn.execute(
-            "INSERT OR REPLACE INTO audit_checkpoints (seq, hash, time, box, signature) VALUES (?,?,?,?,?)",
-            (checkpoint.seq, checkpoint.hash, checkpoint.time, checkpoint.box, checkpoint.signature),
+            "INSERT OR REPLACE INTO audit_checkpoints (seq, hash, time, box, signature) "
+            "VALUES (?,?,?,?,?)",
+            (
+                checkpoint.seq,
+                checkpoint.hash,
+                checkpoint.time,
+                checkpoint.box,
+                checkpoint.signature,
+            ),
         )
 
     # ------------------------------------------------------------------ reading
 
     def read(self, after: int = 0, limit: int = 1000) -> list[AuditRecord]:
         rows = self.db.conn.execute(
-            f"SELECT {_COLUMNS} FROM audit WHERE seq > ? ORDER BY seq LIMIT ?", (after, limit)
+            f"SELECT {_COLUMNS} FROM audit WHERE seq > ? ORDER BY seq LIMIT ?",  # noqa: S608
+            (after, limit),
         ).fetchall()
         return [_row_to_record(r) for r in rows]
 
@@ -132,6 +144,8 @@ class AuditLog:
 
     def checkpoints(self, after: int = 0) -> list[Checkpoint]:
         rows = self.db.conn.execute(
-            "SELECT seq, hash, time, box, signature FROM audit_checkpoints WHERE seq > ? ORDER BY seq", (after,)
+            "SELECT seq, hash, time, box, signature FROM audit_checkpoints "
+            "WHERE seq > ? ORDER BY seq",
+            (after,),
         ).fetchall()
         return [Checkpoint(*row) for row in rows]

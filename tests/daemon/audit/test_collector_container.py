@@ -108,6 +108,7 @@ def test_the_real_collector_receives_an_outage_burst_and_its_file_verifies(
             str(tmp_path / "state" / "audit_key.pub"),
         ],
         capture_output=True,
+        check=False,
         text=True,
         timeout=120,
     )

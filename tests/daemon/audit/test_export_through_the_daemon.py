@@ -32,6 +32,7 @@ def verify_otlp(path: Path, pubkey: Path) -> subprocess.CompletedProcess[str]:
             str(pubkey),
         ],
         capture_output=True,
+        check=False,
         text=True,
         timeout=120,
     )

@@ -114,12 +114,12 @@ def test_the_running_shipper_wakes_on_a_new_record_and_rides_out_an_outage(tmp_p
                 lambda: _value(shipper.failures >= 2), timeout=20, what="retries during the outage"
             )
             receiver.start()
-            await async_wait_until(lambda: _true(receiver.has_all(1)), timeout=20, what="delivery")
+            await async_wait_until(lambda: _value(receiver.has_all(1)), timeout=20, what="delivery")
             for n in range(50):
                 log.append(
                     AuditDraft(actor="system", action="tick", outcome="ok", details={"n": n})
                 )
-            await async_wait_until(lambda: _true(receiver.has_all(51)), timeout=20, what="wake-up")
+            await async_wait_until(lambda: _value(receiver.has_all(51)), timeout=20, what="wake-up")
         finally:
             shipper.stop()
             await asyncio.wait_for(task, 10)
@@ -127,10 +127,6 @@ def test_the_running_shipper_wakes_on_a_new_record_and_rides_out_an_outage(tmp_p
             receiver.stop()
 
     asyncio.run(scenario())
-
-
-async def _true(value: bool) -> bool:
-    return value
 
 
 async def _value(value: bool) -> bool:

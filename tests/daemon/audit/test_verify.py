@@ -327,6 +327,7 @@ def run_verify(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "openbus.daemon.cli", "audit", "verify", *args],
         capture_output=True,
+        check=False,
         text=True,
         timeout=60,
     )
