@@ -13,10 +13,15 @@ it produced).
   ``session_index.jsonl`` and re-title the entries they name.
 * ``push`` indexes one transcript now (Claude Code's Stop, SessionEnd and SubagentStop hooks
   pass its path as ``transcript_path`` / ``agent_transcript_path``).
-* ``search`` tokenises the query itself (words only; every term is quoted, so user text is
-  never FTS syntax), ORs the terms, ranks by bm25 with column weights, and applies the repo
-  filter in the SQL ``WHERE`` so it happens before ranking and ``LIMIT``. Each hit carries
-  the query terms its entry contains.
+* ``search`` tokenises the query itself (words only, stopwords dropped; every term is
+  quoted, so user text is never FTS syntax) and ranks by bm25 with column weights, in two
+  phases: sessions holding *all* the terms first, then, if that leaves room under the
+  limit, sessions holding *any*. When more than ``CANDIDATES`` sessions match a phase, the
+  most recently indexed ones are ranked (rowids grow as sessions are indexed; reconcile
+  indexes changed files oldest first), which bounds the work at 100k sessions. The repo
+  filter is a conjunct of the ``MATCH`` in the SQL ``WHERE`` (``repokeys`` holds one hashed
+  token per repo key: identity, toplevel path, owner/name), so it narrows the candidates
+  before anything is ranked or limited. Each hit carries the query terms its entry holds.
 * ``expunge`` removes an entry, its transcript file(s) (for a Claude session also its
   subagents' transcripts and entries) and its lines in the harness's prompt history and
   thread-name index.
@@ -74,7 +79,7 @@ WEIGHTS = (4.0, 1.0, 2.0, 1.0, 3.0, 3.0, 0.0)
 TEXT_COLUMNS = "{title prompts repo cwd branches prs}"
 # When more sessions than this match, the most recently indexed ones are ranked (rowids grow
 # as sessions are (re)indexed, and reconcile indexes changed files oldest first).
-CANDIDATES = 1500
+CANDIDATES = 1000
 SCHEMA_VERSION = 2
 
 STOPWORDS = frozenset(
@@ -192,6 +197,8 @@ def _fold(text: str) -> str:
 
 def tokens(text: str) -> list[str]:
     """Words as the index sees them (close to FTS5's unicode61 with diacritics removed)."""
+    if text.isascii():
+        return _TOKEN.findall(text.lower())
     return _TOKEN.findall(_fold(text))
 
 
@@ -850,6 +857,13 @@ def matched_terms(entry: SessionEntry, terms: Sequence[str]) -> tuple[str, ...]:
     ):
         words.update(tokens(text))
     return tuple(t for t in terms if t in words)
+
+
+def in_repo(entry: SessionEntry, repo: str) -> bool:
+    """Whether ``entry`` is in ``repo`` (an identity, toplevel path or owner/name), by the
+    same keys the search filter uses."""
+    key = normalize_repo_query(repo)
+    return key in {k for k in (entry.repo, entry.repo_root, _repo_short(entry.repo)) if k}
 
 
 def _check_key(harness: str, session_id: str) -> None:

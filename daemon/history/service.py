@@ -4,7 +4,9 @@ Actions (every call goes through the gate and leaves one audit record):
 
 * ``history.search`` (scope ``history``, read tier): ``{"q", "repo"?, "limit"?}``. A human
   gets full entries; an agent gets ``project_for_agent`` dicts only.
-* ``history.get`` (scope ``history``, read tier): ``{"harness", "session_id"}``, same split.
+* ``history.get`` (scope ``history``, read tier): ``{"harness", "session_id", "repo"?}``,
+  same split. With ``repo`` (what the MCP side passes for "own repo unless widened") a
+  session outside that repo is not found.
 * ``history.expunge`` (human only, mutating): ``{"harness", "session_id"}``; removes the
   entry and its transcript file(s).
 
@@ -22,9 +24,15 @@ from typing import TYPE_CHECKING, Any
 
 from openbus.daemon.core.actions import Action
 from openbus.daemon.core.consent import Tier
-from openbus.daemon.core.errors import BadRequest
+from openbus.daemon.core.errors import BadRequest, NotFound
 from openbus.daemon.core.scopes import Scope
-from openbus.daemon.history.index import DB_NAME, MAX_LIMIT, HistoryIndex, ReconcileStats
+from openbus.daemon.history.index import (
+    DB_NAME,
+    MAX_LIMIT,
+    HistoryIndex,
+    ReconcileStats,
+    in_repo,
+)
 from openbus.daemon.history.liveness import PaneForPid
 from openbus.daemon.history.model import HARNESSES, PENDING_HARNESSES
 from openbus.daemon.history.project import full_for_human, project_for_agent
@@ -140,7 +148,13 @@ class HistoryService:
     async def get(self, call: Call) -> Any:
         harness, session_id = _key(call.params)
         call.target = f"{harness}:{session_id}"
+        repo = call.params.get("repo")
+        if repo is not None and not isinstance(repo, str):
+            raise BadRequest("repo must be text", field="repo")
         entry = await asyncio.to_thread(self.index.get, harness, session_id)
+        if repo and not in_repo(entry, repo):
+            # the same answer as for a session that does not exist: no existence leak
+            raise NotFound(f"no {harness} session {session_id} in the history index")
         live = await asyncio.to_thread(self.index.liveness, entry)
         if call.actor.is_human:
             body = full_for_human(entry, (), live)

@@ -35,6 +35,7 @@ def _run(config: Path, *args: str, stdin: str | None = None) -> subprocess.Compl
     return subprocess.run(
         [sys.executable, "-m", "openbus.daemon.cli", "history", *args, "--config", str(config)],
         capture_output=True,
+        check=False,
         text=True,
         input=stdin,
         timeout=60,
@@ -92,7 +93,7 @@ def test_push_reads_the_claude_hook_json_on_stdin(tmp_path: Path) -> None:
 
 
 def test_search_get_and_expunge_go_through_the_daemon_and_are_audited(tmp_path: Path) -> None:
-    claude, _, section = _homes(tmp_path)
+    _, _, section = _homes(tmp_path)
     with running_daemon(tmp_path, {"history": section}) as daemon:
         with daemon.human() as human:  # the reconcile at start runs in the background
             wait_until(

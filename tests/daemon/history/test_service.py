@@ -13,7 +13,7 @@ import pytest
 from openbus.daemon.config import parse_config
 from openbus.daemon.core import actors
 from openbus.daemon.core.clock import FixedClock, SeededRandom
-from openbus.daemon.core.errors import Forbidden, NotConnected
+from openbus.daemon.core.errors import Forbidden, NotConnected, NotFound
 from openbus.daemon.core.scopes import Scope
 from openbus.daemon.history.model import Liveness, LiveState
 from openbus.daemon.history.project import AGENT_FIELDS, project_for_agent
@@ -145,3 +145,10 @@ def test_expunge_is_never_offered_to_an_agent(services: Services) -> None:
         asyncio.run(services.gate.run(agent, "history.expunge", params))
     history: HistoryService = services.extras["history"]
     assert history.index.get("claude", "c-1")
+
+
+def test_a_get_restricted_to_another_repo_does_not_find_the_session(services: Services) -> None:
+    human = actors.human("root")
+    params = {"harness": "claude", "session_id": "c-1", "repo": "/somewhere/else"}
+    with pytest.raises(NotFound):
+        asyncio.run(services.gate.run(human, "history.get", params))
