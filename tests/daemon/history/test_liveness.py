@@ -136,3 +136,29 @@ def test_a_pid_is_walked_up_its_parents_to_the_pane_process() -> None:
             os.kill(child, signal.SIGKILL)
         shell.kill()
         shell.wait()
+
+
+def test_a_codex_process_in_a_real_tmux_pane_is_found_in_that_pane(tmp_path: Path) -> None:
+    from openbus.daemon.core.clock import SystemClock
+    from tests.support.tmux_server import private_tmux
+
+    rollout = CodexHome(tmp_path / "codex").rollout("x-9", "/w", ["hi"])
+    holder = "import sys,time; f=open(sys.argv[1]); time.sleep(120)"
+    with private_tmux(tmp_path) as tmux:
+        # a shell with the holder as its child, like a harness started from a pane's shell
+        pane = tmux.new_window(["sh", "-c", f'{sys.executable} -c "{holder}" {rollout}; true'])
+        pane_pids = {tmux.pane_pid(pane): pane}
+        probe = LivenessProbe(
+            [], clock=SystemClock(), ttl=0, pane_for_pid=lambda pid: walk_to_pane(pid, pane_pids)
+        )
+        entry = _entry("codex", "x-9", transcript=str(rollout))
+        live = wait_until(
+            lambda: (lv := probe.of(entry)).state is LiveState.RUNNING and lv,
+            what="the pane's process to open the rollout",
+        )
+        assert live.pane == pane
+        assert live.pid != tmux.pane_pid(pane)  # found through the walk up to the pane
+        tmux.kill_pane(pane)
+        wait_until(
+            lambda: probe.of(entry).state is LiveState.NOT_RUNNING, what="the holder to exit"
+        )
