@@ -22,6 +22,8 @@ run: $(VENV)/.installed
 system-deps:
 	@command -v tmux >/dev/null 2>&1 || { apt-get update -q && apt-get install -y -q tmux; }
 	@command -v npm >/dev/null 2>&1 || { apt-get update -q && apt-get install -y -q nodejs npm; }
+	@command -v systemd-analyze >/dev/null 2>&1 && command -v systemd-sysusers >/dev/null 2>&1 || { apt-get update -q && apt-get install -y -q systemd; }
+	@/usr/bin/python3 -c "import ensurepip, venv" 2>/dev/null || { apt-get update -q && apt-get install -y -q python3-venv; }
 
 # The real Claude Code and Codex CLIs, for the tests that drive them against a stub model.
 harnesses: $(HARNESS_DIR)/.installed

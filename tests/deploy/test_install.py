@@ -1,0 +1,159 @@
+"""deploy/install on this machine (root): users, files, units verified, then nothing left."""
+
+from __future__ import annotations
+
+import grp
+import hashlib
+import os
+import pwd
+import re
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+INSTALL = REPO / "deploy" / "install"
+USERS = ["openbus", "openbus-tunnel", "openbus-agent"]
+GROUPS = [*USERS, "openbus-operators"]
+UNITS = [
+    "openbus.service",
+    "openbus-tunnel.service",
+    "openbus-agent.service",
+    "openbus-tunnel.socket",
+]
+STATE = ["/etc/openbus", "/var/lib/openbus", "/var/lib/openbus-tunnel", "/var/lib/openbus-agent"]
+INSTALLED = [
+    "/opt/openbus",
+    "/etc/pam.d/openbus",
+    "/etc/sysusers.d/openbus.conf",
+    "/etc/tmpfiles.d/openbus.conf",
+    *(f"/etc/systemd/system/{u}" for u in UNITS),
+    "/run/openbus",
+    "/run/openbus-agent",
+]
+
+pytestmark = pytest.mark.root
+
+
+def users_present() -> set[str]:
+    return {p.pw_name for p in pwd.getpwall()} & set(USERS)
+
+
+def groups_present() -> set[str]:
+    return {g.gr_name for g in grp.getgrall()} & set(GROUPS)
+
+
+def snapshot() -> set[str]:
+    roots = ["/etc", "/opt", "/var/lib", "/run", "/usr/lib/sysusers.d", "/usr/lib/tmpfiles.d"]
+    found: set[str] = set()
+    for root in roots:
+        for path in Path(root).rglob("*") if Path(root).exists() else []:
+            if "openbus" in str(path) or str(path).startswith(
+                ("/etc/sysusers.d", "/etc/tmpfiles.d")
+            ):
+                found.add(str(path))
+    return found
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        [str(INSTALL), *args], capture_output=True, text=True, timeout=600, check=False
+    )
+    assert result.returncode == 0, (
+        f"deploy/install {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
+    )
+    return result
+
+
+def digest(path: str) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def mode_owner(path: str) -> tuple[str, str, str]:
+    st = os.stat(path)
+    return (
+        oct(stat.S_IMODE(st.st_mode)),
+        pwd.getpwuid(st.st_uid).pw_name,
+        grp.getgrgid(st.st_gid).gr_name,
+    )
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="deploy/install needs root")
+@pytest.mark.timeout(900)
+def test_install_then_uninstall_leaves_nothing_behind() -> None:
+    if users_present() or groups_present() or any(Path(p).exists() for p in STATE + INSTALLED):
+        pytest.skip("an openbus installation already exists on this machine; not touching it")
+    if shutil.which("systemd-sysusers") is None:
+        pytest.skip("systemd-sysusers is not installed (make system-deps)")
+    before = snapshot()
+    try:
+        run()
+        assert users_present() == set(USERS)
+        assert groups_present() == set(GROUPS)
+        assert grp.getgrnam("openbus").gr_mem == ["openbus-tunnel"]
+        assert grp.getgrnam("openbus-agent").gr_mem == ["openbus"]
+        assert mode_owner("/etc/openbus/tunnel/credential.key") == (
+            "0o400",
+            "openbus-tunnel",
+            "openbus-tunnel",
+        )
+        assert mode_owner("/etc/openbus/tunnel/cookie.keys") == (
+            "0o400",
+            "openbus-tunnel",
+            "openbus-tunnel",
+        )
+        assert mode_owner("/etc/openbus/tunnel/tls.key") == (
+            "0o400",
+            "openbus-tunnel",
+            "openbus-tunnel",
+        )
+        assert mode_owner("/etc/openbus/tunnel") == ("0o700", "openbus-tunnel", "openbus-tunnel")
+        assert mode_owner("/etc/openbus/tunnel.pub") == ("0o444", "root", "openbus")
+        assert mode_owner("/var/lib/openbus") == ("0o700", "openbus", "openbus")
+        assert Path("/etc/pam.d/openbus").read_text().count("common-auth") == 1
+        assert os.access("/opt/openbus/venv/bin/openbus-tunnel", os.X_OK)
+        for unit in UNITS:
+            verify = subprocess.run(
+                ["systemd-analyze", "verify", f"/etc/systemd/system/{unit}"],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            assert verify.returncode == 0 and not verify.stderr.strip(), f"{unit}: {verify.stderr}"
+        for unit in UNITS[:3]:
+            out = subprocess.run(
+                ["systemd-analyze", "security", "--offline=true", f"/etc/systemd/system/{unit}"],
+                capture_output=True,
+                text=True,
+                check=False,
+            ).stdout
+            match = re.search(r"Overall exposure level for \S+: (\d+\.\d+)", out)
+            assert match and float(match.group(1)) <= 2.0, out[-400:]
+
+        # Idempotent: a second run keeps the credentials and the config.
+        kept = {
+            p: digest(p)
+            for p in [
+                "/etc/openbus/tunnel/credential.key",
+                "/etc/openbus/openbus.toml",
+                "/etc/openbus/tunnel.pub",
+            ]
+        }
+        run()
+        assert {p: digest(p) for p in kept} == kept
+
+        run("--uninstall")
+        assert users_present() == set()
+        assert groups_present() == set()
+        assert [p for p in INSTALLED if Path(p).exists()] == []
+        assert all(Path(p).exists() for p in STATE), "state is kept without --purge"
+    finally:
+        subprocess.run(
+            [str(INSTALL), "--uninstall", "--purge"], capture_output=True, text=True, check=False
+        )
+    assert users_present() == set()
+    assert groups_present() == set()
+    assert snapshot() - before == set()
