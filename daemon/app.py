@@ -29,7 +29,7 @@ def create_app(
     clock: Clock | None = None,
     random: Random | None = None,
     services: Services | None = None,
-) -> falcon.asgi.App:
+) -> Any:
     services = services or Services.build(config, clock=clock or SystemClock(), random=random or SystemRandom())
     identity = Identity(services.gate.record, hosted=config.hosted.enabled)
     app = falcon.asgi.App(middleware=[services.lifespan_middleware(), identity])
@@ -38,7 +38,9 @@ def create_app(
     from openbus.daemon.http import routes
 
     routes.add_routes(app, services)
-    return app
+    from openbus.daemon.mcp.asgi import Dispatcher
+
+    return Dispatcher(app, services.extras["mcp"])  # /mcp over TCP -> MCP; the rest -> falcon
 
 
 def app_from_env() -> Any:

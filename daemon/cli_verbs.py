@@ -19,6 +19,9 @@ def register(sub: Any) -> None:
     from openbus.daemon import cli_directory
 
     cli_directory.register(sub)
+    from openbus.daemon import cli_launch
+
+    cli_launch.register(sub)
     from openbus.daemon import cli_messages
 
     cli_messages.register(sub)

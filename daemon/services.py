@@ -73,6 +73,9 @@ class Services:
         from openbus.daemon.http import directory as directory_http
 
         directory_http.install(services)
+        from openbus.daemon import mcp
+
+        mcp.install(services)
         from openbus.daemon import messaging
 
         messaging.install(services)

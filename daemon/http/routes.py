@@ -40,6 +40,9 @@ def add_routes(app: falcon.asgi.App, services: Services) -> None:
     from openbus.daemon.http import directory as directory_http
 
     directory_http.add_routes(app, services)
+    from openbus.daemon.http import launch as launch_http
+
+    launch_http.add_routes(app, services)
     from openbus.daemon.http import messages as messages_http
 
     messages_http.add_routes(app, services)

@@ -1,0 +1,368 @@
+"""Launch: a new tmux window running a launcher, with a per-launch token when connected.
+
+Theory of operation
+-------------------
+``launch`` is a human action on the gate (tier HUMAN, mutating; never offered to agents). Its
+executor:
+
+1. validates the request (``launcher``, ``cwd``, ``preset``, ``prompt``; each bad field named)
+   and caps the preset by the org policy (``Connect.check_cap``: above the cap is refused);
+2. when the preset is not off and the launcher is connectable (structured Claude Code or
+   Codex), mints a principal and token (``Grants.mint``, recording the launcher and, for
+   Claude Code, the preset session id); otherwise Connect is unavailable and the answer says
+   why;
+3. writes the launch's environment (launcher env, and the token as ``OPENBUS_TOKEN``) to a
+   0600 file in a 0700 directory and opens a detached tmux window running
+   ``python -m openbus.daemon.launch_exec FILE -- <harness argv>`` on the configured tmux
+   server, as that server's user; the wrapper unlinks the file and execs the harness, so the
+   token is in no argv at any time;
+4. attaches the principal to the new pane and process and returns the pane id and the
+   incarnation (the directory's, when it is installed).
+
+The mint and the attach are queued on the gate call, so they commit with the launch's audit
+record or not at all (a window whose token was never committed simply fails to connect).
+
+Afterwards (``LaunchService.sweep`` every second, and ``ensure_live`` on each MCP request):
+
+* a principal whose process is gone (pane exited, or its pane id now runs another process)
+  is revoked, audited as ``agent.revoked``, and the revocation hooks run (its MCP sessions
+  close), so a token fails after its pane exits;
+* a Codex principal is bound to its session id once its rollout's ``session_meta`` is seen
+  (``agent.bind``), found from the rollout file its process tree holds open, else the newest
+  rollout under its ``CODEX_HOME`` whose cwd and time match the launch;
+* launch environment files the wrapper never consumed are removed after a minute.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import sys
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from openbus.daemon.config import Launcher
+from openbus.daemon.core.actions import Action
+from openbus.daemon.core.audit import AuditDraft
+from openbus.daemon.core.consent import Tier
+from openbus.daemon.core.errors import BadRequest, Conflict, OpenbusError, Unavailable
+from openbus.daemon.core.scopes import Preset, parse_preset
+from openbus.daemon.gate import Call
+from openbus.daemon.grants import Principal
+from openbus.daemon.launch_plan import TOKEN_ENV, check_cwd, check_prompt, plan_launch
+from openbus.daemon.launch_proc import ProcessIdentity, find_codex_session, identity_of
+
+if TYPE_CHECKING:
+    from openbus.daemon.services import Services
+
+log = logging.getLogger("openbus.launch")
+
+LAUNCH = Action("launch", tier=Tier.HUMAN, mutates=True)
+SWEEP_SECONDS = 1.0
+STALE_ENV_FILE_SECONDS = 60.0
+
+
+@dataclass
+class Launched:
+    principal: str
+    pane: str
+    identity: ProcessIdentity | None
+    cwd: str | None
+    launcher: str
+    harness: str
+    started: float
+    codex_home: str | None = None
+
+
+def _tmux_for(services: Services) -> Any:
+    shared = services.extras.get("tmux")
+    if shared is not None:
+        return shared
+    from openbus.daemon.tmux.adapter import Tmux
+
+    return Tmux(services.config.tmux.socket)
+
+
+class LaunchService:
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        self.launched: dict[str, Launched] = {}  # principal id -> what this daemon launched
+        self.env_dir = services.config.daemon.state_dir / "launch"
+        self._revoking: set[str] = set()
+        self._tmux: Any = None
+
+    # ------------------------------------------------------------------ helpers
+
+    @property
+    def mcp_url(self) -> str:
+        d = self.services.config.daemon
+        host = d.listen_host if d.listen_host not in ("0.0.0.0", "", "::") else "127.0.0.1"  # noqa: S104
+        return f"http://{host}:{d.listen_port}/mcp"
+
+    def tmux(self) -> Any:
+        if self._tmux is None:
+            self._tmux = _tmux_for(self.services)
+        return self._tmux
+
+    def cwd_of(self, principal_id: str) -> str | None:
+        found = self.launched.get(principal_id)
+        return found.cwd if found else None
+
+    def _launcher(self, value: object) -> Launcher:
+        if not isinstance(value, str) or not value:
+            raise BadRequest("a launcher name is required", field="launcher")
+        launcher = self.services.config.launchers.get(value)
+        if launcher is None:
+            known = ", ".join(sorted(self.services.config.launchers))
+            raise BadRequest(f"no launcher named {value!r} (configured: {known})", field="launcher")
+        return launcher
+
+    def _write_env_file(self, env: Mapping[str, str]) -> Path:
+        self.env_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.chmod(self.env_dir, 0o700)
+        name = "env-" + self.services.random.token_bytes(12).hex() + ".json"
+        path = self.env_dir / name
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            json.dump({"env": dict(env)}, handle)
+        return path
+
+    def _incarnation(self, pane: str, identity: ProcessIdentity | None) -> str:
+        directory = self.services.extras.get("directory")
+        issue = getattr(directory, "incarnation_for", None)
+        if callable(issue) and identity is not None:
+            with contextlib.suppress(Exception):
+                found = issue(pane, identity.pid)
+                if isinstance(found, str) and found:
+                    return found
+        if identity is None:
+            return f"{pane}:unknown"
+        return f"{pane}:{identity.pid}:{identity.start}"
+
+    # ------------------------------------------------------------------ the action
+
+    async def execute(self, call: Call) -> Any:
+        owner = call.actor.user
+        if owner is None:
+            raise BadRequest("only a person can launch", field="actor")
+        params = call.params
+        if params.get("unknown"):
+            raise BadRequest(f"unknown field {params['unknown'][0]!r}", field=str(params["unknown"][0]))
+        launcher = self._launcher(params.get("launcher"))
+        preset = parse_preset(params.get("preset", "off") or "off")
+        prompt = check_prompt(params.get("prompt"), launcher)
+        cwd = check_cwd(params.get("cwd"), launcher.cwd)
+        call.target = launcher.name
+        call.details.update({"launcher": launcher.name, "harness": launcher.harness, "preset": preset.value})
+        if cwd is not None:
+            call.details["cwd"] = str(cwd)
+        if prompt is not None:
+            call.details["prompt_chars"] = len(prompt)
+        if preset is not Preset.OFF:
+            cap = self.services.connect.check_cap(owner, preset)
+            call.details["cap"] = cap.preset.value
+
+        session_id = str(uuid.UUID(bytes=self.services.random.token_bytes(16), version=4))
+        plan = plan_launch(launcher, preset=preset, prompt=prompt, mcp_url=self.mcp_url, session_id=session_id)
+        env = dict(plan.env)
+        principal_id: str | None = None
+        if plan.connect:
+            principal_id, token, write = self.services.grants.mint(
+                harness=launcher.harness, owner=owner, preset=preset, launcher=launcher.name, session_id=plan.session_id
+            )
+            call.write(write)
+            env[TOKEN_ENV] = token
+            call.details["principal"] = principal_id
+            if plan.session_id:
+                call.details["session_id"] = plan.session_id
+        if plan.reason:
+            call.details["connect_unavailable"] = plan.reason
+
+        env_file = self._write_env_file(env)
+        wrapper = [sys.executable, "-m", "openbus.daemon.launch_exec", str(env_file), "--", *plan.argv]
+        try:
+            pane, pid = await self.tmux().new_window(wrapper, cwd=str(cwd) if cwd else None, name=launcher.name)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                env_file.unlink()
+            raise
+        identity = identity_of(pid)
+        incarnation = self._incarnation(pane, identity)
+        call.details.update({"pane": pane, "pid": pid, "incarnation": incarnation})
+        if principal_id is not None:
+            call.write(self.services.grants.attach_pane(principal_id, pane, pid, incarnation))
+            codex_home = launcher.env.get("CODEX_HOME") if launcher.harness == "codex" else None
+            record = Launched(
+                principal_id,
+                pane,
+                identity,
+                str(cwd) if cwd else None,
+                launcher.name,
+                launcher.harness,
+                self.services.clock.now(),
+                codex_home,
+            )
+            call.after_commit.append(lambda: self.launched.__setitem__(record.principal, record))
+        actor = None
+        if principal_id is not None:
+            actor = (
+                f"agent:{launcher.harness}:{plan.session_id}"
+                if plan.session_id
+                else f"agent:{launcher.harness}:pane:{pane}:{pid}"
+            )
+        return {
+            "pane": pane,
+            "incarnation": incarnation,
+            "pid": pid,
+            "launcher": launcher.name,
+            "harness": launcher.harness,
+            "cwd": str(cwd) if cwd else None,
+            "preset": preset.value if plan.connect else Preset.OFF.value,
+            "connect": {
+                "available": plan.reason is None and launcher.structured,
+                "connected": plan.connect,
+                "reason": plan.reason,
+                "principal": principal_id,
+                "session_id": plan.session_id,
+                "actor": actor,
+            },
+        }
+
+    # ------------------------------------------------------------------ liveness and binding
+
+    def _alive(self, principal: Principal) -> bool:
+        if not principal.pid:
+            return True  # not attached yet (the launch is committing)
+        known = self.launched.get(principal.id)
+        now = identity_of(principal.pid)
+        if now is None:
+            return False
+        return not (known is not None and known.identity is not None and now.start != known.identity.start)
+
+    async def ensure_live(self, principal: Principal) -> bool:
+        """False (and the principal revoked) when its process has exited."""
+        if self._alive(principal):
+            return True
+        await self.revoke(principal, "its pane's process exited")
+        return False
+
+    async def revoke(self, principal: Principal, reason: str) -> None:
+        if principal.id in self._revoking:
+            return
+        self._revoking.add(principal.id)
+        try:
+            current = self.services.grants.get(principal.id)
+            if not current.active:
+                return
+            self.services.gate.record(
+                AuditDraft(
+                    actor="system",
+                    action="agent.revoked",
+                    outcome="ok",
+                    target=principal.pane_id,
+                    details={"principal": principal.id, "agent": current.actor().name, "reason": reason},
+                ),
+                [self.services.grants.revoke(principal.id)],
+            )
+            for hook in list(self.services.connect.revocation_hooks):
+                try:
+                    await hook(current, Preset.OFF)
+                except Exception:
+                    log.exception("a revocation hook failed for %s", principal.id)
+        finally:
+            self._revoking.discard(principal.id)
+            self.launched.pop(principal.id, None)
+
+    def bind(self, principal: Principal, session_id: str, how: str) -> None:
+        before = principal.actor().name
+        write = self.services.grants.bind_session(principal.id, session_id)
+        self.services.gate.record(
+            AuditDraft(
+                actor="system",
+                action="agent.bind",
+                outcome="ok",
+                target=principal.pane_id,
+                details={
+                    "principal": principal.id,
+                    "harness": principal.harness,
+                    "session_id": session_id,
+                    "from": before,
+                    "to": f"agent:{principal.harness}:{session_id}",
+                    "how": how,
+                },
+            ),
+            [write],
+        )
+
+    def _codex_home(self, principal: Principal) -> str | None:
+        known = self.launched.get(principal.id)
+        if known is not None and known.codex_home:
+            return known.codex_home
+        launcher = self.services.config.launchers.get(principal.launcher or "")
+        if launcher is not None and launcher.env.get("CODEX_HOME"):
+            return launcher.env["CODEX_HOME"]
+        return os.environ.get("CODEX_HOME") or str(Path.home() / ".codex")
+
+    async def sweep_once(self) -> None:
+        for principal in self.services.grants.active():
+            if principal.owner is None or principal.pid is None:
+                continue
+            if not self._alive(principal):
+                await self.revoke(principal, "its pane's process exited")
+                continue
+            if principal.harness == "codex" and principal.session_id is None:
+                known = self.launched.get(principal.id)
+                found = await asyncio.to_thread(
+                    find_codex_session,
+                    principal.pid,
+                    self._codex_home(principal),
+                    known.cwd if known else None,
+                    known.started if known else None,
+                )
+                if found is not None:
+                    session_id, how = found
+                    try:
+                        self.bind(principal, session_id, how)
+                    except (Conflict, OpenbusError) as exc:
+                        log.warning("could not bind %s to %s: %s", principal.id, session_id, exc)
+        self._remove_stale_env_files()
+
+    def _remove_stale_env_files(self) -> None:
+        if not self.env_dir.is_dir():
+            return
+        now = self.services.clock.now()
+        for path in self.env_dir.glob("env-*.json"):
+            with contextlib.suppress(OSError):
+                if now - path.stat().st_mtime > STALE_ENV_FILE_SECONDS:
+                    path.unlink()
+
+    async def start(self) -> None:
+        async def loop() -> None:
+            while True:
+                try:
+                    await self.sweep_once()
+                except Exception:
+                    log.exception("launch sweep failed")
+                await asyncio.sleep(SWEEP_SECONDS)
+
+        self.services.spawn(loop())
+
+
+def install(services: Services) -> LaunchService:
+    service = LaunchService(services)
+    services.extras["launch"] = service
+    services.gate.register(LAUNCH, service.execute)
+    services.started.append(service.start)
+    endpoint = services.extras.get("mcp")
+    if endpoint is not None:
+        endpoint.liveness = service.ensure_live
+    return service
+
+
+__all__ = ["LAUNCH", "LaunchService", "Unavailable", "install"]

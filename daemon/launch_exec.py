@@ -1,0 +1,70 @@
+"""``python -m openbus.daemon.launch_exec ENVFILE -- ARGV...``: the tiny exec wrapper every
+launch runs in its new tmux pane.
+
+The daemon writes the launch's environment (the launcher's ``env`` and, when connected, the
+per-launch token) to a 0600 JSON file; this wrapper reads it, unlinks it at once, adds it to
+its environment and replaces itself with the harness (``execvpe``, same pid). So the token
+never appears in any process's argv (world-readable in /proc), not even tmux's own client,
+and never in tmux's environment tables; it lives only in the harness's environment, which
+only its own user can read. The file is refused unless it belongs to this user, is a regular
+file and is readable by nobody else. Standard library only, to start fast.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+from collections.abc import Sequence
+
+
+def fail(message: str) -> int:
+    print(f"openbus launch: {message}", file=sys.stderr)
+    return 127
+
+
+def read_env_file(path: str) -> dict[str, str]:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError("the launch environment is not a regular file")
+        if info.st_uid != os.getuid():
+            raise ValueError("the launch environment belongs to another user")
+        if info.st_mode & 0o077:
+            raise ValueError("the launch environment is readable by others")
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            data = json.loads(handle.read(1024 * 1024).decode("utf-8"))
+    finally:
+        os.close(fd)
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+    env = data.get("env") if isinstance(data, dict) else None
+    if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+        raise ValueError("the launch environment is malformed")
+    return env
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) < 3 or args[1] != "--":
+        return fail("usage: python -m openbus.daemon.launch_exec ENVFILE -- ARGV...")
+    path, command = args[0], args[2:]
+    try:
+        extra = read_env_file(path)
+    except (OSError, ValueError) as exc:
+        return fail(f"cannot read the launch environment: {exc}")
+    env = dict(os.environ)
+    env.update(extra)
+    try:
+        os.execvpe(command[0], command, env)  # noqa: S606 - the launcher's own argv, no shell
+    except OSError as exc:
+        return fail(f"cannot start {command[0]}: {exc.strerror}")
+    return 127  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,157 @@
+"""How a launcher becomes a command line, with the openbus endpoint injected for one launch.
+
+Theory of operation
+-------------------
+Pure functions, no I/O. Given a launcher (``daemon.config.Launcher``), a preset, an optional
+first prompt and the endpoint's URL, ``plan_launch`` returns the argv and environment of the
+harness process and says whether Connect is available and, if not, why:
+
+* **Claude Code** (structured): ``--session-id <uuid>`` (the principal is bound to its session
+  at launch), ``--mcp-config`` with one HTTP server named ``openbus`` whose
+  ``Authorization`` header is ``Bearer ${OPENBUS_TOKEN}``: Claude Code expands the variable
+  from its own environment, so the token never appears in argv; ``--allowedTools
+  mcp__openbus`` so the harness does not ask the human a second time for what the daemon
+  already gates. ``--strict-mcp-config`` is deliberately *not* passed: it would silently drop
+  the user's own MCP servers from this launch, and the injection must add, not take away.
+* **Codex** (structured): ``-c mcp_servers.openbus.url=...``, ``-c
+  mcp_servers.openbus.bearer_token_env_var="OPENBUS_TOKEN"`` and ``-c
+  mcp_servers.openbus.default_tools_approval_mode="approve"``; its session id is bound later,
+  from its rollout's session_meta.
+* **OpenCode, omp, Gemini, shell, unknown, and every opaque ``command`` launcher**: launched
+  as configured; Connect is unavailable, with the reason.
+
+The first prompt follows ``--`` as the harness's positional prompt (Claude Code and Codex),
+so a prompt starting with ``-`` is never read as an option. Variadic options such as
+``--allowedTools`` would otherwise swallow it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from openbus.daemon.config import Launcher
+from openbus.daemon.core.errors import BadRequest
+from openbus.daemon.core.scopes import Preset
+
+TOKEN_ENV = "OPENBUS_TOKEN"
+SERVER_NAME = "openbus"
+MAX_PROMPT_CHARS = 32 * 1024
+CONNECTABLE = ("claude", "codex")
+PROMPTABLE = ("claude", "codex")
+
+UNAVAILABLE = {
+    "opencode": "Connect is unavailable for OpenCode: binding its launch token to a stable session "
+    "identity is not designed yet",
+    "omp": "Connect is unavailable for omp: its per-launch MCP injection is not settled yet",
+    "gemini": "Connect is unavailable for Gemini CLI: no per-launch MCP override has been found yet",
+    "shell": "Connect is unavailable for a shell: it is not an agent",
+    "unknown": "Connect is unavailable for a launcher of unknown harness",
+}
+OPAQUE_REASON = (
+    "Connect is unavailable for an opaque command launcher: openbus does not parse shell strings, "
+    "so it cannot add the endpoint safely; rewrite it as a structured launcher (harness, argv)"
+)
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    argv: tuple[str, ...]
+    env: dict[str, str] = field(default_factory=dict)  # secret-free; the token is added apart
+    connect: bool = False  # a token is minted and injected
+    reason: str | None = None  # why Connect is unavailable, when it is asked for and is
+    session_id: str | None = None  # preset session id (Claude Code)
+
+
+def connect_unavailable(launcher: Launcher) -> str | None:
+    """Why this launcher cannot be connected, or None when it can."""
+    if not launcher.structured:
+        return OPAQUE_REASON
+    if launcher.harness in CONNECTABLE:
+        return None
+    return UNAVAILABLE.get(launcher.harness, UNAVAILABLE["unknown"])
+
+
+def check_prompt(prompt: object, launcher: Launcher) -> str | None:
+    if prompt is None:
+        return None
+    if not isinstance(prompt, str):
+        raise BadRequest("prompt must be text", field="prompt")
+    if not prompt.strip():
+        raise BadRequest("prompt must not be empty (leave it out instead)", field="prompt")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise BadRequest(f"prompt is longer than {MAX_PROMPT_CHARS} characters", field="prompt")
+    if any(ch == "\0" or (ord(ch) < 32 and ch not in "\n\t") for ch in prompt):
+        raise BadRequest("prompt may hold printable text, newlines and tabs only", field="prompt")
+    if not launcher.structured or launcher.harness not in PROMPTABLE:
+        kind = "an opaque command launcher" if not launcher.structured else launcher.harness
+        raise BadRequest(f"a first prompt cannot be passed to {kind}; launch without --prompt", field="prompt")
+    return prompt
+
+
+def claude_mcp_config(url: str) -> str:
+    server = {"type": "http", "url": url, "headers": {"Authorization": f"Bearer ${{{TOKEN_ENV}}}"}}
+    return json.dumps({"mcpServers": {SERVER_NAME: server}}, separators=(",", ":"))
+
+
+def codex_overrides(url: str) -> list[str]:
+    prefix = f"mcp_servers.{SERVER_NAME}"
+    return [
+        "-c",
+        f"{prefix}.url={json.dumps(url)}",
+        "-c",
+        f"{prefix}.bearer_token_env_var={json.dumps(TOKEN_ENV)}",
+        "-c",
+        f'{prefix}.default_tools_approval_mode="approve"',
+    ]
+
+
+def plan_launch(
+    launcher: Launcher,
+    *,
+    preset: Preset,
+    prompt: str | None,
+    mcp_url: str,
+    session_id: str | None,
+    shell: str = "/bin/sh",
+) -> LaunchPlan:
+    """The harness command for one launch. ``session_id`` is the preset id to give Claude Code
+    when it is connected (made by the caller from its injected randomness)."""
+    env = dict(launcher.env)
+    if not launcher.structured:
+        assert launcher.command is not None
+        reason = OPAQUE_REASON if preset is not Preset.OFF else None
+        return LaunchPlan((shell, "-c", launcher.command), env, False, reason)
+    reason = connect_unavailable(launcher)
+    connect = preset is not Preset.OFF and reason is None
+    argv = list(launcher.argv)
+    bound: str | None = None
+    if connect and launcher.harness == "claude":
+        bound = session_id
+        assert bound is not None
+        argv += ["--session-id", bound, "--mcp-config", claude_mcp_config(mcp_url)]
+        argv += ["--allowedTools", f"mcp__{SERVER_NAME}"]
+    elif connect and launcher.harness == "codex":
+        argv += codex_overrides(mcp_url)
+    if prompt is not None:
+        argv += ["--", prompt]
+    return LaunchPlan(tuple(argv), env, connect, reason if preset is not Preset.OFF else None, bound)
+
+
+def check_cwd(value: object, default: Path | None) -> Path | None:
+    """The launch directory: absolute, existing, a directory. None: the tmux default."""
+    if value is None or value == "":
+        return default
+    if not isinstance(value, str):
+        raise BadRequest("cwd must be a path", field="cwd")
+    if "\0" in value or "\n" in value:
+        raise BadRequest("cwd must be one line without NUL", field="cwd")
+    path = Path(value)
+    if not path.is_absolute():
+        raise BadRequest(f"cwd must be an absolute path, got {value!r}", field="cwd")
+    if not path.exists():
+        raise BadRequest(f"no such directory: {value}", field="cwd")
+    if not path.is_dir():
+        raise BadRequest(f"not a directory: {value}", field="cwd")
+    return path

@@ -1,0 +1,145 @@
+"""What launch needs to know about processes: identity, descendants, Codex's session.
+
+* A process's identity is its pid plus its start time (field 22 of ``/proc/<pid>/stat``), so
+  a recycled pid is a different process.
+* Codex reports its session id only in its rollout's first line (``session_meta``). The
+  session is found from the rollout file the launched process tree holds open
+  (``/proc/<pid>/fd``; Codex's launcher script runs the real binary as a child), else from the
+  newest rollout under its ``CODEX_HOME`` whose session_meta cwd matches the launch cwd and
+  whose time is not before the launch. An ambiguous fallback (two candidates) binds nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from openbus.daemon.history.model import parse_time
+
+MAX_DEPTH = 6
+MAX_PROCS = 256
+CLOCK_SLACK_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class ProcessIdentity:
+    pid: int
+    start: str
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text.rpartition(")")[2].split()
+
+
+def identity_of(pid: int) -> ProcessIdentity | None:
+    fields = _stat_fields(pid)
+    if not fields or len(fields) < 20:
+        return None
+    if fields[0] == "Z":  # a zombie has exited
+        return None
+    return ProcessIdentity(pid, fields[19])
+
+
+def children_of(pid: int) -> list[int]:
+    found: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for tid in tasks:
+        try:
+            text = Path(f"/proc/{pid}/task/{tid}/children").read_text()
+        except OSError:
+            continue
+        found.extend(int(c) for c in text.split() if c.isdigit())
+    return found
+
+
+def process_tree(pid: int) -> list[int]:
+    seen = [pid]
+    frontier = [pid]
+    for _ in range(MAX_DEPTH):
+        nxt: list[int] = []
+        for p in frontier:
+            for child in children_of(p):
+                if child not in seen and len(seen) < MAX_PROCS:
+                    seen.append(child)
+                    nxt.append(child)
+        if not nxt:
+            break
+        frontier = nxt
+    return seen
+
+
+def open_rollouts(pid: int) -> list[Path]:
+    found: list[Path] = []
+    for p in process_tree(pid):
+        try:
+            fds = os.listdir(f"/proc/{p}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                target = os.readlink(f"/proc/{p}/fd/{fd}")
+            except OSError:
+                continue
+            name = os.path.basename(target)
+            if name.startswith("rollout-") and name.endswith(".jsonl") and Path(target) not in found:
+                found.append(Path(target))
+    return found
+
+
+def session_meta(path: Path) -> dict[str, object] | None:
+    try:
+        with path.open("rb") as handle:
+            first = handle.readline(4 * 1024 * 1024)
+    except OSError:
+        return None
+    try:
+        line = json.loads(first)
+    except ValueError:
+        return None
+    if not isinstance(line, dict) or line.get("type") != "session_meta":
+        return None
+    payload = line.get("payload")
+    return payload if isinstance(payload, dict) else None
+
+
+def _session_id(meta: dict[str, object]) -> str | None:
+    value = meta.get("id") or meta.get("session_id")
+    return value if isinstance(value, str) and value else None
+
+
+def find_codex_session(
+    pid: int, codex_home: str | None, cwd: str | None, launched: float | None
+) -> tuple[str, str] | None:
+    """(session id, how it was found) for a Codex process, or None when not (yet) known."""
+    held = [m for m in (session_meta(p) for p in open_rollouts(pid)) if m is not None]
+    ids = {sid for sid in (_session_id(m) for m in held) if sid}
+    if len(ids) == 1:
+        return ids.pop(), "open rollout"
+    if ids or codex_home is None or cwd is None or launched is None:
+        return None
+    sessions = Path(codex_home) / "sessions"
+    if not sessions.is_dir():
+        return None
+    candidates: list[str] = []
+    for path in sorted(sessions.rglob("rollout-*.jsonl"), key=lambda p: p.stat().st_mtime, reverse=True)[:50]:
+        meta = session_meta(path)
+        if meta is None or meta.get("cwd") != cwd:
+            continue
+        started = parse_time(meta.get("timestamp"))
+        if started is None or started < launched - CLOCK_SLACK_SECONDS:
+            continue
+        sid = _session_id(meta)
+        if sid and sid not in candidates:
+            candidates.append(sid)
+    if len(candidates) == 1:
+        return candidates[0], "rollout session_meta (cwd and time)"
+    return None

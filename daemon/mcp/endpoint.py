@@ -1,0 +1,380 @@
+"""The MCP endpoint at ``/mcp``: the official SDK's stateful streamable HTTP, behind openbus's
+own checks on every request.
+
+Theory of operation
+-------------------
+Each HTTP request to ``/mcp`` passes, in order:
+
+1. **No query string.** MCP's streamable HTTP uses none; a token there would end up in logs,
+   so any query string is refused (400) and the refusal audited without the query itself.
+2. **No identity headers.** ``X-Tunnel-User`` and friends mean nothing on the agents' port;
+   a request carrying one is refused (401) and audited, as on the rest of the TCP side.
+3. **Host and Origin** (DNS rebinding): Host must be ``127.0.0.1:<port>`` or
+   ``localhost:<port>`` (else 421); an Origin, when sent, must be ``http://`` one of those
+   (else 403). The SDK's own check is switched on with the same lists.
+4. **Bearer token**, on every request, not only at initialize: an unknown, revoked or
+   malformed token is 401; a token whose agent's process has exited is revoked on the spot
+   and refused (``LaunchService.ensure_live``).
+5. **Session binding.** A session belongs to the principal whose token opened it. A session
+   id presented with another agent's token is answered as if it did not exist (404) and
+   audited. (The SDK enforces the same through ``scope["user"]``, which is set here.)
+6. The SDK's session manager serves the request (body limit 1 MiB: 413 above it).
+
+``tools/list`` shows only the tools the caller's scopes allow right now. ``tools/call`` runs
+``gate.run(actor, tool.action, params)`` with the principal's actor (``agent:<harness>:<session
+id>``, or the pane form before the session id is bound); every result is framed as data.
+Revoking or narrowing an agent (``Connect.revocation_hooks``) ends every open MCP session of
+that agent at once: its streams close, its session ids answer 404 from then on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import mcp_types as types
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel.server import Server
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+
+from openbus.daemon.core.audit import AuditDraft
+from openbus.daemon.core.errors import BadRequest, NotFound, OpenbusError
+from openbus.daemon.core.scopes import Preset
+from openbus.daemon.grants import Principal
+from openbus.daemon.http.identity import is_identity_header
+from openbus.daemon.mcp.instructions import INSTRUCTIONS
+from openbus.daemon.mcp.tools import McpTool, ToolContext, frame, registry
+
+if TYPE_CHECKING:
+    from openbus.daemon.services import Services
+
+log = logging.getLogger("openbus.mcp")
+
+MAX_BODY = 1024 * 1024
+SESSION_IDLE_SECONDS = 6 * 3600.0
+PRINCIPAL_SCOPE_KEY = "openbus.principal"
+SERVER_NAME = "openbus"
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+LivenessCheck = Callable[[Principal], Awaitable[bool]]
+
+
+def _header(scope: Mapping[str, Any], name: bytes) -> str | None:
+    for key, value in scope.get("headers", []):
+        if key.lower() == name:
+            return str(value.decode("latin-1"))
+    return None
+
+
+async def _respond(send: Send, status: int, body: Mapping[str, Any], headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    payload = json.dumps(body).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(payload)).encode()),
+                *(headers or []),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": payload})
+
+
+async def _drain(receive: Receive) -> None:
+    """Read the request body away before answering early (bounded by the server's limits)."""
+    while True:
+        message = await receive()
+        if message.get("type") != "http.request" or not message.get("more_body"):
+            return
+
+
+def bearer_token(scope: Mapping[str, Any]) -> str | None:
+    value = _header(scope, b"authorization")
+    if value is None:
+        return None
+    scheme, _, token = value.strip().partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()
+
+
+def allowed_hosts(host: str, port: int) -> list[str]:
+    hosts = [f"127.0.0.1:{port}", f"localhost:{port}"]
+    if host not in ("127.0.0.1", "localhost", "0.0.0.0", "", "::"):  # noqa: S104 - a listen value, compared
+        hosts.append(f"{host}:{port}")
+    return hosts
+
+
+class McpEndpoint:
+    """The ``/mcp`` ASGI app and the MCP server behind it."""
+
+    def __init__(self, services: Services, *, max_body: int = MAX_BODY) -> None:
+        self.services = services
+        port = services.config.daemon.listen_port
+        self.hosts = allowed_hosts(services.config.daemon.listen_host, port)
+        self.origins = [f"http://{h}" for h in self.hosts]
+        self.server: Server[Any] = Server(
+            SERVER_NAME,
+            version="0.1.0",
+            title="openbus",
+            instructions=INSTRUCTIONS,
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+        )
+        self.server.middleware = []  # no per-message tracing spans: the gate's audit is the record
+        security = TransportSecuritySettings(
+            enable_dns_rebinding_protection=True, allowed_hosts=list(self.hosts), allowed_origins=list(self.origins)
+        )
+        self.manager = StreamableHTTPSessionManager(
+            self.server,
+            security_settings=security,
+            max_request_body_size=max_body,
+            session_idle_timeout=SESSION_IDLE_SECONDS,
+        )
+        self.owners: dict[str, str] = {}  # MCP session id -> principal id
+        self.liveness: LivenessCheck | None = None
+        services.connect.revocation_hooks.append(self.on_revoked)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @contextlib.asynccontextmanager
+    async def run(self) -> AsyncIterator[None]:
+        async with self.manager.run():
+            yield
+
+    # ------------------------------------------------------------------ the HTTP edge
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get("type") != "http":
+            return
+        if scope.get("query_string"):
+            self._audit_refusal("mcp.query_refused", scope, {"reason": "query string"})
+            await _drain(receive)
+            await _respond(
+                send,
+                400,
+                BadRequest(
+                    "/mcp takes no query string; send the token in the Authorization header", field="query"
+                ).to_dict(),
+            )
+            return
+        claims = sorted({k.decode("latin-1").lower() for k, _ in scope.get("headers", []) if is_identity_header(k.decode("latin-1"))})
+        if claims:
+            self.services.gate.record(
+                AuditDraft(
+                    actor="system",
+                    action="identity.refused",
+                    outcome="refused",
+                    target="/mcp",
+                    details={"peer": "tcp", "headers": claims, "method": scope.get("method")},
+                )
+            )
+            await _drain(receive)
+            await _respond(send, 401, {"error": "unauthenticated", "message": "identity headers are not honoured here"})
+            return
+        host = _header(scope, b"host")
+        if host not in self.hosts:
+            await _drain(receive)
+            await _respond(send, 421, {"error": "bad_host", "message": "Host is not this daemon's agent port"})
+            return
+        origin = _header(scope, b"origin")
+        if origin is not None and origin not in self.origins:
+            await _drain(receive)
+            await _respond(send, 403, {"error": "bad_origin", "message": "Origin is not allowed"})
+            return
+        principal = await self._authenticate(scope)
+        if principal is None:
+            await _drain(receive)
+            await _respond(
+                send,
+                401,
+                {"error": "not_connected", "message": "not connected: missing, unknown or revoked token"},
+                [(b"www-authenticate", b'Bearer error="invalid_token"')],
+            )
+            return
+        session = _header(scope, MCP_SESSION_ID_HEADER.encode())
+        if session is not None:
+            owner = self.owners.get(session)
+            if owner is not None and owner != principal.id:
+                self._audit_refusal(
+                    principal.actor().name,
+                    scope,
+                    {"reason": "session of another agent", "principal": principal.id},
+                    action="mcp.session_refused",
+                )
+                await _drain(receive)
+                await _respond(send, 404, {"error": "not_found", "message": "Session not found"})
+                return
+        inner = dict(scope)
+        inner["user"] = AuthenticatedUser(AccessToken(token=principal.id, client_id=principal.id, scopes=[]))
+        inner[PRINCIPAL_SCOPE_KEY] = principal.id
+        send_on = send
+        if session is None:
+            send_on = self._capturing(send, principal.id)
+        await self.manager.handle_request(inner, receive, send_on)
+
+    def _capturing(self, send: Send, principal_id: str) -> Send:
+        header = MCP_SESSION_ID_HEADER.encode()
+
+        async def capture(message: dict[str, Any]) -> None:
+            if message.get("type") == "http.response.start" and message.get("status", 500) < 400:
+                for key, value in message.get("headers", []):
+                    if key.lower() == header:
+                        self._prune()
+                        self.owners[value.decode("latin-1")] = principal_id
+            await send(message)
+
+        return capture
+
+    def _prune(self) -> None:
+        live = self.manager._server_instances  # the SDK keeps no public view of open sessions
+        for sid in [s for s in self.owners if s not in live]:
+            del self.owners[sid]
+
+    async def _authenticate(self, scope: Mapping[str, Any]) -> Principal | None:
+        token = bearer_token(scope)
+        if token is None:
+            return None
+        principal = self.services.grants.by_token(token)
+        if principal is None or not principal.active:
+            return None
+        if self.liveness is not None and not await self.liveness(principal):
+            return None
+        return principal
+
+    def _audit_refusal(
+        self, actor: str, scope: Mapping[str, Any], details: dict[str, Any], *, action: str = "mcp.refused"
+    ) -> None:
+        if action == "mcp.query_refused":
+            actor, action = "system", "mcp.refused"
+        try:
+            self.services.gate.record(
+                AuditDraft(
+                    actor=actor,
+                    action=action,
+                    outcome="refused",
+                    target="/mcp",
+                    details={**details, "method": scope.get("method")},
+                )
+            )
+        except OpenbusError:
+            log.warning("could not audit a refused MCP request")
+
+    # ------------------------------------------------------------------ revocation
+
+    def sessions_of(self, principal_id: str) -> list[str]:
+        return [sid for sid, owner in self.owners.items() if owner == principal_id]
+
+    async def close_sessions(self, principal_id: str) -> int:
+        """End every open MCP session (and its streams) of one agent. Returns how many."""
+        closed = 0
+        for sid in self.sessions_of(principal_id):
+            self.owners.pop(sid, None)
+            transport = self.manager._server_instances.get(sid)
+            if transport is not None:
+                await self.manager._discard_session(sid, transport)
+                closed += 1
+        return closed
+
+    async def on_revoked(self, principal: Principal, preset: Preset) -> None:
+        await self.close_sessions(principal.id)
+
+    # ------------------------------------------------------------------ MCP handlers
+
+    def _principal_of(self, ctx: ServerRequestContext[Any, Any]) -> Principal:
+        request = ctx.request
+        principal_id = request.scope.get(PRINCIPAL_SCOPE_KEY) if request is not None else None
+        if not principal_id:
+            raise NotFound("no authenticated agent on this request")
+        return self.services.grants.get(str(principal_id))
+
+    async def _list_tools(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        try:
+            principal = self._principal_of(ctx)
+        except OpenbusError:
+            return types.ListToolsResult(tools=[])
+        scopes = self.services.grants.scopes_for(principal.actor())
+        listed = registry(self.services).listed(self.services.gate, scopes)
+        return types.ListToolsResult(tools=[_tool_model(tool) for tool in listed])
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        tool = registry(self.services).get(params.name)
+        if tool is None:
+            return _error_result({"error": "not_found", "message": f"no tool named {params.name}"})
+        try:
+            principal = self._principal_of(ctx)
+        except OpenbusError as exc:
+            return _error_result(exc.to_dict())
+        actor = principal.actor()
+        mcp_session = _header(ctx.request.scope, MCP_SESSION_ID_HEADER.encode()) if ctx.request is not None else None
+        tctx = ToolContext(self.services, principal, actor, mcp_session)
+        args = dict(params.arguments or {})
+        try:
+            call_params = tool.params(args, tctx)
+        except OpenbusError as exc:
+            self.services.gate.record(
+                AuditDraft(
+                    actor=actor.name,
+                    action=tool.action,
+                    outcome="refused",
+                    details={"reason": exc.code, "message": exc.message, "tool": tool.name},
+                )
+            )
+            return _error_result(exc.to_dict())
+        try:
+            result = await self.services.gate.run(
+                actor,
+                tool.action,
+                call_params,
+                target=tool.target(call_params),
+                message_id=tool.message_id(call_params),
+            )
+            data = tool.project(result, tctx)
+        except OpenbusError as exc:
+            return _error_result(exc.to_dict())
+        framed = frame(tool, data)
+        return types.CallToolResult(
+            content=[types.TextContent(text=json.dumps(framed, ensure_ascii=False))], structured_content=framed
+        )
+
+
+def _tool_model(tool: McpTool) -> types.Tool:
+    return types.Tool(
+        name=tool.name,
+        title=tool.title,
+        description=tool.description,
+        input_schema=dict(tool.input_schema),
+        annotations=types.ToolAnnotations(
+            title=tool.title, read_only_hint=tool.read_only, open_world_hint=False, destructive_hint=not tool.read_only
+        ),
+    )
+
+
+def _error_result(body: Mapping[str, Any]) -> types.CallToolResult:
+    framed = {"source": "openbus", "kind": "error", **body}
+    return types.CallToolResult(
+        content=[types.TextContent(text=json.dumps(framed, ensure_ascii=False))], structured_content=framed, is_error=True
+    )
+
+
+BENCH_NOOP_ENV = "OPENBUS_MCP_BENCH_NOOP"
+
+
+def bench_noop_enabled() -> bool:
+    return os.environ.get(BENCH_NOOP_ENV) == "1"
