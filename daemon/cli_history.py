@@ -178,7 +178,7 @@ def _entry_line(e: dict[str, Any]) -> str:
 def _search_text(data: dict[str, Any]) -> str:
     results = data.get("results", [])
     if not results:
-        return "no matching sessions"
+        return "no matching sessions (Claude Code and Codex are indexed; omp is pending)"
     return "\n".join(_entry_line(e) for e in results)
 
 
