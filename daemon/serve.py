@@ -59,6 +59,10 @@ def gunicorn_argv(config: Config) -> list[str]:
         "--log-level",
         os.environ.get("OPENBUS_LOG_LEVEL", "info"),
         "--no-control-socket",
+        # Keep header names with underscores, so the identity middleware sees (and audits)
+        # every spelling of X-Tunnel-User instead of gunicorn silently dropping some.
+        "--header-map",
+        "dangerous",
         "--limit-request-line",
         "8190",
         "openbus.daemon.app:app_from_env()",

@@ -1,0 +1,80 @@
+"""No route reaches an executor except through the gate, and every call is audited once."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+from typing import Any
+
+import falcon.asgi
+import pytest
+
+from openbus.daemon.app import create_app
+from openbus.daemon.config import parse_config
+from openbus.daemon.core.clock import FixedClock, SeededRandom
+from openbus.daemon.http.routes import UNAUDITED
+from openbus.daemon.services import Services
+from tests.support.asgi import call
+
+METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+
+
+def falcon_app(app: Any) -> falcon.asgi.App:
+    """The falcon app inside the daemon's outer ASGI dispatcher, if there is one."""
+    while not isinstance(app, falcon.asgi.App):
+        app = app.falcon  # the outer dispatcher keeps it here
+    return app
+
+
+def routes(app: falcon.asgi.App) -> list[tuple[str, str]]:
+    found: list[tuple[str, str]] = []
+
+    def walk(nodes: list[Any]) -> None:
+        for node in nodes:
+            if node.resource is not None:
+                for method in METHODS:
+                    if callable(getattr(node.resource, f"on_{method.lower()}", None)):
+                        found.append((method, node.uri_template))
+            walk(node.children)
+
+    walk(app._router._roots)
+    return sorted(set(found))
+
+
+@pytest.fixture
+def services(tmp_path: Path) -> Services:
+    config = parse_config(
+        {
+            "daemon": {"state_dir": str(tmp_path / "state"), "socket": str(tmp_path / "d.sock")},
+            "tmux": {"socket": str(tmp_path / "no-such-tmux")},
+        },
+        "<test>",
+    )
+    return Services.build(config, clock=FixedClock(), random=SeededRandom())
+
+
+def test_every_route_goes_through_the_gate_and_leaves_one_record(services: Services) -> None:
+    app = create_app(services.config, services=services)
+    table = routes(falcon_app(app))
+    assert ("GET", "/api/cards") in table and ("PUT", "/api/connect") in table
+    for method, template in table:
+        if template in UNAUDITED:
+            continue
+        path = re.sub(r"\{[^}]+\}", "x1", template)
+        calls_before, (seq_before, _) = services.gate.calls, services.audit.head()
+        status, body = asyncio.run(call(app, method, path, {} if method != "GET" else None))
+        seq_after, _ = services.audit.head()
+        assert services.gate.calls == calls_before + 1, (
+            f"{method} {template} did not call the gate ({status} {body})"
+        )
+        assert seq_after == seq_before + 1, (
+            f"{method} {template} left {seq_after - seq_before} records"
+        )
+        assert status < 500 or status == 503, f"{method} {template} answered {status}: {body}"
+
+
+def test_a_route_with_no_identity_is_refused(services: Services) -> None:
+    app = create_app(services.config, services=services)
+    status, body = asyncio.run(call(app, "GET", "/api/cards", peer=False))  # type: ignore[arg-type]
+    assert status == 404  # the agents' side serves only /mcp and /healthz
