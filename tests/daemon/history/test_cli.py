@@ -144,3 +144,19 @@ def _user() -> str:
     import pwd
 
     return pwd.getpwuid(os.getuid()).pw_name
+
+
+def test_reindex_draws_a_bar_on_a_terminal() -> None:
+    import io
+
+    from openbus.daemon.cli_history import ProgressBar
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    screen = Terminal()
+    bar = ProgressBar(screen, width=10)
+    for done in range(0, 5):
+        bar(done, 4)
+    assert screen.getvalue().endswith("\r[##########] 4/4 transcripts\n")
