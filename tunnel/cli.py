@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import ipaddress
 import os
@@ -62,8 +63,23 @@ def self_signed(hostname: str) -> tuple[bytes, bytes]:
     return cert.public_bytes(serialization.Encoding.PEM), key_pem
 
 
-def init_secrets(config_path: Path | None, public_key: Path, hostname: str) -> list[str]:
-    config = load_tunnel_config(config_path)
+def init_secrets(
+    config_path: Path | None, public_key: Path, hostname: str, root: Path = Path("/")
+) -> list[str]:
+    """Create the missing secrets the config names (under ``root``, for image builds)."""
+    loaded = load_tunnel_config(config_path)
+
+    def under(path: Path) -> Path:
+        return root / path.relative_to("/") if path.is_absolute() else path
+
+    config = dataclasses.replace(
+        loaded,
+        credential=under(loaded.credential),
+        cookie_key=under(loaded.cookie_key),
+        tls_cert=under(loaded.tls_cert),
+        tls_key=under(loaded.tls_key),
+    )
+    public_key = under(public_key)
     made = []
     if not config.credential.exists():
         key = Ed25519PrivateKey.generate()
@@ -105,10 +121,13 @@ def main(argv: list[str] | None = None) -> int:
     init.add_argument(
         "--hostname", default=socket.getfqdn(), help="name in the self-signed certificate"
     )
+    init.add_argument(
+        "--root", type=Path, default=Path("/"), help="create the files under this root"
+    )
     args = parser.parse_args(argv)
     try:
         if args.verb == "init":
-            for path in init_secrets(args.config, args.public_key, args.hostname):
+            for path in init_secrets(args.config, args.public_key, args.hostname, args.root):
                 print(f"created {path}")
             return 0
         from openbus.tunnel.server import serve as run

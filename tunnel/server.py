@@ -61,6 +61,8 @@ def listening_socket(config: TunnelConfig) -> socket.socket:
         raise Unavailable(
             f"cannot listen on {config.listen_host}:{config.listen_port}: {exc.strerror}"
         ) from None
+    # Accepted sockets inherit it: no Nagle delay between a response's head and body.
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.listen(128)
     sock.setblocking(False)
     return sock
