@@ -66,6 +66,8 @@ log = logging.getLogger("openbus.launch")
 LAUNCH = Action("launch", tier=Tier.HUMAN, mutates=True)
 SWEEP_SECONDS = 1.0
 STALE_ENV_FILE_SECONDS = 60.0
+INCARNATION_POLLS = 20
+INCARNATION_POLL_SECONDS = 0.1
 
 
 @dataclass
@@ -133,14 +135,22 @@ class LaunchService:
             json.dump({"env": dict(env)}, handle)
         return path
 
-    def _incarnation(self, pane: str, identity: ProcessIdentity | None) -> str:
+    async def _incarnation(self, pane: str, identity: ProcessIdentity | None, harness: str) -> str:
+        """The directory's incarnation for the new pane, once the watcher has seen it run the
+        harness (bounded wait); else a local one from the process identity."""
         directory = self.services.extras.get("directory")
-        issue = getattr(directory, "incarnation_for", None)
-        if callable(issue) and identity is not None:
-            with contextlib.suppress(Exception):
-                found = issue(pane, identity.pid)
-                if isinstance(found, str) and found:
-                    return found
+        if directory is not None and identity is not None:
+            seen: str | None = None
+            for _ in range(INCARNATION_POLLS):
+                with contextlib.suppress(Exception):
+                    entry = directory.entry(pane)
+                    if entry.info.pid == identity.pid:
+                        seen = entry.incarnation
+                        if entry.harness == harness:
+                            return str(seen)
+                await asyncio.sleep(INCARNATION_POLL_SECONDS)
+            if seen:
+                return seen
         if identity is None:
             return f"{pane}:unknown"
         return f"{pane}:{identity.pid}:{identity.start}"
@@ -193,7 +203,7 @@ class LaunchService:
                 env_file.unlink()
             raise
         identity = identity_of(pid)
-        incarnation = self._incarnation(pane, identity)
+        incarnation = await self._incarnation(pane, identity, launcher.harness)
         call.details.update({"pane": pane, "pid": pid, "incarnation": incarnation})
         if principal_id is not None:
             call.write(self.services.grants.attach_pane(principal_id, pane, pid, incarnation))

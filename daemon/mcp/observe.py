@@ -198,6 +198,22 @@ def _get_project(result: Any, ctx: ToolContext) -> Any:
     return _masked({"session": projected}, ctx)
 
 
+class _LastSnapshot:
+    """The directory hands out the same snapshot object until something changes; its masked
+    projection is kept for that object, so an unchanged fleet is projected once."""
+
+    def __init__(self) -> None:
+        self.source: Any = None
+        self.projected: Any = None
+
+    def __call__(self, result: Any, ctx: ToolContext) -> Any:
+        if result is not self.source:
+            panes = result.get("panes", []) if isinstance(result, Mapping) else result
+            self.projected = _masked({"panes": panes}, ctx)
+            self.source = result
+        return self.projected
+
+
 LIST_PANES = McpTool(
     name="list_panes",
     action="directory.list",
@@ -210,7 +226,7 @@ LIST_PANES = McpTool(
     ),
     source="openbus directory",
     params=_list_panes_params,
-    project=_masked,
+    project=_LastSnapshot(),
 )
 
 READ_PANE = McpTool(
