@@ -9,12 +9,15 @@ requests over TCP reach only the agents' side (``/mcp``, ``/healthz``).
 from __future__ import annotations
 
 import logging
+import pwd
 from typing import Any
 
 import falcon
 import falcon.asgi
 
 from openbus.daemon.config import Config
+from openbus.daemon.core.errors import ConfigError
+from openbus.daemon.core.tunnel_auth import TunnelVerifier, load_public_keys
 from openbus.daemon.core.clock import Clock, Random, SystemClock, SystemRandom
 from openbus.daemon.http import errors as http_errors
 from openbus.daemon.http.identity import Identity
@@ -31,7 +34,7 @@ def create_app(
     services: Services | None = None,
 ) -> Any:
     services = services or Services.build(config, clock=clock or SystemClock(), random=random or SystemRandom())
-    identity = Identity(services.gate.record, hosted=config.hosted.enabled)
+    identity = build_identity(config, services)
     app = falcon.asgi.App(middleware=[services.lifespan_middleware(), identity])
     app.req_options.strip_url_path_trailing_slash = True
     http_errors.install(app)
@@ -41,6 +44,35 @@ def create_app(
     from openbus.daemon.mcp.asgi import Dispatcher
 
     return Dispatcher(app, services.extras["mcp"])  # /mcp over TCP -> MCP; the rest -> falcon
+
+
+def tunnel_trust(config: Config) -> tuple[list[Any], int]:
+    """The tunnel's pinned public keys and its uid; a clear ``ConfigError`` otherwise."""
+    hosted = config.hosted
+    where = str(config.path) if config.path else "<defaults>"
+    key = "hosted.tunnel_public_key"
+    if hosted.tunnel_public_key is None:
+        raise ConfigError("hosted mode needs the tunnel's public key", path=where, key=key)
+    try:
+        keys = load_public_keys(hosted.tunnel_public_key.read_bytes())
+    except OSError as exc:
+        raise ConfigError(f"cannot read {hosted.tunnel_public_key}: {exc.strerror}", path=where, key=key) from None
+    except ValueError:
+        raise ConfigError("not an Ed25519 public key", path=where, key=key) from None
+    try:
+        tunnel_uid = pwd.getpwnam(hosted.tunnel_user).pw_uid
+    except KeyError:
+        raise ConfigError(f"no such user {hosted.tunnel_user!r}", path=where, key="hosted.tunnel_user") from None
+    return keys, tunnel_uid
+
+
+def build_identity(config: Config, services: Services) -> Identity:
+    """Local mode: the peer uid. Hosted: also the tunnel's signed ``X-Tunnel-User``."""
+    if not config.hosted.enabled:
+        return Identity(services.gate.record)
+    keys, tunnel_uid = tunnel_trust(config)
+    verifier = TunnelVerifier(keys, clock=services.clock, window=config.hosted.signature_window_seconds)
+    return Identity(services.gate.record, hosted=True, tunnel_uid=tunnel_uid, tunnel_verify=verifier.verify)
 
 
 def app_from_env() -> Any:

@@ -12,37 +12,28 @@ the human's call returns.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 from openbus.daemon.core.actions import Action
 from openbus.daemon.core.actors import is_pane_id
+from openbus.daemon.core.audit import AuditDraft
 from openbus.daemon.core.consent import Tier
 from openbus.daemon.core.errors import BadRequest, Conflict, PolicyRefused
 from openbus.daemon.core.scopes import Preset, parse_preset
 from openbus.daemon.gate import Call, Gate
 from openbus.daemon.grants import Grants, Principal
+from openbus.policy.model import CapDecision, no_policy_decision
 
 SET = Action("connect.set", tier=Tier.HUMAN, mutates=True)
 DISCONNECT_ALL = Action("connect.disconnect_all", tier=Tier.HUMAN, mutates=True)
-
-
-@dataclass(frozen=True)
-class CapDecision:
-    preset: Preset
-    rule: str
 
 
 CapSource = Callable[[str], CapDecision]
 RevocationHook = Callable[[Principal, Preset], Awaitable[None]]
 
 
-def no_policy(user: str) -> CapDecision:
-    return CapDecision(Preset.COLLABORATE, "no org policy is configured")
-
-
 class Connect:
-    def __init__(self, gate: Gate, grants: Grants, cap_source: CapSource = no_policy) -> None:
+    def __init__(self, gate: Gate, grants: Grants, cap_source: CapSource = no_policy_decision) -> None:
         self.gate = gate
         self.grants = grants
         self.cap_source = cap_source
@@ -52,11 +43,8 @@ class Connect:
 
     def check_cap(self, owner: str, preset: Preset) -> CapDecision:
         cap = self.cap_source(owner)
-        if preset.rank > cap.preset.rank:
-            raise PolicyRefused(
-                f"{preset.value} is above the org policy's cap of {cap.preset.value} for {owner} ({cap.rule})",
-                field="preset",
-            )
+        if not cap.allows(preset):
+            raise PolicyRefused(cap.refusal(preset), field="preset")
         return cap
 
     async def _set(self, call: Call) -> Any:
@@ -95,6 +83,32 @@ class Connect:
         call.details["count"] = len(affected)
         call.details["principals"] = [p.id for p in affected]
         return {"disconnected": len(affected), "principals": [p.id for p in affected]}
+
+    def effective_presets(self) -> dict[str, Preset]:
+        """Every active principal's preset as the org policy's cap bounds it right now."""
+        return {p.id: p.preset.at_most(self.cap_source(p.owner).preset) for p in self.grants.active()}
+
+    async def policy_changed(self, before: dict[str, Preset]) -> None:
+        """After a new policy took effect: cascade for every agent whose grant it narrowed.
+
+        Scope is already checked against the new cap on every call; this cancels what the
+        narrowed agents had queued or open and ends their streams, with a record each.
+        """
+        after = self.effective_presets()
+        for principal in self.grants.active():
+            old, new = before.get(principal.id), after.get(principal.id)
+            if old is None or new is None or new.rank >= old.rank:
+                continue
+            self.gate.record(
+                AuditDraft(
+                    actor="system",
+                    action="policy.narrowed",
+                    outcome="ok",
+                    target=principal.pane_id,
+                    details={"principal": principal.id, "from": old.value, "to": new.value},
+                )
+            )
+            await self._cascade(principal, new)()
 
     def _cascade(self, principal: Principal, preset: Preset) -> Callable[[], Awaitable[None]]:
         async def run() -> None:

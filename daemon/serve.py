@@ -69,8 +69,20 @@ def gunicorn_argv(config: Config) -> list[str]:
     ]
 
 
+def preflight(config: Config) -> None:
+    """Everything the worker would refuse at start, reported here as one clear line first."""
+    from openbus.daemon.app import tunnel_trust
+    from openbus.daemon.core.clock import SystemClock
+    from openbus.daemon.policy_runtime import PolicyRuntime
+
+    PolicyRuntime.from_config(config, clock=SystemClock())
+    if config.hosted.enabled:
+        tunnel_trust(config)
+
+
 def serve(config: Config) -> None:
     """Replace this process with gunicorn serving the daemon."""
+    preflight(config)
     config.daemon.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     config.daemon.socket.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     _clear_stale_socket(config.daemon.socket)

@@ -20,12 +20,16 @@ from openbus.daemon.config import Config
 from openbus.daemon.connect import Connect
 from openbus.daemon.core.clock import Clock, Random
 from openbus.daemon.gate import Gate
+from openbus.daemon.core.audit import AuditDraft
 from openbus.daemon.grants import Grants
+from openbus.daemon.policy_runtime import PolicyRuntime
+from openbus.policy.loader import PolicyRejection
 from openbus.daemon.state import StateDB
 
 log = logging.getLogger("openbus")
 
 CARD_SWEEP_SECONDS = 1.0
+POLICY_POLL_SECONDS = 1.0
 
 
 @dataclass
@@ -39,6 +43,7 @@ class Services:
     grants: Grants
     cards: Cards
     connect: Connect
+    policy: PolicyRuntime
     started: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     stopping: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     tasks: list[asyncio.Task[Any]] = field(default_factory=list)
@@ -53,6 +58,23 @@ class Services:
         grants = Grants(db, clock, random)
         gate = Gate(audit, grants)
         cards = Cards(db, clock, random)
+
+        def policy_rejected(rejection: PolicyRejection) -> None:
+            gate.record(
+                AuditDraft(
+                    actor="system",
+                    action="policy.rejected",
+                    outcome="refused",
+                    target=str(rejection.path),
+                    details={
+                        "reason": rejection.reason,
+                        "in_force": rejection.in_force.version if rejection.in_force else None,
+                    },
+                )
+            )
+
+        policy = PolicyRuntime.from_config(config, clock=clock, on_rejected=policy_rejected)
+        grants.cap_for = lambda owner: policy.cap_for(owner).preset
         services = cls(
             config=config,
             clock=clock,
@@ -62,7 +84,8 @@ class Services:
             gate=gate,
             grants=grants,
             cards=cards,
-            connect=Connect(gate, grants),
+            connect=Connect(gate, grants, policy.cap_for),
+            policy=policy,
         )
         from openbus.daemon import consent_actions
 
@@ -80,7 +103,25 @@ class Services:
 
         messaging.install(services)
         services.started.append(services._start_card_sweep)
+        services.started.append(services._start_policy_watch)
         return services
+
+    async def _start_policy_watch(self) -> None:
+        """Poll the policy file (two stat calls a second); a new policy cascades at once."""
+        if self.policy.loaded is None:
+            return
+
+        async def loop() -> None:
+            while True:
+                await asyncio.sleep(POLICY_POLL_SECONDS)
+                try:
+                    before = self.connect.effective_presets()
+                    if self.policy.check_for_change():
+                        await self.connect.policy_changed(before)
+                except Exception:
+                    log.exception("policy watch failed")
+
+        self.spawn(loop())
 
     async def _start_card_sweep(self) -> None:
         from openbus.daemon.consent_actions import sweep_expired

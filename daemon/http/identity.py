@@ -20,21 +20,13 @@ import falcon.asgi
 from openbus.daemon.core import actors
 from openbus.daemon.core.audit import AuditDraft
 from openbus.daemon.core.errors import NotFound, Unauthenticated
+from openbus.daemon.core.tunnel_auth import TunnelRejected, is_identity_header, target_from_scope
 from openbus.daemon.http.worker import PEER_EXTENSION
 
 AGENT_SIDE_PATHS = ("/healthz", "/mcp")
-IDENTITY_HEADERS = frozenset({"x-tunnel-user", "x-tunnel-timestamp", "x-tunnel-nonce", "x-tunnel-signature"})
 
 # (method, target, headers, body) -> user name; raises Unauthenticated
 TunnelVerify = Callable[[str, str, list[tuple[str, str]], bytes], str]
-
-
-def normalise_header(name: str) -> str:
-    return name.strip().lower().replace("_", "-")
-
-
-def is_identity_header(name: str) -> bool:
-    return normalise_header(name) in IDENTITY_HEADERS
 
 
 def user_name(uid: int) -> str:
@@ -77,11 +69,12 @@ class Identity:
             if self.tunnel_verify is None:
                 self._refuse(req, f"uid {peer['uid']} (tunnel)", claims or ["none"])
             assert self.tunnel_verify is not None
-            body = await req.stream.read() if req.content_length else b""
+            body = await req.stream.read()
             req.context.body = body
-            target = req.path + (("?" + req.query_string) if req.query_string else "")
             try:
-                user = self.tunnel_verify(req.method, target, headers, body)
+                user = self.tunnel_verify(req.method, target_from_scope(req.scope), headers, body)
+            except TunnelRejected as exc:
+                self._refuse(req, f"uid {peer['uid']} (tunnel): {exc.rejection_reason}", claims or ["none"])
             except Unauthenticated:
                 self._refuse(req, f"uid {peer['uid']} (tunnel)", claims or ["none"])
             req.context.actor = actors.human(user)

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.daemon import running_daemon
+from tests.support.policy import signed_policy
 from tests.tunnel.conftest import (
     ThrowawayUsers,
     needs_root,
@@ -23,7 +24,6 @@ from tests.tunnel.conftest import (
 pytestmark = [pytest.mark.root, needs_root]
 
 
-@pytest.mark.xfail(strict=False, reason="daemon-side identity middleware pending")
 def test_the_directory_through_the_tunnel_is_read_as_the_logged_in_user(
     users: ThrowawayUsers, pam_service: str, open_dir: Path
 ) -> None:
@@ -61,7 +61,8 @@ def test_the_directory_through_the_tunnel_is_read_as_the_logged_in_user(
             "tunnel_user": tunnel_user,
             "tunnel_public_key": str(tunnel_dir / "tunnel.pub"),
             "operators_group": tunnel_user,
-        }
+        },
+        "policy": signed_policy(open_dir / "org"),
     }
     with running_daemon(daemon_dir, hosted) as daemon:
         sock.parent.chmod(0o755)
