@@ -43,7 +43,7 @@ import threading
 import time
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -900,14 +900,10 @@ def _transcript_files(entry: SessionEntry) -> list[Path]:
 
 
 def _with_times(parsed: ParsedSession, mtime: float) -> ParsedSession:
-    from dataclasses import replace
-
     return replace(parsed, last_active=mtime, started=parsed.started or mtime)
 
 
 def _replace_title(entry: SessionEntry, title: str | None) -> SessionEntry:
-    from dataclasses import replace
-
     return replace(entry, title=title)
 
 
