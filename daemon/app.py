@@ -16,9 +16,9 @@ import falcon
 import falcon.asgi
 
 from openbus.daemon.config import Config
+from openbus.daemon.core.clock import Clock, Random, SystemClock, SystemRandom
 from openbus.daemon.core.errors import ConfigError
 from openbus.daemon.core.tunnel_auth import TunnelVerifier, load_public_keys
-from openbus.daemon.core.clock import Clock, Random, SystemClock, SystemRandom
 from openbus.daemon.http import errors as http_errors
 from openbus.daemon.http.identity import Identity
 from openbus.daemon.services import Services
@@ -33,9 +33,12 @@ def create_app(
     random: Random | None = None,
     services: Services | None = None,
 ) -> Any:
-    services = services or Services.build(config, clock=clock or SystemClock(), random=random or SystemRandom())
+    services = services or Services.build(
+        config, clock=clock or SystemClock(), random=random or SystemRandom()
+    )
     identity = build_identity(config, services)
-    app = falcon.asgi.App(middleware=[services.lifespan_middleware(), identity])
+    middleware: list[Any] = [services.lifespan_middleware(), identity]
+    app: falcon.asgi.App[Any, Any] = falcon.asgi.App(middleware=middleware)
     app.req_options.strip_url_path_trailing_slash = True
     http_errors.install(app)
     from openbus.daemon.http import routes
@@ -56,13 +59,17 @@ def tunnel_trust(config: Config) -> tuple[list[Any], int]:
     try:
         keys = load_public_keys(hosted.tunnel_public_key.read_bytes())
     except OSError as exc:
-        raise ConfigError(f"cannot read {hosted.tunnel_public_key}: {exc.strerror}", path=where, key=key) from None
+        raise ConfigError(
+            f"cannot read {hosted.tunnel_public_key}: {exc.strerror}", path=where, key=key
+        ) from None
     except ValueError:
         raise ConfigError("not an Ed25519 public key", path=where, key=key) from None
     try:
         tunnel_uid = pwd.getpwnam(hosted.tunnel_user).pw_uid
     except KeyError:
-        raise ConfigError(f"no such user {hosted.tunnel_user!r}", path=where, key="hosted.tunnel_user") from None
+        raise ConfigError(
+            f"no such user {hosted.tunnel_user!r}", path=where, key="hosted.tunnel_user"
+        ) from None
     return keys, tunnel_uid
 
 
@@ -71,8 +78,12 @@ def build_identity(config: Config, services: Services) -> Identity:
     if not config.hosted.enabled:
         return Identity(services.gate.record)
     keys, tunnel_uid = tunnel_trust(config)
-    verifier = TunnelVerifier(keys, clock=services.clock, window=config.hosted.signature_window_seconds)
-    return Identity(services.gate.record, hosted=True, tunnel_uid=tunnel_uid, tunnel_verify=verifier.verify)
+    verifier = TunnelVerifier(
+        keys, clock=services.clock, window=config.hosted.signature_window_seconds
+    )
+    return Identity(
+        services.gate.record, hosted=True, tunnel_uid=tunnel_uid, tunnel_verify=verifier.verify
+    )
 
 
 def app_from_env() -> Any:

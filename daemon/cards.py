@@ -30,7 +30,22 @@ _COLUMNS = (
 
 
 def _row(row: tuple[Any, ...]) -> Card:
-    (cid, kind, requester, rp, target, tp, owner, summary, payload, created, expires, state, decided_by, decided) = row
+    (
+        cid,
+        kind,
+        requester,
+        rp,
+        target,
+        tp,
+        owner,
+        summary,
+        payload,
+        created,
+        expires,
+        state,
+        decided_by,
+        decided,
+    ) = row
     return Card(
         id=cid,
         kind=kind,
@@ -85,19 +100,26 @@ class Cards:
     # ------------------------------------------------------------------ cards
 
     def new(self, **fields: Any) -> tuple[Card, Write]:
-        card = new_card(card_id="c_" + self.random.token_bytes(6).hex(), now=self.clock.now(), **fields)
+        card = new_card(
+            card_id="c_" + self.random.token_bytes(6).hex(), now=self.clock.now(), **fields
+        )
         return card, _save(card)
 
     def get(self, card_id: str) -> Card:
-        row = self.db.conn.execute(f"SELECT {_COLUMNS} FROM cards WHERE id = ?", (card_id,)).fetchone()
+        row = self.db.conn.execute(
+            f"SELECT {_COLUMNS} FROM cards WHERE id = ?", (card_id,)
+        ).fetchone()
         if row is None:
             raise NotFound(f"no such card {card_id}", field="card")
         return _row(row)
 
-    def list(self, owner: str | None = None, *, pending_only: bool = True, limit: int = 200) -> list[Card]:
+    def listing(
+        self, owner: str | None = None, *, pending_only: bool = True, limit: int = 200
+    ) -> list[Card]:
         now = self.clock.now()
         query = f"SELECT {_COLUMNS} FROM cards"
-        clauses, args = [], []  # type: ignore[var-annotated]
+        clauses: list[str] = []
+        args: list[object] = []
         if owner is not None:
             clauses.append("owner = ?")
             args.append(owner)
@@ -114,13 +136,25 @@ class Cards:
         card = self.get(card_id)
         decided = card.decide(decision, by_user=by_user, now=self.clock.now())
         writes = [_save(decided)]
-        if decided.state is CardState.APPROVED_PAIR and decided.requester_principal and decided.target_principal:
-            writes.append(self.approve(Approval(ApprovalKind.PAIR, decided.requester_principal, decided.target_principal), card_id))
+        if (
+            decided.state is CardState.APPROVED_PAIR
+            and decided.requester_principal
+            and decided.target_principal
+        ):
+            writes.append(
+                self.approve(
+                    Approval(
+                        ApprovalKind.PAIR, decided.requester_principal, decided.target_principal
+                    ),
+                    card_id,
+                )
+            )
         return decided, writes
 
     def expired_unresolved(self) -> list[Card]:
         rows = self.db.conn.execute(
-            f"SELECT {_COLUMNS} FROM cards WHERE state = 'pending' AND expires <= ?", (self.clock.now(),)
+            f"SELECT {_COLUMNS} FROM cards WHERE state = 'pending' AND expires <= ?",
+            (self.clock.now(),),
         ).fetchall()
         return [_row(r).resolve_expiry(self.clock.now()) for r in rows]
 
@@ -137,7 +171,8 @@ class Cards:
 
     def open_for_principal(self, principal: str) -> list[Card]:
         rows = self.db.conn.execute(
-            f"SELECT {_COLUMNS} FROM cards WHERE state = 'pending' AND (requester_principal = ? OR target_principal = ?)",
+            f"SELECT {_COLUMNS} FROM cards WHERE state = 'pending' "
+            "AND (requester_principal = ? OR target_principal = ?)",
             (principal, principal),
         ).fetchall()
         return [_row(r) for r in rows]
@@ -155,7 +190,8 @@ class Cards:
 
         def write(conn: sqlite3.Connection) -> None:
             conn.execute(
-                "INSERT OR REPLACE INTO approvals (kind, subject, object, created, card_id) VALUES (?,?,?,?,?)",
+                "INSERT OR REPLACE INTO approvals (kind, subject, object, created, card_id) "
+                "VALUES (?,?,?,?,?)",
                 (approval.kind.value, approval.subject, approval.object, now, card_id),
             )
 
@@ -172,6 +208,8 @@ class Cards:
         """Approvals die with either party's grant (the pair lives for the recipient's life)."""
 
         def write(conn: sqlite3.Connection) -> None:
-            conn.execute("DELETE FROM approvals WHERE subject = ? OR object = ?", (principal, principal))
+            conn.execute(
+                "DELETE FROM approvals WHERE subject = ? OR object = ?", (principal, principal)
+            )
 
         return write

@@ -32,7 +32,9 @@ def emit(args: argparse.Namespace, data: Any, text: Callable[[Any], str]) -> Non
 
 
 def add_common(parser: argparse.ArgumentParser, *, json_output: bool = True) -> None:
-    parser.add_argument("--config", metavar="FILE", help="config file (else $OPENBUS_CONFIG, else the default)")
+    parser.add_argument(
+        "--config", metavar="FILE", help="config file (else $OPENBUS_CONFIG, else the default)"
+    )
     if json_output:
         parser.add_argument("--json", action="store_true", help="print JSON")
 
@@ -45,7 +47,9 @@ def _serve(args: argparse.Namespace, config: Config) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="openbus", description="The daemon beside your tmux fleet of coding agents.")
+    parser = argparse.ArgumentParser(
+        prog="openbus", description="The daemon beside your tmux fleet of coding agents."
+    )
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
     sub.required = True
     p = sub.add_parser("serve", help="run the daemon (gunicorn, one worker)")

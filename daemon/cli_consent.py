@@ -18,7 +18,9 @@ def _cards_text(cards: list[dict[str, Any]]) -> str:
     lines = []
     for card in cards:
         left = max(0, int(card["expires"] - now))
-        lines.append(f"{card['id']}  {card['kind']:<18} {card['state']:<13} {left:>4}s  {card['summary']}")
+        lines.append(
+            f"{card['id']}  {card['kind']:<18} {card['state']:<13} {left:>4}s  {card['summary']}"
+        )
     return "\n".join(lines)
 
 
@@ -31,8 +33,12 @@ def _cards(args: argparse.Namespace, config: Config) -> int:
 
 def _decide(decision: str) -> Any:
     def run(args: argparse.Namespace, config: Config) -> int:
-        chosen = "approve_pair" if decision == "approve" and getattr(args, "pair", False) else decision
-        data = DaemonClient(config).request("POST", f"/api/cards/{args.card}", json={"decision": chosen})
+        chosen = (
+            "approve_pair" if decision == "approve" and getattr(args, "pair", False) else decision
+        )
+        data = DaemonClient(config).request(
+            "POST", f"/api/cards/{args.card}", json={"decision": chosen}
+        )
         emit(args, data, lambda d: f"{d['id']}: {d['state']}")
         return 0
 
@@ -40,7 +46,9 @@ def _decide(decision: str) -> Any:
 
 
 def _connect(args: argparse.Namespace, config: Config) -> int:
-    data = DaemonClient(config).request("PUT", "/api/connect", json={"pane": args.pane, "preset": args.preset})
+    data = DaemonClient(config).request(
+        "PUT", "/api/connect", json={"pane": args.pane, "preset": args.preset}
+    )
     emit(args, data, lambda d: f"{d['pane']}: {d['preset']}")
     return 0
 
@@ -60,7 +68,9 @@ def register(sub: Any) -> None:
     p = sub.add_parser("approve", help="approve a card")
     add_common(p)
     p.add_argument("card")
-    p.add_argument("--pair", action="store_true", help="approve the pair for the rest of the recipient's life")
+    p.add_argument(
+        "--pair", action="store_true", help="approve the pair for the rest of the recipient's life"
+    )
     p.set_defaults(handler=_decide("approve"))
 
     p = sub.add_parser("decline", help="decline a card")

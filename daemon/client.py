@@ -31,21 +31,28 @@ class DaemonClient:
     def __init__(self, config: Config, timeout: float = 30.0) -> None:
         self.socket = config.daemon.socket
         self._client = httpx.Client(
-            transport=httpx.HTTPTransport(uds=str(self.socket)), base_url="http://openbus", timeout=timeout
+            transport=httpx.HTTPTransport(uds=str(self.socket)),
+            base_url="http://openbus",
+            timeout=timeout,
         )
 
     def close(self) -> None:
         self._client.close()
 
-    def request(self, method: str, path: str, *, json: Any = None, params: Mapping[str, Any] | None = None) -> Any:
+    def request(
+        self, method: str, path: str, *, json: Any = None, params: Mapping[str, Any] | None = None
+    ) -> Any:
         try:
             response = self._client.request(method, path, json=json, params=params)
         except (httpx.ConnectError, FileNotFoundError, PermissionError) as exc:
             raise errors.Unavailable(
-                f"cannot reach the daemon on {self.socket} ({exc.__class__.__name__}); is `openbus serve` running?"
+                f"cannot reach the daemon on {self.socket} ({exc.__class__.__name__}); "
+                "is `openbus serve` running?"
             ) from None
         except httpx.HTTPError as exc:
-            raise errors.Unavailable(f"the daemon did not answer ({exc.__class__.__name__})") from None
+            raise errors.Unavailable(
+                f"the daemon did not answer ({exc.__class__.__name__})"
+            ) from None
         return _decode(response)
 
     def get(self, path: str, **params: Any) -> Any:

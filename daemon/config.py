@@ -125,7 +125,9 @@ class Config:
 def builtin_launchers() -> dict[str, Launcher]:
     """The default launchers, written in the structured form so Connect can inject."""
     return {
-        "claude": Launcher("claude", "claude", ("claude",), resume=("claude", "--resume", "{session_id}")),
+        "claude": Launcher(
+            "claude", "claude", ("claude",), resume=("claude", "--resume", "{session_id}")
+        ),
         "codex": Launcher("codex", "codex", ("codex",), resume=("codex", "resume", "{session_id}")),
         "opencode": Launcher("opencode", "opencode", ("opencode",)),
         "gemini": Launcher("gemini", "gemini", ("gemini",)),
@@ -158,10 +160,14 @@ class _Section:
         value = self.data[name]
         kinds = kind if isinstance(kind, tuple) else (kind,)
         if isinstance(value, bool) and bool not in kinds:
-            raise ConfigError(f"expected {_kind_name(kinds)}, got a boolean", path=self.path, key=self.key(name))
+            raise ConfigError(
+                f"expected {_kind_name(kinds)}, got a boolean", path=self.path, key=self.key(name)
+            )
         if not isinstance(value, kinds):
             raise ConfigError(
-                f"expected {_kind_name(kinds)}, got {type(value).__name__}", path=self.path, key=self.key(name)
+                f"expected {_kind_name(kinds)}, got {type(value).__name__}",
+                path=self.path,
+                key=self.key(name),
             )
         return value
 
@@ -193,14 +199,25 @@ class _Section:
 
 
 def _kind_name(kinds: tuple[type, ...]) -> str:
-    names = {str: "a string", int: "an integer", float: "a number", bool: "true or false", list: "a list", dict: "a table"}
+    names = {
+        str: "a string",
+        int: "an integer",
+        float: "a number",
+        bool: "true or false",
+        list: "a list",
+        dict: "a table",
+    }
     return " or ".join(names.get(k, k.__name__) for k in kinds)
 
 
 def _choice(section: _Section, name: str, choices: tuple[str, ...], default: str) -> str:
     value: str = section.get(name, str, default)
     if value not in choices:
-        raise ConfigError(f"must be one of {', '.join(choices)}; got {value!r}", path=section.path, key=section.key(name))
+        raise ConfigError(
+            f"must be one of {', '.join(choices)}; got {value!r}",
+            path=section.path,
+            key=section.key(name),
+        )
     return value
 
 
@@ -208,7 +225,9 @@ def _parse_listen(section: _Section) -> tuple[str, int]:
     value: str = section.get("listen", str, "127.0.0.1:7707")
     host, sep, port = value.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ConfigError(f"expected HOST:PORT, got {value!r}", path=section.path, key=section.key("listen"))
+        raise ConfigError(
+            f"expected HOST:PORT, got {value!r}", path=section.path, key=section.key("listen")
+        )
     return host.strip("[]"), int(port)
 
 
@@ -223,25 +242,49 @@ def _launcher(name: str, section: _Section) -> Launcher:
     command = section.get("command", str)
     if command is None:
         if "harness" not in section.data:
-            raise ConfigError("a structured launcher needs a harness", path=section.path, key=section.key("harness"))
+            raise ConfigError(
+                "a structured launcher needs a harness",
+                path=section.path,
+                key=section.key("harness"),
+            )
         harness = _choice(section, "harness", HARNESSES, "unknown")
         argv = section.str_list("argv")
         if not argv:
-            raise ConfigError("a structured launcher needs a non-empty argv (or an opaque command)", path=section.path, key=section.key("argv"))
+            raise ConfigError(
+                "a structured launcher needs a non-empty argv (or an opaque command)",
+                path=section.path,
+                key=section.key("argv"),
+            )
     else:
         harness = _choice(section, "harness", HARNESSES, "unknown")
         argv = ()
         for forbidden in ("argv", "env", "resume"):
             if forbidden in section.data:
-                raise ConfigError("an opaque command launcher takes no " + forbidden, path=section.path, key=section.key(forbidden))
+                raise ConfigError(
+                    "an opaque command launcher takes no " + forbidden,
+                    path=section.path,
+                    key=section.key(forbidden),
+                )
     env_raw = section.get("env", dict, {})
     for key, value in env_raw.items():
         if not isinstance(value, str):
-            raise ConfigError("environment values must be strings", path=section.path, key=section.key(f"env.{key}"))
+            raise ConfigError(
+                "environment values must be strings",
+                path=section.path,
+                key=section.key(f"env.{key}"),
+            )
     resume = section.str_list("resume") or ()
     cwd = section.path_value("cwd")
     section.finish()
-    return Launcher(name=name, harness=harness, argv=tuple(argv), env=dict(env_raw), cwd=cwd, resume=resume, command=command)
+    return Launcher(
+        name=name,
+        harness=harness,
+        argv=tuple(argv),
+        env=dict(env_raw),
+        cwd=cwd,
+        resume=resume,
+        command=command,
+    )
 
 
 def parse_config(data: Mapping[str, Any], path: str, *, hosted_default: bool = False) -> Config:
@@ -271,7 +314,9 @@ def parse_config(data: Mapping[str, Any], path: str, *, hosted_default: bool = F
 
     h = root.sub("history")
     history = HistoryConfig(
-        claude_config_dirs=tuple(Path(os.path.expanduser(p)) for p in (h.str_list("claude_config_dirs") or ())),
+        claude_config_dirs=tuple(
+            Path(os.path.expanduser(p)) for p in (h.str_list("claude_config_dirs") or ())
+        ),
         codex_homes=tuple(Path(os.path.expanduser(p)) for p in (h.str_list("codex_homes") or ())),
     )
     h.finish()
@@ -310,7 +355,9 @@ def parse_config(data: Mapping[str, Any], path: str, *, hosted_default: bool = F
     )
 
 
-def resolve_config_path(explicit: str | None, environ: Mapping[str, str] | None = None) -> Path | None:
+def resolve_config_path(
+    explicit: str | None, environ: Mapping[str, str] | None = None
+) -> Path | None:
     """``--config``, else ``$OPENBUS_CONFIG``, else the per-user file if it exists."""
     env = os.environ if environ is None else environ
     if explicit:
@@ -325,7 +372,9 @@ def resolve_config_path(explicit: str | None, environ: Mapping[str, str] | None 
     return Path(HOSTED_CONFIG_PATH)
 
 
-def load_config(explicit: str | None = None, *, reader: Callable[[Path], bytes] | None = None) -> Config:
+def load_config(
+    explicit: str | None = None, *, reader: Callable[[Path], bytes] | None = None
+) -> Config:
     path = resolve_config_path(explicit)
     if path is None:
         return parse_config({}, "<defaults>")

@@ -33,7 +33,9 @@ RevocationHook = Callable[[Principal, Preset], Awaitable[None]]
 
 
 class Connect:
-    def __init__(self, gate: Gate, grants: Grants, cap_source: CapSource = no_policy_decision) -> None:
+    def __init__(
+        self, gate: Gate, grants: Grants, cap_source: CapSource = no_policy_decision
+    ) -> None:
         self.gate = gate
         self.grants = grants
         self.cap_source = cap_source
@@ -76,7 +78,11 @@ class Connect:
 
     async def _disconnect_all(self, call: Call) -> Any:
         assert call.actor.user is not None
-        affected = [p for p in self.grants.active() if p.owner == call.actor.user and p.preset is not Preset.OFF]
+        affected = [
+            p
+            for p in self.grants.active()
+            if p.owner == call.actor.user and p.preset is not Preset.OFF
+        ]
         for principal in affected:
             call.write(self.grants.set_preset(principal.id, Preset.OFF))
             call.after_commit_async.append(self._cascade(principal, Preset.OFF))
@@ -86,7 +92,9 @@ class Connect:
 
     def effective_presets(self) -> dict[str, Preset]:
         """Every active principal's preset as the org policy's cap bounds it right now."""
-        return {p.id: p.preset.at_most(self.cap_source(p.owner).preset) for p in self.grants.active()}
+        return {
+            p.id: p.preset.at_most(self.cap_source(p.owner).preset) for p in self.grants.active()
+        }
 
     async def policy_changed(self, before: dict[str, Preset]) -> None:
         """After a new policy took effect: cascade for every agent whose grant it narrowed.

@@ -18,7 +18,7 @@ def register(gate: Gate, cards: Cards) -> None:
     async def list_cards(call: Call) -> Any:
         assert call.actor.user is not None
         pending = bool(call.params.get("pending", True))
-        return [card.to_dict() for card in cards.list(call.actor.user, pending_only=pending)]
+        return [card.to_dict() for card in cards.listing(call.actor.user, pending_only=pending)]
 
     async def decide(call: Call) -> Any:
         assert call.actor.user is not None

@@ -141,7 +141,9 @@ class Gate:
             actor=call.actor.name,
             action=call.action.name,
             outcome=outcome,
-            scope=call.scope.value if call.scope else (call.action.scope.value if call.action.scope else None),
+            scope=call.scope.value
+            if call.scope
+            else (call.action.scope.value if call.action.scope else None),
             target=call.target,
             message_id=call.message_id,
             details=details,
@@ -155,10 +157,14 @@ class Gate:
     def _record_failure(self, call: Call, exc: Exception) -> None:
         if isinstance(exc, AuditUnavailable):
             return  # nothing can be recorded; the caller is told the action did not happen
-        outcome = "refused" if isinstance(exc, OpenbusError) and exc.code != "unavailable" else "error"
+        outcome = (
+            "refused" if isinstance(exc, OpenbusError) and exc.code != "unavailable" else "error"
+        )
         reason = exc.code if isinstance(exc, OpenbusError) else "internal"
         message = exc.message if isinstance(exc, OpenbusError) else "internal error"
-        self._append([], self._draft(call, outcome, {**call.details, "reason": reason, "message": message}))
+        self._append(
+            [], self._draft(call, outcome, {**call.details, "reason": reason, "message": message})
+        )
 
     def _append(self, writes: list[Write], draft: AuditDraft) -> AuditRecord:
         conn = self.audit.db.conn
@@ -176,7 +182,9 @@ class Gate:
         except sqlite3.Error as exc:
             self.audit.forget_head()
             log.error("audit store refused a record: %s", exc)
-            raise AuditUnavailable(f"the audit record could not be written ({exc}); the action did not happen") from None
+            raise AuditUnavailable(
+                f"the audit record could not be written ({exc}); the action did not happen"
+            ) from None
         self.audit.committed(record)
         return record
 
@@ -186,4 +194,6 @@ class Gate:
             conn.execute("BEGIN IMMEDIATE")
             conn.execute("ROLLBACK")
         except sqlite3.Error as exc:
-            raise AuditUnavailable(f"the audit store is not writable ({exc}); the action did not happen") from None
+            raise AuditUnavailable(
+                f"the audit store is not writable ({exc}); the action did not happen"
+            ) from None

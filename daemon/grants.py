@@ -24,7 +24,10 @@ from openbus.daemon.state import StateDB
 
 CapLookup = Callable[[str], Preset]
 
-_COLUMNS = "id, harness, launcher, owner, session_id, pane_id, pid, incarnation, preset, state, created, updated"
+_COLUMNS = (
+    "id, harness, launcher, owner, session_id, pane_id, pid, incarnation, preset, state, "
+    "created, updated"
+)
 
 
 @dataclass(frozen=True)
@@ -67,14 +70,40 @@ class Principal:
 
 
 def _row(row: tuple[Any, ...]) -> Principal:
-    pid_, harness, launcher, owner, session_id, pane_id, pid, incarnation, preset, state, created, updated = row
+    (
+        pid_,
+        harness,
+        launcher,
+        owner,
+        session_id,
+        pane_id,
+        pid,
+        incarnation,
+        preset,
+        state,
+        created,
+        updated,
+    ) = row
     return Principal(
-        pid_, harness, launcher, owner, session_id, pane_id, pid, incarnation, Preset(preset), state, created, updated
+        pid_,
+        harness,
+        launcher,
+        owner,
+        session_id,
+        pane_id,
+        pid,
+        incarnation,
+        Preset(preset),
+        state,
+        created,
+        updated,
     )
 
 
 class Grants:
-    def __init__(self, db: StateDB, clock: Clock, random: Random, cap_for: CapLookup | None = None) -> None:
+    def __init__(
+        self, db: StateDB, clock: Clock, random: Random, cap_for: CapLookup | None = None
+    ) -> None:
         self.db = db
         self.clock = clock
         self.random = random
@@ -83,7 +112,9 @@ class Grants:
     # ------------------------------------------------------------------ reads
 
     def get(self, principal_id: str) -> Principal:
-        row = self.db.conn.execute(f"SELECT {_COLUMNS} FROM principals WHERE id = ?", (principal_id,)).fetchone()
+        row = self.db.conn.execute(
+            f"SELECT {_COLUMNS} FROM principals WHERE id = ?", (principal_id,)
+        ).fetchone()
         if row is None:
             raise NotFound(f"no such principal {principal_id}")
         return _row(row)
@@ -98,12 +129,16 @@ class Grants:
 
     def by_pane(self, pane_id: str) -> list[Principal]:
         rows = self.db.conn.execute(
-            f"SELECT {_COLUMNS} FROM principals WHERE pane_id = ? AND state = 'active' ORDER BY created", (pane_id,)
+            f"SELECT {_COLUMNS} FROM principals "
+            "WHERE pane_id = ? AND state = 'active' ORDER BY created",
+            (pane_id,),
         ).fetchall()
         return [_row(r) for r in rows]
 
     def active(self) -> list[Principal]:
-        rows = self.db.conn.execute(f"SELECT {_COLUMNS} FROM principals WHERE state = 'active'").fetchall()
+        rows = self.db.conn.execute(
+            f"SELECT {_COLUMNS} FROM principals WHERE state = 'active'"
+        ).fetchall()
         return [_row(r) for r in rows]
 
     def scopes_for(self, actor: Actor) -> frozenset[Scope]:
@@ -123,10 +158,16 @@ class Grants:
             raise NotConnected("not connected")
         return principal
 
-    # ------------------------------------------------------------------ writes (as queued callbacks)
+    # ------------------------------------------------------------------ writes (queued callbacks)
 
     def mint(
-        self, *, harness: str, owner: str, preset: Preset, launcher: str | None, session_id: str | None = None
+        self,
+        *,
+        harness: str,
+        owner: str,
+        preset: Preset,
+        launcher: str | None,
+        session_id: str | None = None,
     ) -> tuple[str, str, Callable[[sqlite3.Connection], None]]:
         """A fresh principal and token. Returns (principal id, token, write)."""
         principal_id = "p_" + self.random.token_bytes(12).hex()
@@ -136,24 +177,44 @@ class Grants:
 
         def write(conn: sqlite3.Connection) -> None:
             conn.execute(
-                f"INSERT INTO principals ({_COLUMNS}, token_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (principal_id, harness, launcher, owner, session_id, None, None, None, preset.value, "active", now, now, digest),
+                f"INSERT INTO principals ({_COLUMNS}, token_hash) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    principal_id,
+                    harness,
+                    launcher,
+                    owner,
+                    session_id,
+                    None,
+                    None,
+                    None,
+                    preset.value,
+                    "active",
+                    now,
+                    now,
+                    digest,
+                ),
             )
 
         return principal_id, token, write
 
-    def attach_pane(self, principal_id: str, pane_id: str, pid: int, incarnation: str) -> Callable[[sqlite3.Connection], None]:
+    def attach_pane(
+        self, principal_id: str, pane_id: str, pid: int, incarnation: str
+    ) -> Callable[[sqlite3.Connection], None]:
         now = self.clock.now()
 
         def write(conn: sqlite3.Connection) -> None:
             conn.execute(
-                "UPDATE principals SET pane_id = ?, pid = ?, incarnation = ?, updated = ? WHERE id = ?",
+                "UPDATE principals SET pane_id = ?, pid = ?, incarnation = ?, updated = ? "
+                "WHERE id = ?",
                 (pane_id, pid, incarnation, now, principal_id),
             )
 
         return write
 
-    def bind_session(self, principal_id: str, session_id: str) -> Callable[[sqlite3.Connection], None]:
+    def bind_session(
+        self, principal_id: str, session_id: str
+    ) -> Callable[[sqlite3.Connection], None]:
         """Attach the session id as the principal's alias, once. Rebinding elsewhere is refused."""
         current = self.get(principal_id)
         if current.session_id not in (None, session_id):
@@ -162,7 +223,8 @@ class Grants:
 
         def write(conn: sqlite3.Connection) -> None:
             conn.execute(
-                "UPDATE principals SET session_id = ?, updated = ? WHERE id = ? AND (session_id IS NULL OR session_id = ?)",
+                "UPDATE principals SET session_id = ?, updated = ? "
+                "WHERE id = ? AND (session_id IS NULL OR session_id = ?)",
                 (session_id, now, principal_id, session_id),
             )
 
@@ -172,7 +234,10 @@ class Grants:
         now = self.clock.now()
 
         def write(conn: sqlite3.Connection) -> None:
-            conn.execute("UPDATE principals SET preset = ?, updated = ? WHERE id = ?", (preset.value, now, principal_id))
+            conn.execute(
+                "UPDATE principals SET preset = ?, updated = ? WHERE id = ?",
+                (preset.value, now, principal_id),
+            )
 
         return write
 
@@ -181,7 +246,8 @@ class Grants:
 
         def write(conn: sqlite3.Connection) -> None:
             conn.execute(
-                "UPDATE principals SET state = 'revoked', preset = 'off', updated = ? WHERE id = ?", (now, principal_id)
+                "UPDATE principals SET state = 'revoked', preset = 'off', updated = ? WHERE id = ?",
+                (now, principal_id),
             )
 
         return write

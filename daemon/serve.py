@@ -100,4 +100,4 @@ def serve(config: Config) -> None:
             flush=True,
         )
     argv = gunicorn_argv(config)
-    os.execve(argv[0], argv, env)
+    os.execve(argv[0], argv, env)  # noqa: S606 - gunicorn replaces this process, no shell

@@ -9,6 +9,7 @@ their actions on the gate and their start/stop hooks here.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -18,13 +19,13 @@ from openbus.daemon.audit.log import AuditLog
 from openbus.daemon.cards import Cards
 from openbus.daemon.config import Config
 from openbus.daemon.connect import Connect
+from openbus.daemon.core.audit import AuditDraft
 from openbus.daemon.core.clock import Clock, Random
 from openbus.daemon.gate import Gate
-from openbus.daemon.core.audit import AuditDraft
 from openbus.daemon.grants import Grants
 from openbus.daemon.policy_runtime import PolicyRuntime
-from openbus.policy.loader import PolicyRejection
 from openbus.daemon.state import StateDB
+from openbus.policy.loader import PolicyRejection
 
 log = logging.getLogger("openbus")
 
@@ -154,10 +155,11 @@ class Services:
         for task in self.tasks:
             task.cancel()
         for task in self.tasks:
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):
-                pass
+            with contextlib.suppress(asyncio.CancelledError):
+                try:
+                    await task
+                except Exception:
+                    log.exception("a background task failed while stopping")
         self.tasks.clear()
         self.db.close()
 

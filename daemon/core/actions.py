@@ -38,7 +38,11 @@ class Action:
 
     @property
     def agent_callable(self) -> bool:
-        return self.scope is not None and self.tier is not Tier.NEVER_FOR_PEERS and self.scope is not Scope.ACT
+        return (
+            self.scope is not None
+            and self.tier is not Tier.NEVER_FOR_PEERS
+            and self.scope is not Scope.ACT
+        )
 
 
 def authorize(actor: Actor, action: Action, scopes: frozenset[Scope]) -> Scope | None:

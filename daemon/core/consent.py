@@ -81,7 +81,9 @@ def parse_decision(value: object) -> Decision:
     try:
         return Decision(value)
     except ValueError:
-        raise BadRequest(f"must be one of approve, approve_pair, decline; got {value!r}", field="decision") from None
+        raise BadRequest(
+            f"must be one of approve, approve_pair, decline; got {value!r}", field="decision"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -115,7 +117,9 @@ class Card:
             raise Conflict(f"card {self.id} is already {current.state.value}")
         if decision is Decision.APPROVE_PAIR and current.kind not in ("message", "hop_limit"):
             raise BadRequest("approve_pair applies only to message cards", field="decision")
-        return replace(current, state=_DECISION_STATE[decision], decided_by=f"human:{by_user}", decided=now)
+        return replace(
+            current, state=_DECISION_STATE[decision], decided_by=f"human:{by_user}", decided=now
+        )
 
     def cancel(self, now: float) -> Card:
         if self.state.final:

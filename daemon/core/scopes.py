@@ -51,7 +51,9 @@ _RANK = {Preset.OFF: 0, Preset.OBSERVE: 1, Preset.COLLABORATE: 2}
 PRESET_SCOPES: dict[Preset, frozenset[Scope]] = {
     Preset.OFF: frozenset(),
     Preset.OBSERVE: frozenset({Scope.READ, Scope.HISTORY}),
-    Preset.COLLABORATE: frozenset({Scope.READ, Scope.HISTORY, Scope.MESSAGE, Scope.REACHABLE, Scope.SPAWN}),
+    Preset.COLLABORATE: frozenset(
+        {Scope.READ, Scope.HISTORY, Scope.MESSAGE, Scope.REACHABLE, Scope.SPAWN}
+    ),
 }
 
 GRANTABLE: frozenset[Scope] = PRESET_SCOPES[Preset.COLLABORATE]
@@ -63,7 +65,9 @@ def parse_preset(value: object, field: str = "preset") -> Preset:
     try:
         return Preset(value.strip().lower())
     except ValueError:
-        raise BadRequest(f"must be one of off, observe, collaborate; got {value!r}", field=field) from None
+        raise BadRequest(
+            f"must be one of off, observe, collaborate; got {value!r}", field=field
+        ) from None
 
 
 def effective_scopes(granted: Preset, cap: Preset) -> frozenset[Scope]:

@@ -32,7 +32,9 @@ async def read_json(req: falcon.asgi.Request) -> dict[str, Any]:
     return data
 
 
-def int_param(req: falcon.asgi.Request, name: str, default: int, *, minimum: int = 0, maximum: int = 10**12) -> int:
+def int_param(
+    req: falcon.asgi.Request, name: str, default: int, *, minimum: int = 0, maximum: int = 10**12
+) -> int:
     raw = req.get_param(name)
     if raw is None or raw == "":
         return default

@@ -39,7 +39,10 @@ def status_for(exc: errors.OpenbusError) -> int:
 
 
 async def handle_openbus_error(
-    req: falcon.asgi.Request, resp: falcon.asgi.Response, exc: errors.OpenbusError, params: dict[str, Any]
+    req: falcon.asgi.Request,
+    resp: falcon.asgi.Response,
+    exc: errors.OpenbusError,
+    params: dict[str, Any],
 ) -> None:
     resp.status = status_for(exc)
     resp.media = exc.to_dict()
@@ -60,6 +63,6 @@ async def handle_unexpected(
     resp.media = {"error": "internal", "message": "internal error; the daemon log has details"}
 
 
-def install(app: falcon.asgi.App) -> None:
+def install(app: falcon.asgi.App[Any, Any]) -> None:
     app.add_error_handler(Exception, handle_unexpected)
     app.add_error_handler(errors.OpenbusError, handle_openbus_error)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import falcon.asgi
 
 from openbus.daemon.http.common import read_json
@@ -15,17 +17,23 @@ class CardsResource:
 
     async def on_get(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
         pending = req.get_param_as_bool("pending", default=True)
-        resp.media = {"cards": await self.gate.run(require_actor(req), "cards.list", {"pending": pending})}
+        resp.media = {
+            "cards": await self.gate.run(require_actor(req), "cards.list", {"pending": pending})
+        }
 
 
 class CardResource:
     def __init__(self, services: Services) -> None:
         self.gate = services.gate
 
-    async def on_post(self, req: falcon.asgi.Request, resp: falcon.asgi.Response, card_id: str) -> None:
+    async def on_post(
+        self, req: falcon.asgi.Request, resp: falcon.asgi.Response, card_id: str
+    ) -> None:
         actor = require_actor(req)
         body = await read_json(req)
-        resp.media = await self.gate.run(actor, "cards.decide", {"card": card_id, "decision": body.get("decision")})
+        resp.media = await self.gate.run(
+            actor, "cards.decide", {"card": card_id, "decision": body.get("decision")}
+        )
 
 
 class ConnectResource:
@@ -35,7 +43,9 @@ class ConnectResource:
     async def on_put(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
         actor = require_actor(req)
         body = await read_json(req)
-        resp.media = await self.gate.run(actor, "connect.set", {"pane": body.get("pane"), "preset": body.get("preset")})
+        resp.media = await self.gate.run(
+            actor, "connect.set", {"pane": body.get("pane"), "preset": body.get("preset")}
+        )
 
 
 class DisconnectAllResource:
@@ -46,7 +56,7 @@ class DisconnectAllResource:
         resp.media = await self.gate.run(require_actor(req), "connect.disconnect_all", {})
 
 
-def add_routes(app: falcon.asgi.App, services: Services) -> None:
+def add_routes(app: falcon.asgi.App[Any, Any], services: Services) -> None:
     app.add_route("/api/cards", CardsResource(services))
     app.add_route("/api/cards/{card_id}", CardResource(services))
     app.add_route("/api/connect", ConnectResource(services))

@@ -24,6 +24,7 @@ from openbus.daemon.core.tunnel_auth import TunnelRejected, is_identity_header, 
 from openbus.daemon.http.worker import PEER_EXTENSION
 
 AGENT_SIDE_PATHS = ("/healthz", "/mcp")
+__all__ = ["Identity", "is_identity_header", "require_actor", "user_name"]
 
 # (method, target, headers, body) -> user name; raises Unauthenticated
 TunnelVerify = Callable[[str, str, list[tuple[str, str]], bytes], str]
@@ -61,7 +62,7 @@ class Identity:
         if peer is None:  # TCP: the agents' side
             if claims:
                 self._refuse(req, "tcp", claims)
-            if req.path == "/healthz" or req.path == "/mcp" or req.path.startswith("/mcp/"):
+            if req.path in AGENT_SIDE_PATHS or req.path.startswith("/mcp/"):
                 return
             raise NotFound("the agents' port serves only /mcp and /healthz")
 
@@ -74,7 +75,9 @@ class Identity:
             try:
                 user = self.tunnel_verify(req.method, target_from_scope(req.scope), headers, body)
             except TunnelRejected as exc:
-                self._refuse(req, f"uid {peer['uid']} (tunnel): {exc.rejection_reason}", claims or ["none"])
+                self._refuse(
+                    req, f"uid {peer['uid']} (tunnel): {exc.rejection_reason}", claims or ["none"]
+                )
             except Unauthenticated:
                 self._refuse(req, f"uid {peer['uid']} (tunnel)", claims or ["none"])
             req.context.actor = actors.human(user)

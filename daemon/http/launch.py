@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import falcon.asgi
 
 from openbus.daemon.http.common import read_json
@@ -26,5 +28,5 @@ class LaunchResource:
         resp.status = falcon.HTTP_201
 
 
-def add_routes(app: falcon.asgi.App, services: Services) -> None:
+def add_routes(app: falcon.asgi.App[Any, Any], services: Services) -> None:
     app.add_route("/api/launch", LaunchResource(services))

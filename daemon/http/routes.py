@@ -8,6 +8,8 @@ walks the router to prove it.
 
 from __future__ import annotations
 
+from typing import Any
+
 import falcon.asgi
 
 from openbus.daemon.http import human
@@ -28,7 +30,7 @@ class Health:
         resp.media = body
 
 
-def add_routes(app: falcon.asgi.App, services: Services) -> None:
+def add_routes(app: falcon.asgi.App[Any, Any], services: Services) -> None:
     app.add_route("/healthz", Health(services))
     human.add_routes(app, services)
     from openbus.daemon.http import history

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +44,12 @@ def test_a_read_runs_and_leaves_exactly_one_record(tmp_path: Path) -> None:
     gate.register(READ, executor)
     assert run(gate.run(actors.human("alice"), "thing.read", target="%1")) == "data"
     [record] = audit.read()
-    assert (record.actor, record.action, record.outcome, record.target) == ("human:alice", "thing.read", "ok", "%1")
+    assert (record.actor, record.action, record.outcome, record.target) == (
+        "human:alice",
+        "thing.read",
+        "ok",
+        "%1",
+    )
     assert record.details == {"rows": 2}
 
 
@@ -71,13 +75,18 @@ def test_a_granted_agent_runs_and_narrowing_takes_effect_on_the_next_call(tmp_pa
         return "ok"
 
     gate.register(READ, executor)
-    principal, _token, write = grants.mint(harness="claude", owner="alice", preset=Preset.OBSERVE, launcher="claude")
+    principal, _token, write = grants.mint(
+        harness="claude", owner="alice", preset=Preset.OBSERVE, launcher="claude"
+    )
     from openbus.daemon.core.audit import AuditDraft
 
     gate.record(AuditDraft(actor="human:alice", action="launch", outcome="ok"), [write])
     agent = actors.agent_session("claude", "s1", principal)
     assert run(gate.run(agent, "thing.read")) == "ok"
-    gate.record(AuditDraft(actor="human:alice", action="connect.set", outcome="ok"), [grants.set_preset(principal, Preset.OFF)])
+    gate.record(
+        AuditDraft(actor="human:alice", action="connect.set", outcome="ok"),
+        [grants.set_preset(principal, Preset.OFF)],
+    )
     with pytest.raises(NotConnected):
         run(gate.run(agent, "thing.read"))
     assert [r.outcome for r in audit.read()] == ["ok", "ok", "ok", "refused"]

@@ -26,7 +26,9 @@ def test_sigterm_drains_and_exits_zero(daemon: RunningDaemon) -> None:
 
 
 def test_a_bad_config_key_stops_start_up_naming_key_and_file(tmp_path: Path) -> None:
-    config = write_config(tmp_path / "bad.toml", {"daemon": {"listen": "127.0.0.1:7707", "colour": "blue"}})
+    config = write_config(
+        tmp_path / "bad.toml", {"daemon": {"listen": "127.0.0.1:7707", "colour": "blue"}}
+    )
     result = subprocess.run(
         [sys.executable, "-m", "openbus.daemon.cli", "serve", "--config", str(config)],
         capture_output=True,

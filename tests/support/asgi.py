@@ -7,6 +7,7 @@ real daemon; this is for walking every route quickly.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from typing import Any
@@ -71,10 +72,8 @@ async def call(
             if message.get("more_body"):
                 raise _ClientGone  # a stream: read its first chunk, then hang up
 
-    try:
+    with contextlib.suppress(_ClientGone):
         await app(scope, receive, send)
-    except _ClientGone:
-        pass
     raw = b"".join(chunks)
     try:
         return status, json.loads(raw) if raw else None

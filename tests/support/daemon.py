@@ -63,15 +63,25 @@ class RunningDaemon:
     def human(self, timeout: float = 10.0) -> httpx.Client:
         """A client on the human side (unix socket), as the current user."""
         return httpx.Client(
-            transport=httpx.HTTPTransport(uds=str(self.socket_path)), base_url="http://openbus", timeout=timeout
+            transport=httpx.HTTPTransport(uds=str(self.socket_path)),
+            base_url="http://openbus",
+            timeout=timeout,
         )
 
     def agent_side(self, timeout: float = 10.0) -> httpx.Client:
         return httpx.Client(base_url=self.base_url, timeout=timeout)
 
-    def cli(self, *args: str, env: Mapping[str, str] | None = None, check: bool = False, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    def cli(
+        self,
+        *args: str,
+        env: Mapping[str, str] | None = None,
+        check: bool = False,
+        timeout: float = 60,
+    ) -> subprocess.CompletedProcess[str]:
         cmd = [sys.executable, "-m", "openbus.daemon.cli", *args, "--config", str(self.config_path)]
-        result = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=timeout)
+        result = subprocess.run(
+            cmd, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=timeout
+        )
         if check and result.returncode != 0:
             raise AssertionError(f"openbus {' '.join(args)} failed: {result.stderr}")
         return result
@@ -87,7 +97,9 @@ class RunningDaemon:
 
 def _healthy(daemon: RunningDaemon) -> bool:
     if daemon.process.poll() is not None:
-        raise AssertionError(f"daemon exited early with {daemon.process.returncode}:\n{daemon.log()}")
+        raise AssertionError(
+            f"daemon exited early with {daemon.process.returncode}:\n{daemon.log()}"
+        )
     if not daemon.socket_path.exists():
         return False
     try:
@@ -132,7 +144,9 @@ def start_daemon(
 
 @contextmanager
 def running_daemon(
-    tmp: Path, extra: Mapping[str, Mapping[str, Any]] | None = None, env: Mapping[str, str] | None = None
+    tmp: Path,
+    extra: Mapping[str, Mapping[str, Any]] | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> Iterator[RunningDaemon]:
     daemon = start_daemon(tmp, extra, env)
     try:

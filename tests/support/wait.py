@@ -15,7 +15,11 @@ class Timeout(AssertionError):
 
 
 def wait_until(
-    predicate: Callable[[], T], *, timeout: float = 10.0, interval: float = 0.02, what: str = "condition"
+    predicate: Callable[[], T],
+    *,
+    timeout: float = 10.0,
+    interval: float = 0.02,
+    what: str = "condition",
 ) -> T:
     """Poll ``predicate`` until it returns something truthy; return that. Fail after ``timeout``."""
     deadline = time.monotonic() + timeout
@@ -34,7 +38,11 @@ def wait_until(
 
 
 async def async_wait_until(
-    predicate: Callable[[], Awaitable[T]], *, timeout: float = 10.0, interval: float = 0.02, what: str = "condition"
+    predicate: Callable[[], Awaitable[T]],
+    *,
+    timeout: float = 10.0,
+    interval: float = 0.02,
+    what: str = "condition",
 ) -> T:
     deadline = time.monotonic() + timeout
     while True:

@@ -9,7 +9,15 @@ from openbus.daemon.core.errors import BadRequest, Conflict, Forbidden
 
 
 def card(now: float = 100.0, ttl: float = 60.0, kind: str = "message"):  # type: ignore[no-untyped-def]
-    return new_card(card_id="c1", kind=kind, requester="agent:claude:s1", owner="alice", summary="hi", now=now, ttl=ttl)
+    return new_card(
+        card_id="c1",
+        kind=kind,
+        requester="agent:claude:s1",
+        owner="alice",
+        summary="hi",
+        now=now,
+        ttl=ttl,
+    )
 
 
 def test_a_pending_card_is_approved_by_its_owner() -> None:
@@ -43,7 +51,10 @@ def test_expiry_is_exact_to_the_second() -> None:
 def test_approving_the_pair_is_only_for_message_cards() -> None:
     with pytest.raises(BadRequest):
         card(kind="start_session").decide(Decision.APPROVE_PAIR, by_user="alice", now=110)
-    assert card().decide(Decision.APPROVE_PAIR, by_user="alice", now=110).state is CardState.APPROVED_PAIR
+    assert (
+        card().decide(Decision.APPROVE_PAIR, by_user="alice", now=110).state
+        is CardState.APPROVED_PAIR
+    )
 
 
 def test_cancelling_a_final_card_changes_nothing() -> None:

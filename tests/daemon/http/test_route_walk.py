@@ -76,5 +76,5 @@ def test_every_route_goes_through_the_gate_and_leaves_one_record(services: Servi
 
 def test_a_route_with_no_identity_is_refused(services: Services) -> None:
     app = create_app(services.config, services=services)
-    status, body = asyncio.run(call(app, "GET", "/api/cards", peer=False))  # type: ignore[arg-type]
+    status, _ = asyncio.run(call(app, "GET", "/api/cards", peer=False))  # type: ignore[arg-type]
     assert status == 404  # the agents' side serves only /mcp and /healthz
