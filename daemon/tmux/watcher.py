@@ -67,9 +67,10 @@ class Watcher:
         tmux: Tmux,
         sink: Sink,
         *,
-        debounce: float = 0.03,
-        resync: float = 10.0,
+        debounce: float = 0.05,
+        resync: float = 5.0,
         backoff: tuple[float, float] = (0.2, 5.0),
+        meta_max_age: float = 30.0,
     ) -> None:
         self.tmux = tmux
         self.sink = sink
@@ -86,6 +87,8 @@ class Watcher:
         self.captures = 0  # panes captured, for tests and the benchmark
         self.listings = 0
         self._listed: set[str] = set()
+        self._meta: dict[str, tuple[PaneInfo, float]] = {}  # pane metadata and when it was read
+        self.meta_max_age = meta_max_age
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -187,12 +190,13 @@ class Watcher:
             client = ControlClient(
                 self.tmux.attach_argv(session), self.tmux.env, self._on_event, label=session
             )
+            self._clients[session] = client  # before the await: no second client for it
             try:
                 await client.start()
             except OSError:
                 log.exception("could not start a tmux control client")
+                self._clients.pop(session, None)
                 continue
-            self._clients[session] = client
         self.tmux.control = self._command_client()
 
     # ------------------------------------------------------------------ events
@@ -230,23 +234,33 @@ class Watcher:
         client = self._command_client()
         if client is None or not panes:
             return
+        now = asyncio.get_running_loop().time()
+        fresh = {p for p in panes if p in self._meta and now - self._meta[p][1] < self.meta_max_age}
         lines: list[str] = []
         for pane in panes:
-            lines.append(f"display-message -p -t {pane} -F {quote(PANE_FORMAT)}")
+            if pane not in fresh:
+                lines.append(f"display-message -p -t {pane} -F {quote(PANE_FORMAT)}")
             lines.append(f"capture-pane -p -t {pane}")
         try:
-            futures = client.send(lines)
+            futures = iter(client.send(lines))
         except ConnectionError:
             return
-        results = await asyncio.gather(*futures, return_exceptions=True)
-        for index, pane in enumerate(panes):
-            meta, screen = results[2 * index], results[2 * index + 1]
-            if isinstance(meta, TmuxCommandError) or isinstance(screen, TmuxCommandError):
+        for pane in panes:
+            try:
+                if pane in fresh:
+                    info: PaneInfo | None = self._meta[pane][0]
+                else:
+                    meta = await next(futures)
+                    info = PaneInfo.parse(meta[0]) if meta else None
+                    if info is not None:
+                        self._meta[pane] = (info, now)
+                screen = await next(futures)
+            except TmuxCommandError:
+                self._meta.pop(pane, None)
                 self.sink.pane_gone(pane)
                 continue
-            if isinstance(meta, BaseException) or isinstance(screen, BaseException):
-                continue
-            info = PaneInfo.parse(meta[0]) if meta else None
+            except (ConnectionError, TimeoutError):
+                return
             if info is None:
                 continue
             self.captures += 1
@@ -277,6 +291,8 @@ class Watcher:
         self.listings += 1
         infos = [info for info in map(PaneInfo.parse, listed) if info is not None]
         known = {info.pane_id for info in infos}
+        now = asyncio.get_running_loop().time()
+        self._meta = {info.pane_id: (info, now) for info in infos}
         self.sink.panes_listed(infos)
         new = known if capture_all else known - self._listed
         self._listed = known

@@ -103,11 +103,12 @@ def test_respawn_and_remain_on_exit_and_kill(server: Server) -> None:
     old_pid = next(i.pid for i in run(tmux.list_panes()) if i.pane_id == pane)
     new_pid = run(tmux.respawn_pane(pane, ["sh", "-c", "echo respawned; exit 3"], {"X": "1"}))
     assert new_pid != old_pid
-    wait_until(
-        lambda: next(i for i in run(tmux.list_panes()) if i.pane_id == pane).dead,
-        what="the pane to die",
-    )
-    info = next(i for i in run(tmux.list_panes()) if i.pane_id == pane)
+
+    def dead() -> Any:
+        found = next(i for i in run(tmux.list_panes()) if i.pane_id == pane)
+        return found if found.dead and found.dead_status is not None else None
+
+    info = wait_until(dead, what="the pane to die with its status")
     assert info.dead_status == 3
     run(tmux.kill_pane(pane))
     assert pane not in {i.pane_id for i in run(tmux.list_panes())}
