@@ -6,7 +6,10 @@ A ``MessageBook`` holds every message the daemon knows about, in memory, and no 
 clock is injected, and the adapters (``daemon.messaging``) do the typing, the cards and the
 audit records around the decisions it returns.
 
-**Admission** (``MessageBook.admit``) happens before anything is stored. In order it checks
+**Admission** happens before anything is stored: ``check`` judges a message and returns an
+``Admission`` without touching the book; ``commit`` stores it (the adapter commits right after
+the call's audit record is written, so an action that could not be audited leaves nothing
+behind); ``admit`` is both. In order ``check`` tests
 the message id's form, that the id is not already held by this sender, the text (printable
 characters and newlines only: ESC, CR, TAB, every other Cc/Cf character, bidirectional
 overrides and isolates, line/paragraph separators, private-use and unassigned code points

@@ -49,7 +49,8 @@ log = logging.getLogger("openbus.messaging")
 
 PASTE_TIMEOUT = 3.0
 CONFIRM_TIMEOUT = 8.0
-POLL_SECONDS = 0.01
+POLL_FIRST = 0.001  # re-parse quickly at first, backing off to POLL_MAX
+POLL_MAX = 0.02
 # Codex treats a burst of fast input as a paste and holds an Enter that follows too closely
 # (harnesses.md: 40+ characters and Enter at once stayed unsent; Enter 0.3 s later submitted).
 PASTE_BURST_SECONDS = {"codex": 0.4}
@@ -268,6 +269,7 @@ class DeliveryEngine:
         self, pane: str, predicate: Callable[[Reading, str], bool], timeout: float
     ) -> bool:
         deadline = time.monotonic() + timeout
+        pause = POLL_FIRST
         while True:
             with contextlib.suppress(OpenbusError):
                 text = normalize(await self.fleet.capture(pane))
@@ -276,7 +278,8 @@ class DeliveryEngine:
                     return True
             if time.monotonic() >= deadline:
                 return False
-            await asyncio.sleep(POLL_SECONDS)
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, POLL_MAX)
 
     async def close(self) -> None:
         for task in list(self._drains.values()):

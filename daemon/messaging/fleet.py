@@ -8,13 +8,17 @@ service any object with the same methods.
 from __future__ import annotations
 
 import asyncio
+import itertools
+import os
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from openbus.daemon.core.errors import OpenbusError
+from openbus.daemon.core.errors import NotFound, OpenbusError, Unavailable
 from openbus.daemon.screens import Evidence, Reading, parse
 from openbus.daemon.screens.base import screen_lines
+from openbus.daemon.tmux.control import TmuxCommandError
 
 
 @dataclass(frozen=True)
@@ -29,6 +33,7 @@ class PaneView:
     revision: int
     text: str | None
     title: str | None = None
+    pids: tuple[int, ...] = ()  # the pane's process and the harness process
 
     @property
     def deliverable(self) -> bool:
@@ -60,6 +65,16 @@ class Fleet(Protocol):
     def reparse(self, pane: str, text: str) -> Reading | None: ...
 
 
+_PANE = re.compile(r"^%[0-9]{1,9}$")
+_buffers = itertools.count(1)
+
+
+def tmux_double_quoted(text: str) -> str:
+    """``text`` as one double-quoted tmux word: taken literally, newlines as ``\\n``."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$")
+    return '"' + escaped.replace("\n", "\\n") + '"'
+
+
 def normalize(text: str) -> str:
     return "\n".join(screen_lines(text))
 
@@ -83,6 +98,7 @@ class DirectoryFleet:
             revision=entry.revision,
             text=entry.text,
             title=reading.title,
+            pids=(entry.info.pid, entry.process.pid),
         )
 
     def view(self, pane: str) -> PaneView | None:
@@ -104,6 +120,26 @@ class DirectoryFleet:
             yield FleetChange(change.kind, change.pane_id)
 
     async def paste(self, pane: str, text: str) -> None:
+        """One bracketed paste of ``text``. Over the watcher's control client when one is
+        connected (one round trip, the text on the client's stdin), else through the adapter's
+        ``send_literal`` (stdin of ``load-buffer``). Never in any process's argv."""
+        client = getattr(self.tmux, "control", None)
+        if client is not None and client.alive and _PANE.match(pane):
+            name = f"openbus-msg-{os.getpid()}-{next(_buffers)}"
+            line = (
+                f"set-buffer -b {name} {tmux_double_quoted(text)} ; "
+                f"paste-buffer -p -d -b {name} -t {pane}"
+            )
+            try:
+                await client.command(line)
+                return
+            except TmuxCommandError as exc:
+                detail = "; ".join(exc.lines) or "tmux refused the paste"
+                if "can't find pane" in detail:
+                    raise NotFound(f"no such pane {pane}", field="pane") from None
+                raise Unavailable(f"tmux failed: {detail}") from None
+            except ConnectionError:
+                pass  # the control client went away: the one-shot path below
         await self.tmux.send_literal(pane, text)
 
     async def enter(self, pane: str) -> None:

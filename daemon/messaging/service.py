@@ -32,7 +32,7 @@ import asyncio
 import getpass
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from openbus.daemon.core.actions import Action
 from openbus.daemon.core.actors import Actor, is_pane_id
@@ -48,6 +48,8 @@ from openbus.daemon.core.messaging import (
     Phase,
     Recipient,
     Target,
+    check_message_id,
+    check_text,
 )
 from openbus.daemon.core.scopes import Preset, Scope
 from openbus.daemon.gate import Call
@@ -200,12 +202,14 @@ class MessagingService:
         )
 
     def _principal_at(self, view: PaneView) -> Principal | None:
-        candidates = [
-            p for p in self.grants.by_pane(view.pane) if p.incarnation in (None, view.incarnation)
-        ]
-        exact = [p for p in candidates if p.incarnation == view.incarnation]
-        chosen = exact or candidates
-        return chosen[-1] if chosen else None
+        """The active principal of the agent now in ``view``'s pane: issued for this
+        incarnation, or attached to one of its processes (never one of a recycled pane)."""
+        found = self.grants.by_pane(view.pane)
+        exact = [p for p in found if p.incarnation == view.incarnation]
+        if exact:
+            return exact[-1]
+        alive = [p for p in found if p.pid is not None and p.pid in view.pids]
+        return alive[-1] if alive else None
 
     def reachable_now(self, message: Message) -> bool:
         """Both ends' scopes, looked up again (delivery calls this under the send lock)."""
@@ -238,6 +242,9 @@ class MessagingService:
         if isinstance(mid, str):
             call.details["offered_id"] = mid[:128]
         self.book.limits = self._limits()
+        # the cheap refusals first: a flood costs no directory or grant lookups
+        check_message_id(mid)
+        check_text(params.get("text"), self.book.limits.message_bytes)
         target, view = self.resolve_target(params)
         call.target = view.pane
         control = actor.kind == "control"
@@ -520,7 +527,7 @@ class MessagingService:
         try:
             for message in self.book.involving(principal.id):
                 self.finalize(message, Outcome.CANCELLED, f"Connect was narrowed to {preset.value}")
-            open_cards = cast("list[Card]", self.cards.open_for_principal(principal.id))
+            open_cards = self.cards.open_for_principal(principal.id)
             for card in open_cards:
                 if card.kind in MESSAGE_CARD_KINDS:
                     cancelled = card.cancel(self.clock.now())

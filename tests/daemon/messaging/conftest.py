@@ -1,0 +1,219 @@
+"""A daemon's services in-process over a real tmux server, with fake agent panes.
+
+``world(tmp_path)`` builds the real ``Services`` (gate, audit, cards, grants, directory,
+watcher, messaging) on a private tmux server, starts them inside the test's event loop and
+hands a ``World`` to the scenario: ``agent()`` starts a fake agent pane (``fake_agent.py``,
+detected as Claude Code) and grants it a preset; ``send``, ``status``, ``decide`` and
+``connect`` go through the gate like the MCP tools and the human API do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import json
+import shutil
+import sqlite3
+import sys
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from openbus.daemon.config import parse_config
+from openbus.daemon.core.actors import Actor, human
+from openbus.daemon.core.audit import AuditDraft
+from openbus.daemon.core.clock import SystemClock, SystemRandom
+from openbus.daemon.core.scopes import Preset
+from openbus.daemon.messaging.service import MessagingService
+from openbus.daemon.services import Services
+from tests.support.tmux import Server, tmux_server
+from tests.support.wait import async_wait_until
+
+FAKE_AGENT = Path(__file__).parent / "fake_agent.py"
+
+
+@dataclass
+class Agent:
+    name: str
+    pane: str
+    incarnation: str
+    principal: str | None
+    actor: Actor | None
+    control: Path
+
+    def received(self) -> list[str]:
+        path = self.control / "received"
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in path.read_text().splitlines()]
+
+    def release(self) -> None:
+        (self.control / "release").write_text("")
+
+
+class World:
+    def __init__(self, services: Services, server: Server, root: Path) -> None:
+        self.services = services
+        self.server = server
+        self.root = root
+        self.user = getpass.getuser()
+        self.human = human(self.user)
+        self.gate = services.gate
+
+    @property
+    def messaging(self) -> MessagingService:
+        found: MessagingService = self.services.extras["messaging"]
+        return found
+
+    @property
+    def directory(self) -> Any:
+        return self.services.extras["directory"]
+
+    async def until(self, predicate: Callable[[], object], what: str, timeout: float = 15) -> Any:
+        async def check() -> object:
+            return predicate()
+
+        return await async_wait_until(check, timeout=timeout, what=what)
+
+    def fake_argv(self, name: str, harness: str = "claude") -> tuple[list[str], Path]:
+        folder = self.root / "agents" / name
+        (folder / "bin").mkdir(parents=True, exist_ok=True)
+        script = folder / "bin" / harness
+        shutil.copy(FAKE_AGENT, script)
+        control = folder / "control"
+        control.mkdir(exist_ok=True)
+        return [sys.executable, str(script), str(control)], control
+
+    async def agent(self, name: str, preset: Preset | None = Preset.COLLABORATE) -> Agent:
+        argv, control = self.fake_argv(name)
+        pane = self.server.window(argv)
+        entry = await self.until(
+            lambda: self._idle_entry(pane), f"{name}'s pane idle in the directory"
+        )
+        principal = actor = None
+        if preset is not None:
+            grants = self.services.grants
+            principal, _token, mint = grants.mint(
+                harness="claude", owner=self.user, preset=preset, launcher=None
+            )
+            attach = grants.attach_pane(principal, pane, entry.process.pid, entry.incarnation)
+            self.gate.record(
+                AuditDraft(actor="system", action="test.grant", outcome="ok"), [mint, attach]
+            )
+            actor = grants.get(principal).actor()
+        return Agent(name, pane, entry.incarnation, principal, actor, control)
+
+    def _idle_entry(self, pane: str) -> Any:
+        try:
+            entry = self.directory.entry(pane)
+        except Exception:
+            return None
+        ok = entry.reading.state == "idle" and entry.reading.composer_empty is True
+        return entry if ok else None
+
+    async def hold(self, agent: Agent) -> None:
+        """The human starts a long turn in ``agent``'s pane (until ``agent.release()``)."""
+        await self.until(lambda: self._idle_entry(agent.pane), f"{agent.name} idle")
+        count = len(agent.received())
+        self.server.keys(agent.pane, "-l", "HOLD this turn")
+        await self.until(
+            lambda: self.directory.entry(agent.pane).reading.composer_empty is False, "typed"
+        )
+        self.server.keys(agent.pane, "Enter")
+        await self.until(lambda: len(agent.received()) > count, "the HOLD prompt submitted")
+        await self.until(lambda: self.directory.entry(agent.pane).reading.state == "busy", "busy")
+
+    async def respawn(self, agent: Agent) -> str:
+        argv, _ = self.fake_argv(agent.name + "-again")
+        self.server.run("respawn-pane", "-k", "-t", agent.pane, *argv)
+        entry = await self.until(
+            lambda: (
+                (e := self._idle_entry(agent.pane)) and e.incarnation != agent.incarnation and e
+            ),
+            "the replaced pane idle",
+        )
+        return str(entry.incarnation)
+
+    async def send(self, sender: Agent, to: Agent | str, text: str, mid: str, **extra: Any) -> Any:
+        assert sender.actor is not None
+        params: dict[str, Any] = {"text": text, "message_id": mid, **extra}
+        if isinstance(to, Agent):
+            params["target"] = to.pane
+            params.setdefault("incarnation", to.incarnation)
+        else:
+            params["target"] = to
+        return await self.gate.run(sender.actor, "message.send", params)
+
+    async def status(self, sender: Agent, mid: str, wait: float = 0) -> Any:
+        assert sender.actor is not None
+        return await self.gate.run(
+            sender.actor, "message.status", {"message_id": mid, "wait_seconds": wait}
+        )
+
+    async def final(self, sender: Agent, mid: str) -> str:
+        answer = await self.status(sender, mid, wait=20)
+        return str(answer["outcome"])
+
+    async def cards(self) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = await self.gate.run(self.human, "cards.list", {})
+        return found
+
+    async def decide(self, card: str, decision: str) -> Any:
+        return await self.gate.run(self.human, "cards.decide", {"card": card, "decision": decision})
+
+    async def connect(self, agent: Agent, preset: str) -> Any:
+        return await self.gate.run(
+            self.human, "connect.set", {"pane": agent.pane, "preset": preset}
+        )
+
+    def audit(self, message_id: str | None = None) -> list[dict[str, Any]]:
+        db = sqlite3.connect(self.services.config.db_path)
+        try:
+            db.row_factory = sqlite3.Row
+            rows = db.execute("SELECT * FROM audit ORDER BY seq").fetchall()
+        finally:
+            db.close()
+        out = [dict(r) for r in rows]
+        if message_id is not None:
+            out = [r for r in out if r.get("message_id") == message_id]
+        return out
+
+
+Scenario = Callable[[World], Awaitable[None]]
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    with tmux_server(tmp_path / "tmux") as running:
+        yield running
+
+
+@pytest.fixture
+def run_world(tmp_path: Path, server: Server) -> Callable[[Scenario], None]:
+    def run(scenario: Scenario) -> None:
+        config = parse_config(
+            {
+                "daemon": {
+                    "state_dir": str(tmp_path / "state"),
+                    "socket": str(tmp_path / "d.sock"),
+                },
+                "tmux": {"socket": str(server.socket)},
+                "history": {"claude_config_dirs": [], "codex_homes": []},
+            },
+            "<test>",
+        )
+
+        async def main() -> None:
+            services = Services.build(config, clock=SystemClock(), random=SystemRandom())
+            await services.start()
+            try:
+                await scenario(World(services, server, tmp_path))
+            finally:
+                await services.stop()
+
+        asyncio.run(main())
+
+    return run
