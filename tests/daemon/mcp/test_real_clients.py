@@ -1,0 +1,166 @@
+"""The real Claude Code and Codex, launched through ``openbus launch`` into tmux against the stub
+model, call ``list_panes`` and ``find_sessions``: the calls reach the daemon, are audited with
+the right actor and return data."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.daemon import RunningDaemon, running_daemon
+from tests.support.harnesses import (
+    CLAUDE_IDLE,
+    ClaudeHarness,
+    CodexHarness,
+    make_claude,
+    make_codex,
+    submit_prompt,
+    wait_for_screen,
+)
+from tests.support.stub_model import StubModel, call_tool, hold, reply, running_stub_model
+from tests.support.tmux_server import TmuxServer, private_tmux
+from tests.support.wait import wait_until
+
+pytestmark = [pytest.mark.harness, pytest.mark.timeout(180)]
+
+SCRIPT_WORD = "openbus-fleet-check"
+
+
+def calls(stub: StubModel, *extra: Any) -> Any:
+    return stub.script(
+        call_tool("mcp__openbus__list_panes", {}),
+        call_tool("mcp__openbus__find_sessions", {"query": "widget"}),
+        *extra,
+        reply("FLEET-CHECKED {tool_result}"),
+        match=SCRIPT_WORD,
+    )
+
+
+@pytest.fixture
+def stub() -> Iterator[StubModel]:
+    with running_stub_model() as model:
+        yield model
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    path = tmp_path / "project"
+    path.mkdir()
+    subprocess.run(["git", "init", "-q", str(path)], check=True)
+    subprocess.run(["git", "-C", str(path), "remote", "add", "origin", "git@github.com:acme/widget.git"], check=True)
+    return path
+
+
+@pytest.fixture
+def tmux(tmp_path: Path) -> Iterator[TmuxServer]:
+    with private_tmux(tmp_path) as server:
+        yield server
+
+
+def daemon_with(tmp_path: Path, tmux: TmuxServer, launchers: dict[str, dict[str, Any]]) -> Any:
+    extra: dict[str, dict[str, Any]] = {"tmux": {"socket": str(tmux.socket)}}
+    for name, values in launchers.items():
+        extra[f"launchers.{name}"] = values
+    (tmp_path / "d").mkdir(exist_ok=True)
+    return running_daemon(tmp_path / "d", extra)
+
+
+def launch(daemon: RunningDaemon, launcher: str, cwd: Path, prompt: str | None) -> dict[str, Any]:
+    args = ["launch", launcher, "--preset", "observe", "--cwd", str(cwd), "--json"]
+    if prompt is not None:
+        args += ["--prompt", prompt]
+    done = daemon.cli(*args, check=True)
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def audit(daemon: RunningDaemon) -> list[dict[str, Any]]:
+    with daemon.human() as client:
+        records: list[dict[str, Any]] = client.get("/api/audit", params={"after": 0}).json()["records"]
+    return records
+
+
+def agent_calls(daemon: RunningDaemon, prefix: str) -> list[tuple[str, str, str]]:
+    return [
+        (r["actor"], r["action"], r["outcome"])
+        for r in audit(daemon)
+        if r["actor"].startswith(prefix) and r["action"] in ("directory.list", "history.search")
+    ]
+
+
+def claude_launcher(claude: ClaudeHarness, *argv: str) -> dict[str, Any]:
+    env = {k: v for k, v in claude.env().items() if k not in ("PATH",)}
+    env["PATH"] = claude.env()["PATH"]
+    return {"harness": "claude", "argv": [str(claude.binary), *argv], "env": env}
+
+
+def test_claude_print_mode_launched_with_observe_lists_the_fleet_and_finds_sessions(
+    tmp_path: Path, stub: StubModel, project: Path, tmux: TmuxServer
+) -> None:
+    claude = make_claude(tmp_path / "c", stub, project)
+    script = calls(stub)
+    with daemon_with(tmp_path, tmux, {"claudep": claude_launcher(claude, "-p")}) as daemon:
+        launched = launch(daemon, "claudep", project, f"please run {SCRIPT_WORD}")
+        actor = launched["connect"]["actor"]
+        assert actor == f"agent:claude:{launched['connect']['session_id']}"
+        script.wait_finished(timeout=90)
+        got = wait_until(lambda: len(agent_calls(daemon, actor)) >= 2 and agent_calls(daemon, actor), timeout=30)
+        assert got == [(actor, "directory.list", "ok"), (actor, "history.search", "ok")]
+        assert any('"source": "openbus directory"' in r or "openbus directory" in r for r in script.tool_results)
+        offered = [t for req in stub.turns("anthropic") for t in req.offered_tools if t.startswith("mcp__openbus__")]
+        assert {"mcp__openbus__list_panes", "mcp__openbus__find_sessions"} <= set(offered)
+
+
+def test_claude_tui_launched_with_observe_calls_the_tools_without_asking_the_human(
+    tmp_path: Path, stub: StubModel, project: Path, tmux: TmuxServer
+) -> None:
+    claude = make_claude(tmp_path / "c", stub, project)
+    script = calls(stub)
+    with daemon_with(tmp_path, tmux, {"claudetui": claude_launcher(claude)}) as daemon:
+        launched = launch(daemon, "claudetui", project, None)
+        actor = launched["connect"]["actor"]
+        wait_for_screen(tmux, launched["pane"], CLAUDE_IDLE, timeout=60)
+        submit_prompt(tmux, launched["pane"], f"please run {SCRIPT_WORD}")
+        # The turn's final text is the stub's business; what matters here is that both calls
+        # ran without a permission prompt (the pane shows them done, no "Do you want to proceed?").
+        wait_for_screen(tmux, launched["pane"], "Called openbus 2 times", CLAUDE_IDLE, timeout=90)
+        try:
+            got = wait_until(lambda: len(agent_calls(daemon, actor)) >= 2 and agent_calls(daemon, actor), timeout=30)
+        except AssertionError:
+            raise AssertionError(repr(script.tool_results) + json.dumps([(r["actor"], r["action"], r["outcome"], r["details"]) for r in audit(daemon) if r["action"] != "audit.read"], indent=1)) from None
+        assert [a for _, a, _ in got] == ["directory.list", "history.search"]
+        tmux.kill_pane(launched["pane"])
+        wait_until(
+            lambda: any(r["action"] == "agent.revoked" for r in audit(daemon)), timeout=15, what="the exit revocation"
+        )
+
+
+def codex_launcher(codex: CodexHarness) -> dict[str, Any]:
+    return {"harness": "codex", "argv": [str(codex.binary), "exec", "--skip-git-repo-check"], "env": codex.env()}
+
+
+def test_codex_exec_launched_with_observe_calls_the_tools_and_gets_bound_to_its_session(
+    tmp_path: Path, stub: StubModel, project: Path, tmux: TmuxServer
+) -> None:
+    codex = make_codex(tmp_path / "x", stub, project)
+    script = calls(stub, hold())
+    with daemon_with(tmp_path, tmux, {"codexexec": codex_launcher(codex)}) as daemon:
+        launched = launch(daemon, "codexexec", project, f"please run {SCRIPT_WORD}")
+        assert launched["connect"]["connected"] and launched["connect"]["session_id"] is None
+        script.wait_holding(timeout=90)
+        got = wait_until(lambda: len(agent_calls(daemon, "agent:codex:")) >= 2 and agent_calls(daemon, "agent:codex:"), timeout=30)
+        assert [a for _, a, o in got] == ["directory.list", "history.search"]
+        bound = wait_until(
+            lambda: [r for r in audit(daemon) if r["action"] == "agent.bind"], timeout=30, what="the Codex session binding"
+        )
+        session_id = bound[-1]["details"]["session_id"]
+        rollouts = codex.rollouts()
+        assert any(session_id in path.name for path in rollouts)
+        assert bound[-1]["details"]["from"].startswith(f"agent:codex:pane:{launched['pane']}:")
+        script.release()
+        script.wait_finished(timeout=60)
