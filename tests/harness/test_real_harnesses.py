@@ -67,6 +67,10 @@ def test_claude_tui_asks_permission_for_an_mcp_tool_whose_token_comes_from_the_e
     assert MCP_TOKEN not in " ".join(argv)
     pane = harness_tmux.new_window(argv, claude.env(STUB_MCP_TOKEN=MCP_TOKEN), claude.cwd)
     wait_for_screen(harness_tmux, pane, CLAUDE_IDLE)
+    # The TUI idles before its MCP servers are connected; a prompt typed earlier finds no tool.
+    wait_until(
+        lambda: stub_model.mcp_calls("tools/list"), timeout=30, what="Claude to list MCP tools"
+    )
 
     turn = stub_model.script(
         call_tool("mcp__stubmcp__echo", {"text": "from-claude"}),
