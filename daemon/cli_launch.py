@@ -39,7 +39,11 @@ def register(sub: Any) -> None:
     p = sub.add_parser("launch", help="start a launcher in a new tmux window")
     add_common(p)
     p.add_argument("launcher", metavar="LAUNCHER")
-    p.add_argument("--cwd", metavar="DIR", help="working directory (default: here, or the launcher's)")
-    p.add_argument("--preset", default="off", choices=["off", "observe", "collaborate"], help="Connect preset")
+    p.add_argument(
+        "--cwd", metavar="DIR", help="working directory (default: here, or the launcher's)"
+    )
+    p.add_argument(
+        "--preset", default="off", choices=["off", "observe", "collaborate"], help="Connect preset"
+    )
     p.add_argument("--prompt", metavar="TEXT", help="the harness's first prompt")
     p.set_defaults(handler=_launch)

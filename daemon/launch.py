@@ -163,13 +163,17 @@ class LaunchService:
             raise BadRequest("only a person can launch", field="actor")
         params = call.params
         if params.get("unknown"):
-            raise BadRequest(f"unknown field {params['unknown'][0]!r}", field=str(params["unknown"][0]))
+            raise BadRequest(
+                f"unknown field {params['unknown'][0]!r}", field=str(params["unknown"][0])
+            )
         launcher = self._launcher(params.get("launcher"))
         preset = parse_preset(params.get("preset", "off") or "off")
         prompt = check_prompt(params.get("prompt"), launcher)
         cwd = check_cwd(params.get("cwd"), launcher.cwd)
         call.target = launcher.name
-        call.details.update({"launcher": launcher.name, "harness": launcher.harness, "preset": preset.value})
+        call.details.update(
+            {"launcher": launcher.name, "harness": launcher.harness, "preset": preset.value}
+        )
         if cwd is not None:
             call.details["cwd"] = str(cwd)
         if prompt is not None:
@@ -179,12 +183,18 @@ class LaunchService:
             call.details["cap"] = cap.preset.value
 
         session_id = str(uuid.UUID(bytes=self.services.random.token_bytes(16), version=4))
-        plan = plan_launch(launcher, preset=preset, prompt=prompt, mcp_url=self.mcp_url, session_id=session_id)
+        plan = plan_launch(
+            launcher, preset=preset, prompt=prompt, mcp_url=self.mcp_url, session_id=session_id
+        )
         env = dict(plan.env)
         principal_id: str | None = None
         if plan.connect:
             principal_id, token, write = self.services.grants.mint(
-                harness=launcher.harness, owner=owner, preset=preset, launcher=launcher.name, session_id=plan.session_id
+                harness=launcher.harness,
+                owner=owner,
+                preset=preset,
+                launcher=launcher.name,
+                session_id=plan.session_id,
             )
             call.write(write)
             env[TOKEN_ENV] = token
@@ -195,9 +205,18 @@ class LaunchService:
             call.details["connect_unavailable"] = plan.reason
 
         env_file = self._write_env_file(env)
-        wrapper = [sys.executable, "-m", "openbus.daemon.launch_exec", str(env_file), "--", *plan.argv]
+        wrapper = [
+            sys.executable,
+            "-m",
+            "openbus.daemon.launch_exec",
+            str(env_file),
+            "--",
+            *plan.argv,
+        ]
         try:
-            pane, pid = await self.tmux().new_window(wrapper, cwd=str(cwd) if cwd else None, name=launcher.name)
+            pane, pid = await self.tmux().new_window(
+                wrapper, cwd=str(cwd) if cwd else None, name=launcher.name
+            )
         except BaseException:
             with contextlib.suppress(FileNotFoundError):
                 env_file.unlink()
@@ -253,7 +272,9 @@ class LaunchService:
         now = identity_of(principal.pid)
         if now is None:
             return False
-        return not (known is not None and known.identity is not None and now.start != known.identity.start)
+        return not (
+            known is not None and known.identity is not None and now.start != known.identity.start
+        )
 
     async def ensure_live(self, principal: Principal) -> bool:
         """False (and the principal revoked) when its process has exited."""
@@ -276,7 +297,11 @@ class LaunchService:
                     action="agent.revoked",
                     outcome="ok",
                     target=principal.pane_id,
-                    details={"principal": principal.id, "agent": current.actor().name, "reason": reason},
+                    details={
+                        "principal": principal.id,
+                        "agent": current.actor().name,
+                        "reason": reason,
+                    },
                 ),
                 [self.services.grants.revoke(principal.id)],
             )

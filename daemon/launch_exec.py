@@ -12,6 +12,7 @@ file and is readable by nobody else. Standard library only, to start fast.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
@@ -38,12 +39,12 @@ def read_env_file(path: str) -> dict[str, str]:
             data = json.loads(handle.read(1024 * 1024).decode("utf-8"))
     finally:
         os.close(fd)
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
-        except FileNotFoundError:
-            pass
     env = data.get("env") if isinstance(data, dict) else None
-    if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+    if not isinstance(env, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in env.items()
+    ):
         raise ValueError("the launch environment is malformed")
     return env
 
@@ -63,7 +64,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.execvpe(command[0], command, env)  # noqa: S606 - the launcher's own argv, no shell
     except OSError as exc:
         return fail(f"cannot start {command[0]}: {exc.strerror}")
-    return 127  # not reached
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ from openbus.daemon.config import Launcher
 from openbus.daemon.core.errors import BadRequest
 from openbus.daemon.core.scopes import Preset
 
-TOKEN_ENV = "OPENBUS_TOKEN"
+TOKEN_ENV = "OPENBUS_TOKEN"  # noqa: S105 - the variable's name, not a token
 SERVER_NAME = "openbus"
 MAX_PROMPT_CHARS = 32 * 1024
 CONNECTABLE = ("claude", "codex")
@@ -45,7 +45,8 @@ UNAVAILABLE = {
     "opencode": "Connect is unavailable for OpenCode: binding its launch token to a stable session "
     "identity is not designed yet",
     "omp": "Connect is unavailable for omp: its per-launch MCP injection is not settled yet",
-    "gemini": "Connect is unavailable for Gemini CLI: no per-launch MCP override has been found yet",
+    "gemini": "Connect is unavailable for Gemini CLI: "
+    "no per-launch MCP override has been found yet",
     "shell": "Connect is unavailable for a shell: it is not an agent",
     "unknown": "Connect is unavailable for a launcher of unknown harness",
 }
@@ -86,7 +87,9 @@ def check_prompt(prompt: object, launcher: Launcher) -> str | None:
         raise BadRequest("prompt may hold printable text, newlines and tabs only", field="prompt")
     if not launcher.structured or launcher.harness not in PROMPTABLE:
         kind = "an opaque command launcher" if not launcher.structured else launcher.harness
-        raise BadRequest(f"a first prompt cannot be passed to {kind}; launch without --prompt", field="prompt")
+        raise BadRequest(
+            f"a first prompt cannot be passed to {kind}; launch without --prompt", field="prompt"
+        )
     return prompt
 
 
@@ -136,7 +139,9 @@ def plan_launch(
         argv += codex_overrides(mcp_url)
     if prompt is not None:
         argv += ["--", prompt]
-    return LaunchPlan(tuple(argv), env, connect, reason if preset is not Preset.OFF else None, bound)
+    return LaunchPlan(
+        tuple(argv), env, connect, reason if preset is not Preset.OFF else None, bound
+    )
 
 
 def check_cwd(value: object, default: Path | None) -> Path | None:

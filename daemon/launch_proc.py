@@ -90,7 +90,11 @@ def open_rollouts(pid: int) -> list[Path]:
             except OSError:
                 continue
             name = os.path.basename(target)
-            if name.startswith("rollout-") and name.endswith(".jsonl") and Path(target) not in found:
+            if (
+                name.startswith("rollout-")
+                and name.endswith(".jsonl")
+                and Path(target) not in found
+            ):
                 found.append(Path(target))
     return found
 
@@ -130,7 +134,9 @@ def find_codex_session(
     if not sessions.is_dir():
         return None
     candidates: list[str] = []
-    for path in sorted(sessions.rglob("rollout-*.jsonl"), key=lambda p: p.stat().st_mtime, reverse=True)[:50]:
+    for path in sorted(
+        sessions.rglob("rollout-*.jsonl"), key=lambda p: p.stat().st_mtime, reverse=True
+    )[:50]:
         meta = session_meta(path)
         if meta is None or meta.get("cwd") != cwd:
             continue

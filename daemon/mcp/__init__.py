@@ -29,7 +29,15 @@ def _install_bench_noop(services: Services) -> None:
         return {"ok": True}
 
     services.gate.register(Action("bench.noop", scope=Scope.READ, tier=Tier.READ), noop)
-    add_tool(services, McpTool(name="noop", action="bench.noop", description="Does nothing (benchmark).", source="openbus bench"))
+    add_tool(
+        services,
+        McpTool(
+            name="noop",
+            action="bench.noop",
+            description="Does nothing (benchmark).",
+            source="openbus bench",
+        ),
+    )
 
 
 def install(services: Services) -> McpEndpoint:

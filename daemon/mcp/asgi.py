@@ -30,7 +30,11 @@ class Dispatcher:
         if kind == "lifespan":
             await self._lifespan(scope, receive, send)
             return
-        if kind == "http" and is_mcp_path(scope.get("path", "")) and PEER_EXTENSION not in scope.get("extensions", {}):
+        if (
+            kind == "http"
+            and is_mcp_path(scope.get("path", ""))
+            and PEER_EXTENSION not in scope.get("extensions", {})
+        ):
             await self.mcp(scope, receive, send)
             return
         await self.falcon(scope, receive, send)
@@ -44,7 +48,7 @@ class Dispatcher:
                 return
             try:
                 await stack.enter_async_context(self.mcp.run())
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - reported to the server as a failed startup
                 await send({"type": "lifespan.startup.failed", "message": f"MCP endpoint: {exc}"})
                 return
             task = asyncio.get_running_loop().create_task(self.falcon(scope, inbox.get, outbox.put))
@@ -57,7 +61,11 @@ class Dispatcher:
                     await task
                 return
             message = await receive()
-            await inbox.put(message if message.get("type") == "lifespan.shutdown" else {"type": "lifespan.shutdown"})
+            await inbox.put(
+                message
+                if message.get("type") == "lifespan.shutdown"
+                else {"type": "lifespan.shutdown"}
+            )
             reply = await outbox.get()
             with contextlib.suppress(BaseException):
                 await task

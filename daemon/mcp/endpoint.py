@@ -76,7 +76,12 @@ def _header(scope: Mapping[str, Any], name: bytes) -> str | None:
     return None
 
 
-async def _respond(send: Send, status: int, body: Mapping[str, Any], headers: list[tuple[bytes, bytes]] | None = None) -> None:
+async def _respond(
+    send: Send,
+    status: int,
+    body: Mapping[str, Any],
+    headers: list[tuple[bytes, bytes]] | None = None,
+) -> None:
     payload = json.dumps(body).encode()
     await send(
         {
@@ -135,7 +140,9 @@ class McpEndpoint:
         )
         self.server.middleware = []  # no per-message tracing spans: the gate's audit is the record
         security = TransportSecuritySettings(
-            enable_dns_rebinding_protection=True, allowed_hosts=list(self.hosts), allowed_origins=list(self.origins)
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=list(self.hosts),
+            allowed_origins=list(self.origins),
         )
         self.manager = StreamableHTTPSessionManager(
             self.server,
@@ -145,6 +152,8 @@ class McpEndpoint:
         )
         self.owners: dict[str, str] = {}  # MCP session id -> principal id
         self.liveness: LivenessCheck | None = None
+        self._last_data: Any = None
+        self._last_text: str | None = None
         services.connect.revocation_hooks.append(self.on_revoked)
 
     # ------------------------------------------------------------------ lifecycle
@@ -166,11 +175,18 @@ class McpEndpoint:
                 send,
                 400,
                 BadRequest(
-                    "/mcp takes no query string; send the token in the Authorization header", field="query"
+                    "/mcp takes no query string; send the token in the Authorization header",
+                    field="query",
                 ).to_dict(),
             )
             return
-        claims = sorted({k.decode("latin-1").lower() for k, _ in scope.get("headers", []) if is_identity_header(k.decode("latin-1"))})
+        claims = sorted(
+            {
+                k.decode("latin-1").lower()
+                for k, _ in scope.get("headers", [])
+                if is_identity_header(k.decode("latin-1"))
+            }
+        )
         if claims:
             self.services.gate.record(
                 AuditDraft(
@@ -182,12 +198,18 @@ class McpEndpoint:
                 )
             )
             await _drain(receive)
-            await _respond(send, 401, {"error": "unauthenticated", "message": "identity headers are not honoured here"})
+            await _respond(
+                send,
+                401,
+                {"error": "unauthenticated", "message": "identity headers are not honoured here"},
+            )
             return
         host = _header(scope, b"host")
         if host not in self.hosts:
             await _drain(receive)
-            await _respond(send, 421, {"error": "bad_host", "message": "Host is not this daemon's agent port"})
+            await _respond(
+                send, 421, {"error": "bad_host", "message": "Host is not this daemon's agent port"}
+            )
             return
         origin = _header(scope, b"origin")
         if origin is not None and origin not in self.origins:
@@ -200,7 +222,10 @@ class McpEndpoint:
             await _respond(
                 send,
                 401,
-                {"error": "not_connected", "message": "not connected: missing, unknown or revoked token"},
+                {
+                    "error": "not_connected",
+                    "message": "not connected: missing, unknown or revoked token",
+                },
                 [(b"www-authenticate", b'Bearer error="invalid_token"')],
             )
             return
@@ -218,12 +243,14 @@ class McpEndpoint:
                 await _respond(send, 404, {"error": "not_found", "message": "Session not found"})
                 return
         inner = dict(scope)
-        inner["user"] = AuthenticatedUser(AccessToken(token=principal.id, client_id=principal.id, scopes=[]))
+        inner["user"] = AuthenticatedUser(
+            AccessToken(token=principal.id, client_id=principal.id, scopes=[])
+        )
         inner[PRINCIPAL_SCOPE_KEY] = principal.id
         send_on = send
         if session is None:
             send_on = self._capturing(send, principal.id)
-        await self.manager.handle_request(inner, receive, send_on)
+        await self.manager.handle_request(inner, receive, send_on)  # type: ignore[arg-type]
 
     def _capturing(self, send: Send, principal_id: str) -> Send:
         header = MCP_SESSION_ID_HEADER.encode()
@@ -255,7 +282,12 @@ class McpEndpoint:
         return principal
 
     def _audit_refusal(
-        self, actor: str, scope: Mapping[str, Any], details: dict[str, Any], *, action: str = "mcp.refused"
+        self,
+        actor: str,
+        scope: Mapping[str, Any],
+        details: dict[str, Any],
+        *,
+        action: str = "mcp.refused",
     ) -> None:
         if action == "mcp.query_refused":
             actor, action = "system", "mcp.refused"
@@ -322,7 +354,11 @@ class McpEndpoint:
         except OpenbusError as exc:
             return _error_result(exc.to_dict())
         actor = principal.actor()
-        mcp_session = _header(ctx.request.scope, MCP_SESSION_ID_HEADER.encode()) if ctx.request is not None else None
+        mcp_session = (
+            _header(ctx.request.scope, MCP_SESSION_ID_HEADER.encode())
+            if ctx.request is not None
+            else None
+        )
         tctx = ToolContext(self.services, principal, actor, mcp_session)
         args = dict(params.arguments or {})
         try:
@@ -350,7 +386,8 @@ class McpEndpoint:
             return _error_result(exc.to_dict())
         framed = frame(tool, data)
         return types.CallToolResult(
-            content=[types.TextContent(text=json.dumps(framed, ensure_ascii=False))], structured_content=framed
+            content=[types.TextContent(text=json.dumps(framed, ensure_ascii=False))],
+            structured_content=framed,
         )
 
 
@@ -361,7 +398,10 @@ def _tool_model(tool: McpTool) -> types.Tool:
         description=tool.description,
         input_schema=dict(tool.input_schema),
         annotations=types.ToolAnnotations(
-            title=tool.title, read_only_hint=tool.read_only, open_world_hint=False, destructive_hint=not tool.read_only
+            title=tool.title,
+            read_only_hint=tool.read_only,
+            open_world_hint=False,
+            destructive_hint=not tool.read_only,
         ),
     )
 
@@ -369,7 +409,9 @@ def _tool_model(tool: McpTool) -> types.Tool:
 def _error_result(body: Mapping[str, Any]) -> types.CallToolResult:
     framed = {"source": "openbus", "kind": "error", **body}
     return types.CallToolResult(
-        content=[types.TextContent(text=json.dumps(framed, ensure_ascii=False))], structured_content=framed, is_error=True
+        content=[types.TextContent(text=json.dumps(framed, ensure_ascii=False))],
+        structured_content=framed,
+        is_error=True,
     )
 
 

@@ -56,7 +56,11 @@ class Masker:
             kind = str(getattr(plugin, "secret_type", type(plugin).__name__))
             if isinstance(plugin, RegexBasedDetector):
                 for regex in plugin.denylist:
-                    spans.extend((m.start(), m.end(), kind) for m in regex.finditer(line) if m.end() > m.start())
+                    spans.extend(
+                        (m.start(), m.end(), kind)
+                        for m in regex.finditer(line)
+                        if m.end() > m.start()
+                    )
                 continue
             for value in plugin.analyze_string(line):
                 if not value:

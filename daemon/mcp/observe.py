@@ -42,17 +42,28 @@ HISTORY_FIELDS = (
     "matched_terms",
     "liveness",
 )
+# What an agent needs to route, per pane (no pids, window geometry or tmux session names).
+PANE_FIELDS = (
+    "pane",
+    "incarnation",
+    "harness",
+    "state",
+    "composer_empty",
+    "title",
+    "summary",
+    "cwd",
+    "branch",
+    "pr_links",
+    "last_activity",
+    "dead",
+)
 MAX_FIND_LIMIT = 50
 DEFAULT_FIND_LIMIT = 10
 
-_masker: Masker | None = None
 
-
+@functools.cache
 def masker() -> Masker:
-    global _masker
-    if _masker is None:
-        _masker = Masker()
-    return _masker
+    return Masker()
 
 
 @functools.lru_cache(maxsize=8192)
@@ -142,7 +153,11 @@ def _read_pane_params(args: Mapping[str, Any], ctx: ToolContext) -> Mapping[str,
 def _project_session(item: Any) -> dict[str, Any]:
     if not isinstance(item, Mapping):
         return {}
-    merged = {**(item.get("entry") or {}), **item} if isinstance(item.get("entry"), Mapping) else dict(item)
+    merged = (
+        {**(item.get("entry") or {}), **item}
+        if isinstance(item.get("entry"), Mapping)
+        else dict(item)
+    )
     out = {key: merged.get(key) for key in HISTORY_FIELDS if key in merged}
     live = merged.get("liveness")
     if isinstance(live, Mapping):
@@ -163,7 +178,8 @@ def _find_params(args: Mapping[str, Any], ctx: ToolContext) -> Mapping[str, Any]
         raise BadRequest("repo must be text", field="repo")
     if repo and repo != mine and not widened(ctx.principal):
         raise BadRequest(
-            f"this grant covers only your own repo ({mine or 'unknown'}); the human has not widened it",
+            f"this grant covers only your own repo ({mine or 'unknown'}); "
+            "the human has not widened it",
             field="repo",
         )
     if mine is None and not widened(ctx.principal):
@@ -209,7 +225,11 @@ class _LastSnapshot:
     def __call__(self, result: Any, ctx: ToolContext) -> Any:
         if result is not self.source:
             panes = result.get("panes", []) if isinstance(result, Mapping) else result
-            self.projected = _masked({"panes": panes}, ctx)
+            slim = [
+                {k: p[k] for k in PANE_FIELDS if k in p} if isinstance(p, Mapping) else p
+                for p in panes
+            ]
+            self.projected = _masked({"panes": slim}, ctx)
             self.source = result
         return self.projected
 

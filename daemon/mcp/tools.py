@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from openbus.daemon.core.actors import Actor
+from openbus.daemon.core.errors import NotFound
 from openbus.daemon.core.scopes import Scope
 from openbus.daemon.gate import Gate
 from openbus.daemon.grants import Principal
@@ -67,7 +68,9 @@ class McpTool:
     action: str  # the gate action it runs
     description: str
     source: str  # e.g. "openbus directory", named in every result
-    input_schema: Mapping[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+    input_schema: Mapping[str, Any] = field(
+        default_factory=lambda: {"type": "object", "properties": {}}
+    )
     params: Callable[[Mapping[str, Any], ToolContext], Mapping[str, Any]] = _passthrough
     project: Callable[[Any, ToolContext], Any] = _identity
     target: Callable[[Mapping[str, Any]], str | None] = _no_target
@@ -97,7 +100,7 @@ class ToolRegistry:
         for tool in self._tools.values():
             try:
                 action = gate.action(tool.action)
-            except Exception:  # the feature behind it is not installed (yet)
+            except NotFound:  # the feature behind it is not installed (yet)
                 continue
             if action.agent_callable and action.scope in scopes:
                 out.append(tool)

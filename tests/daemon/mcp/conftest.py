@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,15 +29,22 @@ class Fleet:
     tmux: TmuxServer
     project: Path
 
-    def launch(self, launcher: str = "fakeclaude", preset: str = "observe", **extra: Any) -> dict[str, Any]:
+    def launch(
+        self, launcher: str = "fakeclaude", preset: str = "observe", **extra: Any
+    ) -> dict[str, Any]:
         with self.daemon.human() as client:
-            response = client.post("/api/launch", json={"launcher": launcher, "preset": preset, "cwd": str(self.project), **extra})
+            response = client.post(
+                "/api/launch",
+                json={"launcher": launcher, "preset": preset, "cwd": str(self.project), **extra},
+            )
         assert response.status_code == 201, response.text
         body: dict[str, Any] = response.json()
         return body
 
     def token_of(self, pid: int) -> str:
-        return wait_until(lambda: read_token(pid), timeout=10, what=f"the token in pid {pid}'s environment")
+        return wait_until(
+            lambda: read_token(pid), timeout=10, what=f"the token in pid {pid}'s environment"
+        )
 
     def audit(self) -> list[dict[str, Any]]:
         with self.daemon.human() as client:
@@ -58,16 +66,34 @@ def read_token(pid: int) -> str | None:
 
 @pytest.fixture
 def fleet(tmp_path: Path) -> Iterator[Fleet]:
+    with make_fleet(tmp_path) as made:
+        yield made
+
+
+@contextmanager
+def make_fleet(tmp_path: Path) -> Iterator[Fleet]:
     project = tmp_path / "project"
     project.mkdir()
     subprocess.run(["git", "init", "-q", str(project)], check=True)
     subprocess.run(
-        ["git", "-C", str(project), "remote", "add", "origin", "https://github.com/acme/widget.git"], check=True
+        [
+            "git",
+            "-C",
+            str(project),
+            "remote",
+            "add",
+            "origin",
+            "https://github.com/acme/widget.git",
+        ],
+        check=True,
     )
     with private_tmux(tmp_path) as tmux:
         extra = {
             "tmux": {"socket": str(tmux.socket)},
-            "history": {"claude_config_dirs": [str(tmp_path / "claude")], "codex_homes": [str(tmp_path / "codex")]},
+            "history": {
+                "claude_config_dirs": [str(tmp_path / "claude")],
+                "codex_homes": [str(tmp_path / "codex")],
+            },
             "launchers.fakeclaude": {"harness": "claude", "argv": SLEEPER},
             "launchers.fakecodex": {"harness": "codex", "argv": SLEEPER},
             "launchers.fakegemini": {"harness": "gemini", "argv": SLEEPER},

@@ -23,7 +23,9 @@ OBSERVE_TOOLS = {"list_panes", "read_pane", "find_sessions", "get_session"}
 
 
 @asynccontextmanager
-async def mcp_session(fleet: Fleet, token: str | None, **headers: str) -> AsyncIterator[ClientSession]:
+async def mcp_session(
+    fleet: Fleet, token: str | None, **headers: str
+) -> AsyncIterator[ClientSession]:
     all_headers = dict(headers)
     if token is not None:
         all_headers["Authorization"] = f"Bearer {token}"
@@ -39,21 +41,46 @@ def run(coro: Any) -> Any:
     return asyncio.run(coro)
 
 
-def raw(fleet: Fleet, token: str | None, *, headers: dict[str, str] | None = None, url: str = "/mcp", body: Any = None) -> httpx.Response:
-    sent = {"accept": "application/json, text/event-stream", "content-type": "application/json", **(headers or {})}
+def raw(
+    fleet: Fleet,
+    token: str | None,
+    *,
+    headers: dict[str, str] | None = None,
+    url: str = "/mcp",
+    body: Any = None,
+) -> httpx.Response:
+    sent = {
+        "accept": "application/json, text/event-stream",
+        "content-type": "application/json",
+        **(headers or {}),
+    }
     if token is not None:
         sent["authorization"] = f"Bearer {token}"
-    payload = body if body is not None else {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
-    }
+    payload = (
+        body
+        if body is not None
+        else {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "0"},
+            },
+        }
+    )
     with fleet.daemon.agent_side() as client:
-        return client.post(url, content=json.dumps(payload) if not isinstance(payload, bytes) else payload, headers=sent)
+        return client.post(
+            url,
+            content=json.dumps(payload) if not isinstance(payload, bytes) else payload,
+            headers=sent,
+        )
 
 
-def test_an_observe_agent_initializes_sees_its_tools_and_its_calls_are_audited_as_itself(fleet: Fleet) -> None:
+def test_an_observe_agent_initializes_sees_its_tools_and_its_calls_are_audited_as_itself(
+    fleet: Fleet,
+) -> None:
     launched = fleet.launch("fakeclaude", "observe")
     assert launched["connect"]["connected"] and launched["pane"].startswith("%")
     token = fleet.token_of(launched["pid"])
@@ -88,7 +115,10 @@ def test_a_pure_agent_has_no_openbus_tools(fleet: Fleet) -> None:
     launched = fleet.launch("fakeclaude", "observe")
     token = fleet.token_of(launched["pid"])
     with fleet.daemon.human() as client:
-        assert client.put("/api/connect", json={"pane": launched["pane"], "preset": "off"}).status_code == 200
+        assert (
+            client.put("/api/connect", json={"pane": launched["pane"], "preset": "off"}).status_code
+            == 200
+        )
 
     async def go() -> Any:
         async with mcp_session(fleet, token) as session:
@@ -145,7 +175,12 @@ def test_a_session_id_used_with_another_agents_token_is_refused(fleet: Fleet) ->
     assert response.status_code == 200
     session = response.headers["mcp-session-id"]
     ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
-    stolen = raw(fleet, token_b, headers={"mcp-session-id": session, "mcp-protocol-version": "2025-06-18"}, body=ping)
+    stolen = raw(
+        fleet,
+        token_b,
+        headers={"mcp-session-id": session, "mcp-protocol-version": "2025-06-18"},
+        body=ping,
+    )
     assert stolen.status_code == 404
     refused = [r for r in fleet.audit() if r["action"] == "mcp.session_refused"]
     assert refused and refused[-1]["outcome"] == "refused"
@@ -156,7 +191,9 @@ def test_a_token_fails_after_its_pane_exits(fleet: Fleet) -> None:
     token = fleet.token_of(launched["pid"])
     assert raw(fleet, token).status_code == 200
     fleet.tmux.kill_pane(launched["pane"])
-    wait_until(lambda: not os.path.exists(f"/proc/{launched['pid']}"), what="the pane's process to exit")
+    wait_until(
+        lambda: not os.path.exists(f"/proc/{launched['pid']}"), what="the pane's process to exit"
+    )
     assert raw(fleet, token).status_code == 401
     revoked = [r for r in fleet.audit() if r["action"] == "agent.revoked"]
     assert revoked and revoked[-1]["details"]["principal"] == launched["connect"]["principal"]
@@ -184,7 +221,11 @@ def test_a_forged_host_or_origin_is_refused_even_with_a_good_token(fleet: Fleet)
 def test_a_body_over_the_limit_is_refused(fleet: Fleet) -> None:
     launched = fleet.launch("fakeclaude", "observe")
     token = fleet.token_of(launched["pid"])
-    big = b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"' + b"a" * (1024 * 1024 + 10) + b'"}}'
+    big = (
+        b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"'
+        + b"a" * (1024 * 1024 + 10)
+        + b'"}}'
+    )
     assert raw(fleet, token, body=big).status_code == 413
 
 
@@ -196,7 +237,9 @@ def test_find_sessions_searches_the_callers_own_repo_and_frames_data(fleet: Flee
         async with mcp_session(fleet, token) as session:
             await session.initialize()
             found = await session.call_tool("find_sessions", {"query": "widget"})
-            other = await session.call_tool("find_sessions", {"query": "widget", "repo": "github.com/else/where"})
+            other = await session.call_tool(
+                "find_sessions", {"query": "widget", "repo": "github.com/else/where"}
+            )
             return found, other
 
     found, other = run(go())

@@ -52,7 +52,10 @@ def project(tmp_path: Path) -> Path:
     path = tmp_path / "project"
     path.mkdir()
     subprocess.run(["git", "init", "-q", str(path)], check=True)
-    subprocess.run(["git", "-C", str(path), "remote", "add", "origin", "git@github.com:acme/widget.git"], check=True)
+    subprocess.run(
+        ["git", "-C", str(path), "remote", "add", "origin", "git@github.com:acme/widget.git"],
+        check=True,
+    )
     return path
 
 
@@ -81,7 +84,9 @@ def launch(daemon: RunningDaemon, launcher: str, cwd: Path, prompt: str | None) 
 
 def audit(daemon: RunningDaemon) -> list[dict[str, Any]]:
     with daemon.human() as client:
-        records: list[dict[str, Any]] = client.get("/api/audit", params={"after": 0}).json()["records"]
+        records: list[dict[str, Any]] = client.get("/api/audit", params={"after": 0}).json()[
+            "records"
+        ]
     return records
 
 
@@ -109,10 +114,20 @@ def test_claude_print_mode_launched_with_observe_lists_the_fleet_and_finds_sessi
         actor = launched["connect"]["actor"]
         assert actor == f"agent:claude:{launched['connect']['session_id']}"
         script.wait_finished(timeout=90)
-        got = wait_until(lambda: len(agent_calls(daemon, actor)) >= 2 and agent_calls(daemon, actor), timeout=30)
+        got = wait_until(
+            lambda: len(agent_calls(daemon, actor)) >= 2 and agent_calls(daemon, actor), timeout=30
+        )
         assert got == [(actor, "directory.list", "ok"), (actor, "history.search", "ok")]
-        assert any('"source": "openbus directory"' in r or "openbus directory" in r for r in script.tool_results)
-        offered = [t for req in stub.turns("anthropic") for t in req.offered_tools if t.startswith("mcp__openbus__")]
+        assert any(
+            '"source": "openbus directory"' in r or "openbus directory" in r
+            for r in script.tool_results
+        )
+        offered = [
+            t
+            for req in stub.turns("anthropic")
+            for t in req.offered_tools
+            if t.startswith("mcp__openbus__")
+        ]
         assert {"mcp__openbus__list_panes", "mcp__openbus__find_sessions"} <= set(offered)
 
 
@@ -130,18 +145,37 @@ def test_claude_tui_launched_with_observe_calls_the_tools_without_asking_the_hum
         # ran without a permission prompt (the pane shows them done, no "Do you want to proceed?").
         wait_for_screen(tmux, launched["pane"], "Called openbus 2 times", CLAUDE_IDLE, timeout=90)
         try:
-            got = wait_until(lambda: len(agent_calls(daemon, actor)) >= 2 and agent_calls(daemon, actor), timeout=30)
+            got = wait_until(
+                lambda: len(agent_calls(daemon, actor)) >= 2 and agent_calls(daemon, actor),
+                timeout=30,
+            )
         except AssertionError:
-            raise AssertionError(repr(script.tool_results) + json.dumps([(r["actor"], r["action"], r["outcome"], r["details"]) for r in audit(daemon) if r["action"] != "audit.read"], indent=1)) from None
+            raise AssertionError(
+                repr(script.tool_results)
+                + json.dumps(
+                    [
+                        (r["actor"], r["action"], r["outcome"], r["details"])
+                        for r in audit(daemon)
+                        if r["action"] != "audit.read"
+                    ],
+                    indent=1,
+                )
+            ) from None
         assert [a for _, a, _ in got] == ["directory.list", "history.search"]
         tmux.kill_pane(launched["pane"])
         wait_until(
-            lambda: any(r["action"] == "agent.revoked" for r in audit(daemon)), timeout=15, what="the exit revocation"
+            lambda: any(r["action"] == "agent.revoked" for r in audit(daemon)),
+            timeout=15,
+            what="the exit revocation",
         )
 
 
 def codex_launcher(codex: CodexHarness) -> dict[str, Any]:
-    return {"harness": "codex", "argv": [str(codex.binary), "exec", "--skip-git-repo-check"], "env": codex.env()}
+    return {
+        "harness": "codex",
+        "argv": [str(codex.binary), "exec", "--skip-git-repo-check"],
+        "env": codex.env(),
+    }
 
 
 def test_codex_exec_launched_with_observe_calls_the_tools_and_gets_bound_to_its_session(
@@ -153,10 +187,18 @@ def test_codex_exec_launched_with_observe_calls_the_tools_and_gets_bound_to_its_
         launched = launch(daemon, "codexexec", project, f"please run {SCRIPT_WORD}")
         assert launched["connect"]["connected"] and launched["connect"]["session_id"] is None
         script.wait_holding(timeout=90)
-        got = wait_until(lambda: len(agent_calls(daemon, "agent:codex:")) >= 2 and agent_calls(daemon, "agent:codex:"), timeout=30)
+        got = wait_until(
+            lambda: (
+                len(agent_calls(daemon, "agent:codex:")) >= 2
+                and agent_calls(daemon, "agent:codex:")
+            ),
+            timeout=30,
+        )
         assert [a for _, a, o in got] == ["directory.list", "history.search"]
         bound = wait_until(
-            lambda: [r for r in audit(daemon) if r["action"] == "agent.bind"], timeout=30, what="the Codex session binding"
+            lambda: [r for r in audit(daemon) if r["action"] == "agent.bind"],
+            timeout=30,
+            what="the Codex session binding",
         )
         session_id = bound[-1]["details"]["session_id"]
         rollouts = codex.rollouts()

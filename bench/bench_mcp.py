@@ -1,0 +1,165 @@
+"""MCP benchmark: ``tools/call`` p50 of ``list_panes`` (200 panes) and ``find_sessions`` against a
+no-op tool on the same SDK stack, measured in one run.
+
+The real daemon runs as a subprocess (gunicorn, one worker) on a private tmux server holding 200
+panes, with ``OPENBUS_MCP_BENCH_NOOP=1`` so it registers a no-op read tool (``noop``, action
+``bench.noop``: same auth, gate and audit record, no work). One agent is launched with the
+Observe preset; the mcp SDK's client calls the three tools round-robin. Target: each ratio to
+the no-op p50 <= 1.3.
+
+Run: ``.venv/bin/python -m bench.bench_mcp`` (or ``make bench``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+PANES = 200
+ROUNDS = 300
+WARMUP = 30
+TARGET = 1.3
+
+
+def _tmux(socket: Path, *args: str) -> str:
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(socket.parent),
+        "TERM": "xterm-256color",
+    }
+    done = subprocess.run(
+        ["tmux", "-S", str(socket), "-f", "/dev/null", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    return done.stdout
+
+
+def _fleet(socket: Path) -> None:
+    _tmux(socket, "new-session", "-d", "-s", "bench", "-x", "120", "-y", "40", "sleep", "3600")
+    batch: list[str] = []
+    for i in range(PANES - 1):
+        batch += ["new-window", "-d", "-t", "bench", "sleep", "3600", ";"]
+        if len(batch) > 300 or i == PANES - 2:
+            _tmux(socket, *batch[:-1])
+            batch = []
+
+
+def _token(pid: int) -> str | None:
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return None
+    for item in raw.split(b"\0"):
+        if item.startswith(b"OPENBUS_TOKEN="):
+            return item.split(b"=", 1)[1].decode()
+    return None
+
+
+async def _measure(url: str, token: str) -> dict[str, list[float]]:
+    from mcp.client.session import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    calls: dict[str, dict[str, Any]] = {
+        "noop": {},
+        "list_panes": {},
+        "find_sessions": {"query": "refactor the parser"},
+    }
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    async with (
+        create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http,
+        streamable_http_client(url, http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        listed = {t.name for t in (await session.list_tools()).tools}
+        missing = set(calls) - listed
+        if missing:
+            raise RuntimeError(f"the daemon does not offer {sorted(missing)}")
+        first = await session.call_tool("list_panes", {})
+        panes = len(first.structured_content["result"]["panes"])
+        if panes < PANES:
+            raise RuntimeError(f"list_panes saw {panes} panes, expected {PANES}")
+        for i in range(WARMUP + ROUNDS):
+            for name, args in calls.items():
+                started = time.perf_counter()
+                result = await session.call_tool(name, args)
+                elapsed = time.perf_counter() - started
+                if result.is_error:
+                    raise RuntimeError(f"{name} failed: {result.structured_content}")
+                if i >= WARMUP:
+                    times[name].append(elapsed)
+    return times
+
+
+def main() -> None:
+    from tests.support.daemon import running_daemon
+    from tests.support.wait import wait_until
+
+    if shutil.which("tmux") is None:
+        print("bench_mcp: tmux is not installed; skipped")
+        return
+    tmp = Path(tempfile.mkdtemp(prefix="bench-mcp-"))
+    socket_dir = Path(tempfile.mkdtemp(prefix="obbench-", dir="/tmp"))
+    socket = socket_dir / "sock"
+    project = tmp / "project"
+    project.mkdir()
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    try:
+        _fleet(socket)
+        extra = {
+            "tmux": {"socket": str(socket)},
+            "history": {
+                "claude_config_dirs": [str(tmp / "claude")],
+                "codex_homes": [str(tmp / "codex")],
+            },
+            "launchers.agent": {
+                "harness": "claude",
+                "argv": ["/bin/sh", "-c", "exec sleep 3600", "agent"],
+            },
+        }
+        with running_daemon(tmp, extra, env={"OPENBUS_MCP_BENCH_NOOP": "1"}) as daemon:
+            with daemon.human(timeout=60) as client:
+                launched = client.post(
+                    "/api/launch",
+                    json={"launcher": "agent", "preset": "observe", "cwd": str(project)},
+                ).json()
+                wait_until(
+                    lambda: len(client.get("/api/directory").json()["panes"]) >= PANES,
+                    timeout=60,
+                    what="the directory to list every pane",
+                )
+            token = wait_until(
+                lambda: _token(launched["pid"]), timeout=10, what="the agent's token"
+            )
+            times = asyncio.run(_measure(f"{daemon.base_url}/mcp", token))
+    finally:
+        subprocess.run(["tmux", "-S", str(socket), "kill-server"], capture_output=True, check=False)
+        shutil.rmtree(socket_dir, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    p50 = {name: statistics.median(values) * 1000 for name, values in times.items()}
+    p99 = {
+        name: sorted(values)[int(len(values) * 0.99) - 1] * 1000 for name, values in times.items()
+    }
+    print(f"tools/call over the mcp SDK, {ROUNDS} calls each, {PANES} panes in the directory")
+    for name in times:
+        print(f"  {name:<14} p50 {p50[name]:7.2f} ms   p99 {p99[name]:7.2f} ms")
+    for name in ("list_panes", "find_sessions"):
+        ratio = p50[name] / p50["noop"]
+        verdict = "ok" if ratio <= TARGET else "OVER TARGET"
+        print(f"  ratio {name}/noop p50: {ratio:.2f} (target <= {TARGET}) {verdict}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,147 @@
+"""Launch: the command lines it builds (pure), its field errors, the CLI over the real daemon."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from openbus.daemon.config import Launcher, builtin_launchers
+from openbus.daemon.core.errors import BadRequest
+from openbus.daemon.core.scopes import Preset
+from openbus.daemon.launch_exec import main as exec_main
+from openbus.daemon.launch_plan import TOKEN_ENV, check_cwd, check_prompt, plan_launch
+from tests.daemon.mcp.conftest import Fleet, make_fleet
+
+URL = "http://127.0.0.1:7707/mcp"
+
+
+@pytest.fixture
+def fleet(tmp_path: Path) -> Iterator[Fleet]:
+    with make_fleet(tmp_path) as made:
+        yield made
+
+
+SID = "5f1c3c1e-8d1c-4a57-9d53-8f8f4c3b2a10"
+
+
+def test_a_connected_claude_launch_gets_its_session_id_the_endpoint_and_the_allowed_tools() -> None:
+    plan = plan_launch(
+        builtin_launchers()["claude"],
+        preset=Preset.OBSERVE,
+        prompt="hi",
+        mcp_url=URL,
+        session_id=SID,
+    )
+    argv = list(plan.argv)
+    assert plan.connect and plan.session_id == SID
+    assert argv[argv.index("--session-id") + 1] == SID
+    config = json.loads(argv[argv.index("--mcp-config") + 1])
+    server = config["mcpServers"]["openbus"]
+    assert server == {
+        "type": "http",
+        "url": URL,
+        "headers": {"Authorization": "Bearer ${OPENBUS_TOKEN}"},
+    }
+    assert argv[argv.index("--allowedTools") + 1] == "mcp__openbus"
+    assert "--strict-mcp-config" not in argv
+    assert argv[-2:] == ["--", "hi"]
+
+
+def test_a_connected_codex_launch_reads_its_token_from_the_environment() -> None:
+    plan = plan_launch(
+        builtin_launchers()["codex"],
+        preset=Preset.COLLABORATE,
+        prompt=None,
+        mcp_url=URL,
+        session_id=SID,
+    )
+    assert plan.connect and plan.session_id is None
+    overrides = [plan.argv[i + 1] for i, a in enumerate(plan.argv) if a == "-c"]
+    assert overrides == [
+        f'mcp_servers.openbus.url="{URL}"',
+        f'mcp_servers.openbus.bearer_token_env_var="{TOKEN_ENV}"',
+        'mcp_servers.openbus.default_tools_approval_mode="approve"',
+    ]
+
+
+@pytest.mark.parametrize("name", ["opencode", "gemini", "omp", "shell"])
+def test_other_harnesses_launch_unconnected_and_say_why(name: str) -> None:
+    plan = plan_launch(
+        builtin_launchers()[name], preset=Preset.OBSERVE, prompt=None, mcp_url=URL, session_id=SID
+    )
+    assert not plan.connect and plan.reason and "unavailable" in plan.reason
+    assert plan.argv == builtin_launchers()[name].argv
+
+
+def test_an_opaque_launcher_runs_its_command_in_a_shell_and_is_never_connectable() -> None:
+    opaque = Launcher("mine", "claude", command="claude --model x")
+    plan = plan_launch(opaque, preset=Preset.OBSERVE, prompt=None, mcp_url=URL, session_id=SID)
+    assert plan.argv == ("/bin/sh", "-c", "claude --model x") and not plan.connect
+    assert plan.reason is not None and "structured" in plan.reason
+
+
+def test_an_off_launch_injects_nothing() -> None:
+    plan = plan_launch(
+        builtin_launchers()["claude"], preset=Preset.OFF, prompt=None, mcp_url=URL, session_id=SID
+    )
+    assert plan.argv == ("claude",) and not plan.connect and plan.reason is None
+
+
+def test_bad_prompts_and_directories_name_their_field(tmp_path: Path) -> None:
+    claude = builtin_launchers()["claude"]
+    for bad in (3, "", "x\x07", "a" * 40000):
+        with pytest.raises(BadRequest) as exc:
+            check_prompt(bad, claude)
+        assert exc.value.field == "prompt"
+    with pytest.raises(BadRequest):
+        check_prompt("hello", builtin_launchers()["shell"])
+    for bad_cwd in ("relative/dir", str(tmp_path / "missing"), str(tmp_path / "f")):
+        (tmp_path / "f").write_text("")
+        with pytest.raises(BadRequest) as exc:
+            check_cwd(bad_cwd, None)
+        assert exc.value.field == "cwd"
+    assert check_cwd(str(tmp_path), None) == tmp_path
+
+
+def test_the_exec_wrapper_refuses_an_env_file_others_can_read_and_removes_it(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "env.json"
+    path.write_text(json.dumps({"env": {"X": "1"}}))
+    os.chmod(path, 0o644)
+    assert exec_main([str(path), "--", "/bin/true"]) == 127
+    assert not path.exists()
+
+
+def test_launch_field_errors_come_back_naming_the_field(fleet: Fleet) -> None:
+    with fleet.daemon.human() as client:
+        for body, field in (
+            ({"launcher": "nope"}, "launcher"),
+            ({"launcher": "fakeclaude", "cwd": "relative"}, "cwd"),
+            ({"launcher": "fakeclaude", "preset": "max"}, "preset"),
+            ({"launcher": "fakeclaude", "prompt": ""}, "prompt"),
+            ({"launcher": "fakeclaude", "bogus": 1}, "bogus"),
+        ):
+            response = client.post("/api/launch", json=body)
+            assert response.status_code == 400 and response.json()["field"] == field, (
+                body,
+                response.text,
+            )
+
+
+def test_the_cli_prints_the_pane_and_incarnation_and_why_connect_is_unavailable(
+    fleet: Fleet,
+) -> None:
+    done = fleet.daemon.cli(
+        "launch", "fakegemini", "--preset", "observe", "--cwd", str(fleet.project), check=True
+    )
+    first, second = done.stdout.strip().splitlines()
+    pane, incarnation = first.split(" ")
+    assert pane.startswith("%") and incarnation
+    assert second.startswith("not connected: Connect is unavailable for Gemini CLI")
+    bad = fleet.daemon.cli("launch", "fakeclaude", "--cwd", "/no/such/dir")
+    assert bad.returncode == 1 and "(cwd)" in bad.stderr and "Traceback" not in bad.stderr
