@@ -125,6 +125,13 @@ class LaunchService:
             raise BadRequest(f"no launcher named {value!r} (configured: {known})", field="launcher")
         return launcher
 
+    def _server_is_another_users(self) -> bool:
+        socket = self.services.config.tmux.socket
+        try:
+            return socket is not None and socket.stat().st_uid != os.getuid()
+        except OSError:
+            return False
+
     def _write_env_file(self, env: Mapping[str, str]) -> Path:
         self.env_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         os.chmod(self.env_dir, 0o700)
@@ -204,23 +211,31 @@ class LaunchService:
         if plan.reason:
             call.details["connect_unavailable"] = plan.reason
 
-        env_file = self._write_env_file(env)
-        wrapper = [
-            sys.executable,
-            "-m",
-            "openbus.daemon.launch_exec",
-            str(env_file),
-            "--",
-            *plan.argv,
-        ]
-        try:
+        if self._server_is_another_users():
+            # Hosted: the agents' tmux server runs as another user, who could not open a file
+            # only the daemon may read. Its environment goes over the control client's stdin
+            # (``new-window -e``), which is never argv either.
             pane, pid = await self.tmux().new_window(
-                wrapper, cwd=str(cwd) if cwd else None, name=launcher.name
+                list(plan.argv), env=env, cwd=str(cwd) if cwd else None, name=launcher.name
             )
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                env_file.unlink()
-            raise
+        else:
+            env_file = self._write_env_file(env)
+            wrapper = [
+                sys.executable,
+                "-m",
+                "openbus.daemon.launch_exec",
+                str(env_file),
+                "--",
+                *plan.argv,
+            ]
+            try:
+                pane, pid = await self.tmux().new_window(
+                    wrapper, cwd=str(cwd) if cwd else None, name=launcher.name
+                )
+            except BaseException:
+                with contextlib.suppress(FileNotFoundError):
+                    env_file.unlink()
+                raise
         identity = identity_of(pid)
         incarnation = await self._incarnation(pane, identity, launcher.harness)
         call.details.update({"pane": pane, "pid": pid, "incarnation": incarnation})
