@@ -13,6 +13,8 @@ branch, Claude's status file: a ``Probe``), classifies the screen with the pure 
   harness process (pid + start time) under a per-daemon secret. A recycled ``%N``, or a new
   harness process in the same pane, is a new incarnation and a fresh entry (no history,
   events or PR links carry over);
+  a pane whose process ended but which tmux keeps (remain-on-exit) stays the same
+  incarnation and harness, now ``exited``;
 * the parsed reading (state, composer_empty, title, summary), cwd, branch, PR links seen on
   this incarnation's screens (latest last, bounded), workstream handles (PR links, title);
 * a **screen revision** that increments whenever the screen text changes, and the time of
@@ -271,11 +273,23 @@ class Directory:
         digest = hmac.new(self._secret, material.encode(), hashlib.sha256).hexdigest()
         return "inc_" + digest[:32]
 
+    def _detect(self, entry: Entry | None, info: PaneInfo) -> Detected:
+        """The pane's processes. When the pane's own process has ended (tmux keeps the pane
+        under remain-on-exit, or has not flagged it dead yet, and /proc no longer knows the
+        pid), the entry keeps the identity it had: that incarnation exited, none began."""
+        kept = None
+        if entry is not None and info.pid == entry.pane_process.pid:
+            kept = Detected(entry.harness, entry.process, entry.pane_process)
+            if info.dead:
+                return kept
+        detected = self.probe.detect(info.pid)
+        return kept if kept is not None and detected.pane.start == 0 else detected
+
     def _upsert(self, info: PaneInfo, text: str | None) -> None:
         now = self.clock.now()
-        detected = self.probe.detect(info.pid)
-        incarnation = self._incarnation(info.pane_id, detected)
         entry = self._entries.get(info.pane_id)
+        detected = self._detect(entry, info)
+        incarnation = self._incarnation(info.pane_id, detected)
         added = False
         if entry is None or entry.incarnation != incarnation:
             previous = entry

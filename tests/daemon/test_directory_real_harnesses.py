@@ -1,0 +1,272 @@
+"""The fleet directory reads the real Claude Code and Codex TUIs right, through the real daemon.
+
+Each harness runs in a pane of a private tmux server against the stub model (with the stub's
+small MCP endpoint, its tools not pre-approved), and the real daemon follows that server. The
+tests drive the TUI the way a person would and read what the daemon reports on the human side
+(``GET /api/directory``, ``GET /api/panes/{pane}`` over the unix socket): the harness found in
+the process tree; ``idle`` with an empty composer at the prompt; ``idle`` with a draft while a
+prompt is typed but not sent; ``busy`` while the model holds a turn open; ``menu`` while the
+harness asks to run an MCP tool; ``exited`` once the agent quits; and a new incarnation when
+the same pane id runs the agent again.
+
+One stub, tmux server, daemon and agent pane serve all cases of one harness (a module-scoped
+fixture, parametrized by harness); every case starts at the idle prompt and leaves the agent
+there, except the exit case, which comes last.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support.daemon import RunningDaemon, running_daemon
+from tests.support.harnesses import (
+    CLAUDE_IDLE,
+    CLAUDE_PERMISSION,
+    make_claude,
+    make_codex,
+    require_binary,
+    submit_prompt,
+    type_prompt,
+    wait_for_codex_ready,
+    wait_for_screen,
+    workdir,
+)
+from tests.support.stub_model import StubModel, call_tool, hold, reply, running_stub_model
+from tests.support.tmux_server import TmuxServer, private_tmux
+from tests.support.wait import wait_until
+
+pytestmark = [pytest.mark.harness, pytest.mark.timeout(120)]
+
+MCP_SERVER = "stubmcp"
+# Generous: other test runs may load the machine. A change usually shows well within a second.
+STATE_TIMEOUT = 30.0
+Entry = dict[str, Any]
+
+
+@dataclass
+class Agent:
+    """One real harness in one pane of a private tmux server, watched by the real daemon."""
+
+    harness: str
+    argv: list[str]
+    env: dict[str, str]
+    cwd: Path
+    tmux: TmuxServer
+    stub: StubModel
+    daemon: RunningDaemon
+    client: httpx.Client
+    pane: str = ""
+
+    # ---- driving the TUI
+
+    def start(self) -> None:
+        """Run the harness in a new pane (remain-on-exit: its last screen stays)."""
+        self.pane = self.tmux.new_window(self.argv, self.env, self.cwd)
+        self.wait_ready()
+
+    def respawn(self) -> None:
+        """Run the harness again in the same (dead) pane: the same pane id, a new process."""
+        env = [word for key, value in self.env.items() for word in ("-e", f"{key}={value}")]
+        self.tmux.run("respawn-pane", "-t", self.pane, "-c", str(self.cwd), *env, *self.argv)
+        self.wait_ready()
+
+    def wait_ready(self) -> None:
+        """Wait for the TUI's own readiness (input typed earlier would be lost or queued)."""
+        if self.harness == "codex":
+            wait_for_codex_ready(self.tmux, self.pane)
+        else:
+            wait_for_screen(self.tmux, self.pane, CLAUDE_IDLE)
+
+    @property
+    def quit_command(self) -> str:
+        return {"claude": "/exit", "codex": "/quit"}[self.harness]
+
+    @property
+    def approval_prompt(self) -> str:
+        if self.harness == "claude":
+            return CLAUDE_PERMISSION
+        return f'Allow the {MCP_SERVER} MCP server to run tool "echo"?'
+
+    # ---- what the daemon reports
+
+    def entry(self) -> Entry | None:
+        """The pane as ``GET /api/panes/{pane}`` reports it; None while it is not listed."""
+        response = self.client.get(f"/api/panes/{self.pane[1:]}")
+        if response.status_code == 404:
+            return None
+        response.raise_for_status()
+        found: Entry = response.json()
+        return found
+
+    def listed(self) -> Entry | None:
+        """The pane's entry in ``GET /api/directory``."""
+        response = self.client.get("/api/directory")
+        response.raise_for_status()
+        panes: list[Entry] = response.json()["panes"]
+        return next((p for p in panes if p["pane"] == self.pane), None)
+
+    def expect(
+        self, what: str, check: Callable[[Entry], bool] | None = None, **fields: Any
+    ) -> Entry:
+        """Wait until the daemon reports the pane with ``fields`` (and ``check`` holds); return
+        that entry. A timeout shows the last report and the screen."""
+        last: Entry | None = None
+
+        def matches() -> Entry | None:
+            nonlocal last
+            last = self.entry()
+            if last is None or any(last.get(key) != value for key, value in fields.items()):
+                return None
+            return last if check is None or check(last) else None
+
+        try:
+            found = wait_until(matches, timeout=STATE_TIMEOUT, what=f"{self.harness} {what}")
+        except AssertionError as exc:
+            keys = ("harness", "state", "composer_empty", "summary", "dead")
+            reported = {key: last.get(key) for key in keys} if last else None
+            screen = self.tmux.capture(self.pane)
+            raise AssertionError(
+                f"{exc}\nwanted {fields}; last reported {reported}\n--- screen ---\n{screen}"
+            ) from None
+        assert found is not None
+        return found
+
+    def expect_idle(self, what: str = "idle at its prompt") -> Entry:
+        return self.expect(what, state="idle", composer_empty=True)
+
+
+def _launch(harness: str, root: Path, stub: StubModel) -> tuple[list[str], dict[str, str], Path]:
+    """argv, environment and cwd of the harness's TUI with the stub's MCP server (no token, its
+    tools not pre-approved, so a call asks first)."""
+    cwd = workdir(root)
+    if harness == "claude":
+        claude = make_claude(root, stub, cwd)
+        return claude.tui_argv(*claude.mcp_args(MCP_SERVER, stub.mcp_url)), claude.env(), cwd
+    codex = make_codex(root, stub, cwd)
+    return codex.tui_argv(*codex.mcp_args(MCP_SERVER, stub.mcp_url)), codex.env(), cwd
+
+
+@pytest.fixture(scope="module", params=["claude", "codex"])
+def agent(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Agent]:
+    harness: str = request.param
+    require_binary(harness)  # skips, printing why, where npm could not install the CLI
+    root = tmp_path_factory.mktemp(f"directory-{harness}")
+    with running_stub_model() as stub, private_tmux(root) as tmux:
+        argv, env, cwd = _launch(harness, root, stub)
+        (root / "daemon").mkdir()
+        config = {"tmux": {"socket": str(tmux.socket)}}
+        with running_daemon(root / "daemon", config) as daemon, daemon.human() as client:
+            agent = Agent(harness, argv, env, cwd, tmux, stub, daemon, client)
+            agent.start()
+            yield agent
+
+
+# --------------------------------------------------------------------------- the cases, in order
+
+
+def test_an_agent_at_its_prompt_is_listed_idle_with_an_empty_composer_and_its_harness(
+    agent: Agent,
+) -> None:
+    entry = agent.expect_idle()
+    assert entry["harness"] == agent.harness  # from the process tree: the pane title says nothing
+    assert entry["incarnation"].startswith("inc_") and entry["dead"] is False
+    assert entry["cwd"] == str(agent.cwd)
+    listed = agent.listed()  # the directory lists what the pane detail shows
+    assert listed is not None
+    assert (listed["state"], listed["composer_empty"], listed["harness"]) == (
+        "idle",
+        True,
+        agent.harness,
+    )
+    assert listed["incarnation"] == entry["incarnation"]
+
+
+def test_a_typed_prompt_not_yet_sent_is_an_idle_pane_with_a_draft(agent: Agent) -> None:
+    agent.expect_idle()
+    turns = len(agent.stub.turns())
+    draft = "a draft the human has not sent yet"
+    type_prompt(agent.tmux, agent.pane, draft)
+    entry = agent.expect("with a typed draft", state="idle", composer_empty=False)
+    assert entry["harness"] == agent.harness
+
+    agent.tmux.run("send-keys", "-t", agent.pane, "-N", str(len(draft)), "BSpace")
+    agent.expect_idle("back to an empty composer once the draft is erased")
+    assert len(agent.stub.turns()) == turns, "the draft never reached the model"
+
+
+def test_a_turn_the_model_holds_open_is_busy_until_the_reply_ends_it(agent: Agent) -> None:
+    agent.expect_idle()
+    turn = agent.stub.script(hold(), reply("STUB-REPLY the held turn ended"), match="slow turn")
+    submit_prompt(agent.tmux, agent.pane, "a slow turn please")
+    turn.wait_holding()
+    busy = agent.expect("busy while the model holds the turn", state="busy")
+    assert busy["composer_empty"] is True
+
+    turn.release()
+    done = agent.expect(
+        "idle after the reply",
+        check=lambda entry: "STUB-REPLY the held turn ended" in entry["summary"],
+        state="idle",
+        composer_empty=True,
+    )
+    states = [event["to"] for event in done["events"] if event["kind"] == "state"]
+    assert states[-2:] == ["busy", "idle"]
+
+
+def test_asking_to_run_an_mcp_tool_is_a_menu_until_the_human_answers(agent: Agent) -> None:
+    agent.expect_idle()
+    tool = agent.stub.script(
+        call_tool(f"mcp__{MCP_SERVER}__echo", {"text": "from the directory test"}),
+        reply("STUB-FINAL tool said {tool_result}"),
+        match="run echo",
+    )
+    submit_prompt(agent.tmux, agent.pane, "please run echo")
+    wait_for_screen(agent.tmux, agent.pane, agent.approval_prompt)
+    menu = agent.expect("asking for approval", state="menu")
+    assert menu["composer_empty"] is None  # the dialog replaced the composer: unknown
+    assert menu["harness"] == agent.harness
+
+    agent.tmux.send_keys(agent.pane, "Enter")  # the first option: allow / yes
+    tool.wait_finished()
+    agent.expect(
+        "idle after the approved tool ran",
+        check=lambda entry: "STUB-FINAL tool said" in entry["summary"],
+        state="idle",
+        composer_empty=True,
+    )
+    assert tool.last_tool_result is not None and "from the directory test" in tool.last_tool_result
+
+
+def test_an_agent_that_quits_is_exited_and_running_it_again_in_the_pane_is_a_new_incarnation(
+    agent: Agent,
+) -> None:
+    first = agent.expect_idle()
+    submit_prompt(agent.tmux, agent.pane, agent.quit_command)
+    wait_until(lambda: agent.tmux.pane_dead(agent.pane), timeout=20, what="the agent to quit")
+    exited = agent.expect("exited", state="exited", dead=True)
+    # The same incarnation of the same harness, now exited (the pane stays: remain-on-exit).
+    assert (exited["incarnation"], exited["harness"]) == (first["incarnation"], agent.harness)
+    assert exited["composer_empty"] is None
+    assert [e["to"] for e in exited["events"] if e["kind"] == "state"][-1] == "exited"
+
+    agent.respawn()  # tmux reuses the pane id for the new process
+    again = agent.expect(
+        "running again in the same pane",
+        check=lambda entry: entry["incarnation"] != first["incarnation"],
+        state="idle",
+        composer_empty=True,
+    )
+    assert again["pane"] == first["pane"] and again["harness"] == agent.harness
+    assert [e["kind"] for e in again["events"]][:2] == ["appeared", "incarnation"]
+    assert (
+        agent.client.get(f"/api/panes/{agent.pane[1:]}").json()["incarnation"]
+        == (again["incarnation"])
+    )
