@@ -157,6 +157,19 @@ def test_a_dead_flag_from_tmux_makes_the_pane_exited() -> None:
     assert d.pane("%1")["state"] == "exited"
 
 
+def test_a_pane_whose_process_ended_keeps_its_incarnation_and_harness() -> None:
+    d, _, probe = make()
+    d.pane_captured(info(pid=10), screen("claude-idle"))
+    first = d.pane("%1")["incarnation"]
+    probe.harness[10], probe.start[10] = "unknown", 0  # /proc no longer knows pid 10
+    d.pane_captured(info(pid=10), screen("claude-idle"))  # metadata from before tmux saw it die
+    d.panes_listed([info(pid=10, dead=True, dead_status=0)])
+    entry = d.pane("%1")
+    assert (entry["incarnation"], entry["harness"], entry["state"]) == (first, "claude", "exited")
+    d.pane_captured(info(pid=20), screen("codex-idle"))  # respawned: the same pane id
+    assert d.pane("%1")["incarnation"] != first and d.pane("%1")["harness"] == "codex"
+
+
 def test_handles_resolve_by_pr_title_pane_and_incarnation() -> None:
     d, _, _ = make()
     d.pane_captured(
