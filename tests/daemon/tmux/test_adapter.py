@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -32,8 +33,10 @@ def test_list_panes_reports_ids_processes_and_places(server: Server) -> None:
     tmux = Tmux(server.socket)
 
     def listed() -> Any:
+        # Until the child has its terminal, tmux answers the command from the pane's argv and
+        # an empty path: the cwd (read from the foreground process) shows that it runs.
         found = [i for i in run(tmux.list_panes()) if i.pane_id == pane]
-        return found[0] if found and found[0].current_command == "sh" else None
+        return found[0] if found and found[0].current_command == "sh" and found[0].cwd else None
 
     info = wait_until(listed, what="the new pane running sh")
     assert info.pid > 0 and info.current_command == "sh" and info.session_name == "main"
@@ -104,8 +107,17 @@ def test_respawn_and_remain_on_exit_and_kill(server: Server) -> None:
     new_pid = run(tmux.respawn_pane(pane, ["sh", "-c", "echo respawned; exit 3"], {"X": "1"}))
     assert new_pid != old_pid
 
+    server_pid = int(server.run("display-message", "-p", "#{pid}").strip())
+
     def dead() -> Any:
         found = next(i for i in run(tmux.list_panes()) if i.pane_id == pane)
+        if found.dead and found.dead_status is None:
+            # The pty closed but tmux missed the child's SIGCHLD: Debian's tmux uses
+            # libutempter, whose helper sets SIGCHLD to SIG_DFL while it runs (here, removing
+            # the pane's utmp record on that very EOF), and a signal arriving then is dropped
+            # (tmux/tmux#311). The child stays a zombie without a status until tmux gets
+            # another SIGCHLD, which makes it reap every exited child.
+            os.kill(server_pid, signal.SIGCHLD)
         return found if found.dead and found.dead_status is not None else None
 
     info = wait_until(dead, what="the pane to die with its status")
