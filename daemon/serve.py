@@ -7,11 +7,13 @@ bad file is reported here first, before gunicorn starts.
 
 from __future__ import annotations
 
+import grp
 import os
 import socket
 import sys
 from pathlib import Path
 
+from openbus.daemon import socket_acl
 from openbus.daemon.config import Config
 from openbus.daemon.core.errors import Unavailable
 
@@ -69,6 +71,38 @@ def gunicorn_argv(config: Config) -> list[str]:
     ]
 
 
+def operators_gid(config: Config) -> int | None:
+    """The gid of ``[hosted] operators_group``; None when unset or unknown.
+
+    An unknown group grants nobody (fail closed) and is reported on stderr, not refused: the
+    default name, ``openbus-operators``, is absent until ``deploy/install`` has run.
+    """
+    name = config.hosted.operators_group
+    if not name:
+        return None
+    try:
+        return grp.getgrnam(name).gr_gid
+    except KeyError:
+        print(
+            f"openbus: no group {name!r} ([hosted] operators_group): only the tunnel can reach "
+            f"{config.daemon.socket}",
+            file=sys.stderr,
+            flush=True,
+        )
+        return None
+
+
+def open_socket_directory(config: Config) -> None:
+    """Hosted mode: let the tunnel's user and the operators' group (only they) reach the
+    socket, through ACLs on its directory that the socket inherits (see ``socket_acl``)."""
+    from openbus.daemon.app import tunnel_trust
+
+    _, tunnel_uid = tunnel_trust(config)
+    socket_acl.grant(
+        config.daemon.socket.parent, tunnel_uid=tunnel_uid, operators_gid=operators_gid(config)
+    )
+
+
 def preflight(config: Config) -> None:
     """Everything the worker would refuse at start, reported here as one clear line first."""
     from openbus.daemon.app import tunnel_trust
@@ -86,6 +120,8 @@ def serve(config: Config) -> None:
     config.daemon.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     config.daemon.socket.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     _clear_stale_socket(config.daemon.socket)
+    if config.hosted.enabled:
+        open_socket_directory(config)
     env = dict(os.environ)
     if config.path is not None:
         env["OPENBUS_CONFIG"] = str(config.path.resolve())

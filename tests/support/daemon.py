@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import os
+import pwd
 import signal
+import site
 import socket
 import subprocess
 import sys
@@ -109,12 +112,54 @@ def _healthy(daemon: RunningDaemon) -> bool:
         return False
 
 
+REPO = Path(__file__).resolve().parents[2]
+
+
+@functools.cache
+def python_for(user: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """An interpreter ``user`` may run with this project importable, and the environment it
+    needs: this one when the user can execute it; otherwise (a pyenv under a 0700 /root) the
+    system's Python of the same minor version with our site-packages on ``PYTHONPATH``."""
+    entry = pwd.getpwnam(user)
+    ids: dict[str, Any] = {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
+    try:
+        subprocess.run(
+            [sys.executable, "-c", "import httpx"], check=True, capture_output=True, **ids
+        )
+    except (PermissionError, subprocess.CalledProcessError):
+        pass
+    else:
+        return sys.executable, ()
+    system = Path(f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}")
+    if not system.exists():
+        raise AssertionError(f"{user} cannot run {sys.executable} and there is no {system}")
+    path = os.pathsep.join([*site.getsitepackages(), str(REPO)])
+    return str(system), (("PYTHONPATH", path),)
+
+
+def _as_user(user: str, dirs: list[Path]) -> dict[str, Any]:
+    """Popen arguments running the daemon as ``user`` (its own groups only), and the
+    directories it writes made its own (0700); the test dir must be traversable by it."""
+    entry = pwd.getpwnam(user)
+    for path in dirs:
+        path.mkdir(parents=True, exist_ok=True)
+        os.chown(path, entry.pw_uid, entry.pw_gid)
+        path.chmod(0o700)
+    return {
+        "user": entry.pw_uid,
+        "group": entry.pw_gid,
+        "extra_groups": os.getgrouplist(user, entry.pw_gid),
+    }
+
+
 def start_daemon(
     tmp: Path,
     extra: Mapping[str, Mapping[str, Any]] | None = None,
     env: Mapping[str, str] | None = None,
     port: int | None = None,
+    user: str | None = None,
 ) -> RunningDaemon:
+    """Start the daemon; with ``user`` (tests run as root) it runs as that system user."""
     port = port or free_port()
     state = tmp / "state"
     sock = tmp / "run" / "daemon.sock"
@@ -125,13 +170,22 @@ def start_daemon(
         sections.setdefault(name, {}).update(values)
     config_path = write_config(tmp / "openbus.toml", sections)
     log_path = tmp / "daemon.log"
+    identity: dict[str, Any] = {}
+    base_env = {**os.environ, "XDG_STATE_HOME": str(tmp / "xdg-state")}
+    python = sys.executable
+    if user is not None:
+        config_path.chmod(0o644)
+        identity = _as_user(user, [state, sock.parent, tmp / "xdg-state"])
+        python, python_env = python_for(user)
+        base_env.update(python_env, HOME=str(state))
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "openbus.daemon.cli", "serve", "--config", str(config_path)],
+            [python, "-m", "openbus.daemon.cli", "serve", "--config", str(config_path)],
             stdout=log,
             stderr=subprocess.STDOUT,
-            env={**os.environ, "XDG_STATE_HOME": str(tmp / "xdg-state"), **(env or {})},
+            env={**base_env, **(env or {})},
             start_new_session=True,
+            **identity,
         )
     daemon = RunningDaemon(process, config_path, sock, port, state, log_path)
     try:
@@ -147,8 +201,9 @@ def running_daemon(
     tmp: Path,
     extra: Mapping[str, Mapping[str, Any]] | None = None,
     env: Mapping[str, str] | None = None,
+    user: str | None = None,
 ) -> Iterator[RunningDaemon]:
-    daemon = start_daemon(tmp, extra, env)
+    daemon = start_daemon(tmp, extra, env, user=user)
     try:
         yield daemon
     finally:

@@ -1,0 +1,258 @@
+"""A miniature hosted box in a temp dir, with real throwaway users (CI runs as root).
+
+* the daemon's user owns the state dir (0700) and runs the real daemon subprocess with a
+  hosted config, a signed org policy and the tunnel's public key; it is a member of the
+  agent user's group, as ``deploy/systemd/sysusers.d`` makes ``openbus`` a member of
+  ``openbus-agent``;
+* the tunnel's user alone holds the Ed25519 credential (0400 in a 0700 dir);
+* the agent user runs its own tmux server; like ``openbus-agent.service`` it opens the socket
+  to its group (0660) and grants the daemon's user with ``server-access -a``;
+* an operator (in the operators' group) and an outsider (in no group of ours) at the desk.
+
+Everything is removed after the module: processes, users, groups and files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import secrets
+import shutil
+import signal
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from openbus.daemon.core.tunnel_auth import public_key_pem
+from tests.support.daemon import RunningDaemon, python_for, start_daemon
+from tests.support.policy import signed_policy
+from tests.support.wait import wait_until
+
+REPO = Path(__file__).resolve().parents[2]
+AGENT_TMUX_CONF = REPO / "deploy" / "systemd" / "agent-tmux.conf"
+
+needs_root = pytest.mark.skipif(
+    os.geteuid() != 0,
+    reason="needs root: creates real users and groups and runs the daemon as one of them",
+)
+
+
+def _run(*argv: str) -> None:
+    subprocess.run(argv, check=True, capture_output=True, text=True)
+
+
+@dataclass
+class Accounts:
+    """Throwaway users and groups with unique names; ``remove_all`` deletes them."""
+
+    users: list[str] = field(default_factory=list)
+    groups: list[str] = field(default_factory=list)
+
+    def group(self) -> str:
+        name = "obhg" + secrets.token_hex(4)
+        _run("groupadd", "--system", name)
+        self.groups.append(name)
+        return name
+
+    def user(self, *groups: str) -> str:
+        name = "obh" + secrets.token_hex(4)
+        argv = ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin"]
+        if groups:
+            argv += ["--groups", ",".join(groups)]
+        _run(*argv, "--user-group", name)
+        self.users.append(name)
+        return name
+
+    def remove_all(self) -> list[str]:
+        """Remove everything; return what could not be removed."""
+        left: list[str] = []
+        for name in reversed(self.users):
+            if subprocess.run(["userdel", name], capture_output=True, check=False).returncode:
+                left.append(name)
+        for name in reversed(self.groups):
+            if subprocess.run(["groupdel", name], capture_output=True, check=False).returncode:
+                left.append(name)
+        self.users.clear()
+        self.groups.clear()
+        return left
+
+
+def as_user(user: str, argv: list[str], **kw: Any) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` as ``user`` with that user's groups only (never root's)."""
+    entry = pwd.getpwnam(user)
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/", "LANG": "C.UTF-8"}
+    env.update(kw.pop("env", {}))
+    return subprocess.run(
+        argv,
+        user=entry.pw_uid,
+        group=entry.pw_gid,
+        extra_groups=os.getgrouplist(user, entry.pw_gid),
+        env=env,
+        cwd=str(REPO),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        **kw,
+    )
+
+
+def probe(user: str, name: str, args: dict[str, Any]) -> Any:
+    """Run one of ``tests/hosted/probes.py`` as ``user``; its JSON answer."""
+    python, env = python_for(user)
+    argv = [python, "-m", "tests.hosted.probes", name, json.dumps(args)]
+    done = as_user(user, argv, env=dict(env))
+    if done.returncode != 0:
+        raise AssertionError(f"probe {name} as {user} failed:\n{done.stderr}")
+    return json.loads(done.stdout)
+
+
+@dataclass
+class HostedBox:
+    root: Path
+    daemon_user: str
+    tunnel_user: str
+    agent_user: str
+    operator: str
+    outsider: str
+    operators_group: str
+    credential: Path
+    tmux_socket: Path
+    daemon: RunningDaemon
+
+    def tmux(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """A tmux command against the agents' server, as the agent user."""
+        return as_user(
+            self.agent_user,
+            ["tmux", "-S", str(self.tmux_socket), *args],
+            env={"HOME": str(self.root / "agent-home"), "SHELL": "/bin/sh"},
+        )
+
+    def worker_pids(self) -> list[int]:
+        pid = self.daemon.process.pid
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        return [pid, *(int(c) for c in children)]
+
+
+def _start_agent_tmux(box_root: Path, agent: str, daemon_user: str, sock: Path) -> None:
+    entry = pwd.getpwnam(agent)
+    run_dir, home = sock.parent, box_root / "agent-home"
+    for path, mode in ((run_dir, 0o750), (home, 0o700)):
+        path.mkdir()
+        os.chown(path, entry.pw_uid, entry.pw_gid)
+        path.chmod(mode)
+    env = {"HOME": str(home), "SHELL": "/bin/sh"}
+    base = ["tmux", "-S", str(sock)]
+    steps = [
+        [*base, "-f", str(AGENT_TMUX_CONF), "new-session", "-d", "-s", "agents"],
+        ["chmod", "0660", str(sock)],
+        [*base, "server-access", "-a", daemon_user],
+    ]
+    for argv in steps:
+        done = as_user(agent, argv, env=env)
+        if done.returncode != 0:
+            raise AssertionError(f"{' '.join(argv)} as {agent} failed: {done.stderr}")
+
+
+def _write_credential(directory: Path, tunnel_user: str) -> tuple[Path, Path]:
+    """The tunnel's Ed25519 credential (0400, its user's, in a 0700 dir) and public key."""
+    entry = pwd.getpwnam(tunnel_user)
+    key = Ed25519PrivateKey.generate()
+    secrets_dir = directory / "secrets"
+    secrets_dir.mkdir(parents=True)
+    credential = secrets_dir / "credential.key"
+    credential.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    for path, mode in ((credential, 0o400), (secrets_dir, 0o700)):
+        os.chown(path, entry.pw_uid, entry.pw_gid)
+        path.chmod(mode)
+    public = directory / "tunnel.pub"
+    public.write_bytes(public_key_pem(key))
+    public.chmod(0o444)
+    return credential, public
+
+
+@pytest.fixture(scope="module")
+def box() -> Iterator[HostedBox]:
+    if os.geteuid() != 0:
+        pytest.skip("needs root: creates real users and groups")
+    accounts = Accounts()
+    root = Path(tempfile.mkdtemp(prefix="openbus-hosted-", dir="/tmp"))
+    root.chmod(0o755)
+    tmux_socket = root / "agent-run" / "tmux.sock"
+    daemon: RunningDaemon | None = None
+    agent = ""
+    try:
+        operators = accounts.group()
+        agent = accounts.user()
+        daemon_user = accounts.user(agent)  # like `m openbus openbus-agent`
+        tunnel_user = accounts.user()
+        operator = accounts.user(operators)
+        outsider = accounts.user()
+        tunnel_dir = root / "tunnel"
+        tunnel_dir.mkdir(mode=0o755)
+        credential, public = _write_credential(tunnel_dir, tunnel_user)
+        _start_agent_tmux(root, agent, daemon_user, tmux_socket)
+        (root / "daemon").mkdir(mode=0o755)
+        hosted: dict[str, dict[str, Any]] = {
+            "hosted": {
+                "enabled": True,
+                "tunnel_user": tunnel_user,
+                "agent_user": agent,
+                "operators_group": operators,
+                "tunnel_public_key": str(public),
+            },
+            "tmux": {"socket": str(tmux_socket)},
+            "policy": signed_policy(root / "org"),
+        }
+        daemon = start_daemon(root / "daemon", hosted, user=daemon_user)
+        yield HostedBox(
+            root=root,
+            daemon_user=daemon_user,
+            tunnel_user=tunnel_user,
+            agent_user=agent,
+            operator=operator,
+            outsider=outsider,
+            operators_group=operators,
+            credential=credential,
+            tmux_socket=tmux_socket,
+            daemon=daemon,
+        )
+    finally:
+        if daemon is not None and daemon.process.poll() is None:
+            daemon.stop()
+            if daemon.process.poll() is None:
+                os.killpg(daemon.process.pid, signal.SIGKILL)
+        if agent and tmux_socket.exists():
+            as_user(agent, ["tmux", "-S", str(tmux_socket), "kill-server"])
+            wait_until(
+                lambda: not _has_processes(agent), timeout=10, what="the agent's tmux to exit"
+            )
+        left = accounts.remove_all()
+        shutil.rmtree(root, ignore_errors=True)
+        assert not left, f"could not remove {left}"
+
+
+def _has_processes(user: str) -> bool:
+    uid = pwd.getpwnam(user).pw_uid
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if entry.stat().st_uid == uid:
+                    return True
+            except FileNotFoundError:
+                continue
+    return False

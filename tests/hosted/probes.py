@@ -1,0 +1,107 @@
+"""What one hosted user tries; run as that user in a subprocess (``python -m tests.hosted.probes``).
+
+Each probe takes one JSON argument and prints one JSON result, so the test (root) decides and
+asserts and the probe only reports what the kernel and the daemon answered.
+
+* ``read {"paths": [...]}``: open and read each path; ``"ok"`` or the exception's class name.
+* ``connect {"socket": path}``: connect to a unix socket; ``"ok"`` or the class name.
+* ``tcp {"port": n, "cases": [{"path", "headers": [[name, value], ...]}]}``: one request each
+  to 127.0.0.1; the status codes.
+* ``signed {"socket", "key", "requests": [{"method", "path", "user", "body", "sent",
+  "times"}]}``: sign each request with the tunnel's key (over ``body``), send ``sent`` (the
+  body as sent, by default ``body``) ``times`` times with the same signature; the statuses.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+from typing import Any
+
+import httpx
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from openbus.daemon.core.tunnel_auth import sign
+
+
+def _outcome(exc: BaseException | None) -> str:
+    return "ok" if exc is None else type(exc).__name__
+
+
+def read(args: dict[str, Any]) -> dict[str, str]:
+    results: dict[str, str] = {}
+    for path in args["paths"]:
+        try:
+            with open(path, "rb") as f:
+                f.read(1)
+        except OSError as exc:
+            results[path] = _outcome(exc)
+        else:
+            results[path] = "ok"
+    return results
+
+
+def connect(args: dict[str, Any]) -> str:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(args["socket"])
+    except OSError as exc:
+        return _outcome(exc)
+    finally:
+        sock.close()
+    return "ok"
+
+
+def tcp(args: dict[str, Any]) -> list[int]:
+    statuses: list[int] = []
+    with httpx.Client(base_url=f"http://127.0.0.1:{args['port']}", timeout=10) as client:
+        for case in args["cases"]:
+            headers = [(name, value) for name, value in case["headers"]]
+            statuses.append(client.get(case["path"], headers=headers).status_code)
+    return statuses
+
+
+def signed(args: dict[str, Any]) -> list[list[int]]:
+    with open(args["key"], "rb") as f:
+        key = serialization.load_pem_private_key(f.read(), password=None)
+    assert isinstance(key, Ed25519PrivateKey)
+    transport = httpx.HTTPTransport(uds=args["socket"])
+    results: list[list[int]] = []
+    with httpx.Client(transport=transport, base_url="http://openbus", timeout=10) as client:
+        for request in args["requests"]:
+            body = request.get("body", "").encode()
+            sent = request.get("sent", request.get("body", "")).encode()
+            headers = sign(
+                key,
+                request["method"],
+                request["path"],
+                request["user"],
+                body,
+                time.time(),
+                os.urandom(16),
+            )
+            results.append(
+                [
+                    client.request(
+                        request["method"], request["path"], headers=headers, content=sent
+                    ).status_code
+                    for _ in range(request.get("times", 1))
+                ]
+            )
+    return results
+
+
+PROBES = {"read": read, "connect": connect, "tcp": tcp, "signed": signed}
+
+
+def main() -> None:
+    probe = PROBES[sys.argv[1]]
+    print(json.dumps(probe(json.loads(sys.argv[2]))))
+
+
+if __name__ == "__main__":
+    main()
