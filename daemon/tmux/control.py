@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 log = logging.getLogger("openbus.tmux")
 
 _LINE_LIMIT = 64 * 1024 * 1024
+_READ_SIZE = 256 * 1024
 
 
 @dataclass(frozen=True)
@@ -53,11 +54,22 @@ class TmuxCommandError(Exception):
 
 
 class ControlParser:
-    """Feed it stdout lines (bytes, without the newline); get events back."""
+    """Feed it stdout (``feed_data``: any chunk of bytes; ``feed``: one line without its
+    newline); get events back.
+
+    ``feed_data`` finds a command block's end guard with one substring search over the
+    buffered bytes and decodes the block's body at once, so a 40-line ``capture-pane`` answer
+    costs a few calls rather than a few per line."""
 
     def __init__(self) -> None:
         self._block: Block | None = None
         self._guard: bytes = b""
+        self._buf = b""
+        self._scanned = 0  # inside a block: body bytes already searched for the end guard
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buf)
 
     def feed(self, raw: bytes) -> Notification | Block | None:
         block = self._block
@@ -68,6 +80,9 @@ class ControlParser:
                 return block
             block.lines.append(raw.decode("utf-8", "replace"))
             return None
+        return self._line(raw)
+
+    def _line(self, raw: bytes) -> Notification | Block | None:
         if raw.startswith(b"%output "):
             parts = raw.split(b" ", 2)
             return Notification("output", (parts[1].decode("ascii", "replace"),))
@@ -76,6 +91,7 @@ class ControlParser:
             fields = guard.split(b" ")
             if len(fields) == 3:
                 self._guard = guard
+                self._scanned = 0
                 self._block = Block(
                     fields[1].decode(), int(fields[2]) if fields[2].isdigit() else 0
                 )
@@ -84,6 +100,48 @@ class ControlParser:
             words = raw[1:].decode("utf-8", "replace").split(" ")
             return Notification(words[0], tuple(words[1:]))
         return None
+
+    def _block_end(self, buf: bytes, start: int) -> tuple[int, int, bool] | None:
+        """(body end, line end, ok) of the open block's guard line at a line start, if any."""
+        best: tuple[int, int, bool] | None = None
+        for word, ok in ((b"%end ", True), (b"%error ", False)):
+            needle = word + self._guard + b"\n"
+            at = buf.find(needle, max(start + self._scanned - len(needle), start))
+            while at not in (-1, start) and buf[at - 1] != 0x0A:
+                at = buf.find(needle, at + 1)
+            if at != -1 and (best is None or at < best[0]):
+                best = (at, at + len(needle), ok)
+        return best
+
+    def feed_data(self, data: bytes) -> list[Notification | Block]:
+        buf = self._buf + data if self._buf else data
+        out: list[Notification | Block] = []
+        pos = 0
+        size = len(buf)
+        while pos < size:
+            block = self._block
+            if block is not None:
+                found = self._block_end(buf, pos)
+                if found is None:
+                    self._scanned = size - pos
+                    break
+                body_end, line_end, ok = found
+                if body_end > pos:
+                    block.lines = buf[pos : body_end - 1].decode("utf-8", "replace").split("\n")
+                block.ok = ok
+                self._block = None
+                out.append(block)
+                pos = line_end
+                continue
+            nl = buf.find(b"\n", pos)
+            if nl == -1:
+                break
+            event = self._line(buf[pos:nl])
+            pos = nl + 1
+            if event is not None:
+                out.append(event)
+        self._buf = buf[pos:]
+        return out
 
 
 class ControlClient:
@@ -122,7 +180,6 @@ class ControlClient:
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.DEVNULL,
             env=self.env,
-            limit=_LINE_LIMIT,
             start_new_session=True,
         )
         self._reader = asyncio.get_running_loop().create_task(
@@ -159,31 +216,28 @@ class ControlClient:
         parser = ControlParser()
         try:
             while True:
-                try:
-                    raw = await proc.stdout.readline()
-                except (ValueError, asyncio.LimitOverrunError):
+                data = await proc.stdout.read(_READ_SIZE)
+                if not data:
+                    break
+                for event in parser.feed_data(data):
+                    if isinstance(event, Block):
+                        if event.flags & 1 and self._waiting:
+                            command, future = self._waiting.popleft()
+                            if not future.done():
+                                if event.ok:
+                                    future.set_result(event.lines)
+                                else:
+                                    future.set_exception(TmuxCommandError(command, event.lines))
+                        continue
+                    if event.name == "exit":
+                        self.exit_reason = " ".join(event.args) or "exit"
+                    try:
+                        self._on_event(self, event)
+                    except Exception:
+                        log.exception("tmux event handler failed on %s", event.name)
+                if parser.buffered > _LINE_LIMIT:
                     self.exit_reason = "line too long"
                     break
-                if not raw:
-                    break
-                event = parser.feed(raw.rstrip(b"\n"))
-                if event is None:
-                    continue
-                if isinstance(event, Block):
-                    if event.flags & 1 and self._waiting:
-                        command, future = self._waiting.popleft()
-                        if not future.done():
-                            if event.ok:
-                                future.set_result(event.lines)
-                            else:
-                                future.set_exception(TmuxCommandError(command, event.lines))
-                    continue
-                if event.name == "exit":
-                    self.exit_reason = " ".join(event.args) or "exit"
-                try:
-                    self._on_event(self, event)
-                except Exception:
-                    log.exception("tmux event handler failed on %s", event.name)
         finally:
             self._fail_waiting(self.exit_reason or "tmux control client exited")
             self.closed.set()

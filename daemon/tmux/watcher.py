@@ -68,6 +68,7 @@ class Watcher:
         sink: Sink,
         *,
         debounce: float = 0.05,
+        interval: float = 0.1,
         resync: float = 5.0,
         backoff: tuple[float, float] = (0.2, 5.0),
         meta_max_age: float = 30.0,
@@ -75,6 +76,7 @@ class Watcher:
         self.tmux = tmux
         self.sink = sink
         self.debounce = debounce
+        self.interval = interval
         self.resync = resync
         self.backoff = backoff
         self._clients: dict[str, ControlClient] = {}
@@ -88,6 +90,11 @@ class Watcher:
         self.listings = 0
         self._listed: set[str] = set()
         self._meta: dict[str, tuple[PaneInfo, float]] = {}  # pane metadata and when it was read
+        self._told: dict[str, tuple[PaneInfo, str]] = {}  # what the sink last heard per pane
+        self._last_listing: list[str] | None = None
+        self._last_infos: list[PaneInfo] = []
+        self._last_told_all = 0.0
+        self.retell = 30.0  # seconds between full listings told even when tmux's are unchanged
         self.meta_max_age = meta_max_age
 
     # ------------------------------------------------------------------ lifecycle
@@ -113,6 +120,8 @@ class Watcher:
     async def _close_clients(self) -> None:
         clients = list(self._clients.values())
         self._clients.clear()
+        self._told.clear()
+        self._last_listing = None
         self.tmux.control = None
         for client in clients:
             with contextlib.suppress(Exception):
@@ -220,9 +229,15 @@ class Watcher:
     # ------------------------------------------------------------------ loops
 
     async def _capture_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        last = -self.interval
         while True:
             await self._dirty_event.wait()
-            await asyncio.sleep(self.debounce)
+            # a short debounce after a quiet spell; under load, at most one batch per interval
+            # (each batch wakes the tmux server a few times, whatever its size)
+            now = loop.time()
+            await asyncio.sleep(max(self.debounce, last + self.interval - now))
+            last = loop.time()
             self._dirty_event.clear()
             panes, self._dirty = self._dirty, set()
             try:
@@ -257,6 +272,7 @@ class Watcher:
                 screen = await next(futures)
             except TmuxCommandError:
                 self._meta.pop(pane, None)
+                self._told.pop(pane, None)
                 self.sink.pane_gone(pane)
                 continue
             except (ConnectionError, TimeoutError):
@@ -264,7 +280,11 @@ class Watcher:
             if info is None:
                 continue
             self.captures += 1
-            self.sink.pane_captured(info, "\n".join(screen))
+            text = "\n".join(screen)
+            if self._told.get(pane) == (info, text):
+                continue  # output that left the screen as it was (a cursor move, a redraw)
+            self._told[pane] = (info, text)
+            self.sink.pane_captured(info, text)
 
     async def _structure_loop(self) -> None:
         while True:
@@ -289,11 +309,23 @@ class Watcher:
         except (ConnectionError, TmuxCommandError):
             return
         self.listings += 1
-        infos = [info for info in map(PaneInfo.parse, listed) if info is not None]
-        known = {info.pane_id for info in infos}
         now = asyncio.get_running_loop().time()
-        self._meta = {info.pane_id: (info, now) for info in infos}
-        self.sink.panes_listed(infos)
+        if (
+            listed == self._last_listing
+            and not capture_all
+            and now - self._last_told_all < self.retell
+        ):
+            infos = self._last_infos  # nothing changed: the sink has heard it all already
+            self._meta = {info.pane_id: (info, now) for info in infos}
+        else:
+            infos = [info for info in map(PaneInfo.parse, listed) if info is not None]
+            self._meta = {info.pane_id: (info, now) for info in infos}
+            self._last_listing, self._last_infos = listed, infos
+            self._last_told_all = now
+            self.sink.panes_listed(infos)  # also re-reads what tmux does not show (git branch)
+        known = {info.pane_id for info in infos}
+        for gone in [p for p in self._told if p not in known]:
+            del self._told[gone]
         new = known if capture_all else known - self._listed
         self._listed = known
         if new:
