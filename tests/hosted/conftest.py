@@ -127,6 +127,7 @@ class HostedBox:
     credential: Path
     tmux_socket: Path
     daemon: RunningDaemon
+    accounts: Accounts
 
     def tmux(self, *args: str) -> subprocess.CompletedProcess[str]:
         """A tmux command against the agents' server, as the agent user."""
@@ -230,6 +231,7 @@ def box() -> Iterator[HostedBox]:
             credential=credential,
             tmux_socket=tmux_socket,
             daemon=daemon,
+            accounts=accounts,
         )
     finally:
         if daemon is not None and daemon.process.poll() is None:
@@ -244,6 +246,18 @@ def box() -> Iterator[HostedBox]:
         left = accounts.remove_all()
         shutil.rmtree(root, ignore_errors=True)
         assert not left, f"could not remove {left}"
+
+
+@pytest.fixture
+def pam_service() -> Iterator[str]:
+    """A PAM service like the one deploy/install writes, minus its group check."""
+    name = "openbus-test-" + secrets.token_hex(4)
+    path = Path("/etc/pam.d") / name
+    path.write_text("@include common-auth\n@include common-account\n")
+    try:
+        yield name
+    finally:
+        path.unlink(missing_ok=True)
 
 
 def _has_processes(user: str) -> bool:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import grp
 import json
 import pwd
+import secrets
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,7 @@ from openbus.daemon.socket_acl import EXECUTE, GROUP, GROUP_OBJ, MASK, OTHER, RE
 from tests.hosted.conftest import HostedBox, as_user, needs_root, probe
 from tests.support.daemon import python_for
 from tests.support.wait import wait_until
+from tests.tunnel.conftest import start_tunnel, stop_tunnel
 
 pytestmark = [pytest.mark.root, needs_root]
 
@@ -247,3 +250,32 @@ def test_an_operator_claiming_another_identity_on_the_socket_is_refused_and_audi
     refused = refusals(audit_after(box, before))
     assert len(refused) == 1
     assert refused[0]["details"]["peer"].startswith(f"uid {pwd.getpwnam(box.operator).pw_uid} ")
+
+
+# --------------------------------------------------------------------------- through the tunnel
+
+
+def test_a_person_signs_in_through_the_real_tunnel_and_is_the_actor(
+    box: HostedBox, pam_service: str
+) -> None:
+    """No chmod, no chgrp: the tunnel (no supplementary groups) reaches the socket through the
+    ACLs the daemon set, as it would under systemd."""
+    password = "pw-" + secrets.token_urlsafe(12)
+    person = box.accounts.user()
+    subprocess.run(["chpasswd"], input=f"{person}:{password}\n", text=True, check=True)
+    before = audit_head(box)
+    tunnel = start_tunnel(
+        box.root / "tunnel",
+        daemon_socket=box.daemon.socket_path,
+        pam_service=pam_service,
+        run_as=box.tunnel_user,
+    )
+    try:
+        with tunnel.client() as client:
+            assert tunnel.login(client, person, password).status_code == 303
+            response = client.get("/api/directory")
+    finally:
+        stop_tunnel(tunnel)
+    assert response.status_code == 200, response.text
+    served = [r for r in audit_after(box, before) if r["action"] == "directory.list"]
+    assert [r["actor"] for r in served] == [f"human:{person}"]
