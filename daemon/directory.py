@@ -318,6 +318,14 @@ class Directory:
             self._entries[info.pane_id] = entry
             added = True
         changed = added or info != entry.info
+        if detected.harness not in ("unknown", entry.harness):
+            # The same processes, recognized only now (first seen before their exec): not a
+            # new incarnation, but the harness (and so the parser) changes.
+            entry.events.append(
+                {"time": now, "kind": "harness", "from": entry.harness, "to": detected.harness}
+            )
+            entry.harness = detected.harness
+            changed = True
         entry.info = info
         branch = self.probe.git_branch(info.cwd)
         if branch != entry.branch:
@@ -330,11 +338,8 @@ class Directory:
                 entry.revision += 1
                 entry.last_activity = now
                 changed = True
-        if changed and entry.text is not None:
-            changed = self._classify(entry, now) or changed
-        elif added:
-            self._classify(entry, now)
         if changed:
+            self._classify(entry, now)
             entry._dict = None
             self._publish("added" if added else "updated", info.pane_id)
 

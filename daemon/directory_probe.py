@@ -8,7 +8,9 @@ Theory of operation
   similar launchers). A process is recognized by its argv words and its executable's name:
   ``claude``, ``codex``, ``opencode``, ``omp``, ``gemini`` (also as ``node .../claude``,
   ``node .../@openai/codex/bin/codex.js``), shells as ``shell``, anything else ``unknown``.
-  The answer is cached per (pane pid, its start time, tpgid).
+  The answer is cached per (pane pid, its start time, tpgid), unless it is ``unknown``: a
+  pane caught between tmux's fork and the exec of its command still shows tmux's own image,
+  and the same pid (same start time, same tpgid) is the shell or harness a moment later.
 * Process identity: pid plus start time (field 22 of ``/proc/<pid>/stat``), so a recycled
   pid is a different process.
 * Git branch: ``.git/HEAD`` read directly from the cwd upward, following a worktree's
@@ -151,6 +153,8 @@ class ProcessProbe:
         if cached is not None:
             return cached
         found = self._detect(pane_pid, start, tpgid)
+        if found.harness == "unknown":
+            return found  # maybe not exec'd yet: ask again next time
         if len(self._cache) > 4096:
             self._cache.clear()
         self._cache[key] = found

@@ -170,6 +170,19 @@ def test_a_pane_whose_process_ended_keeps_its_incarnation_and_harness() -> None:
     assert d.pane("%1")["incarnation"] != first and d.pane("%1")["harness"] == "codex"
 
 
+def test_a_pane_recognized_only_after_its_exec_changes_harness_not_incarnation() -> None:
+    d, _, probe = make(FakeProbe(harness={10: "unknown"}))
+    d.panes_listed([info(pid=10)])  # listed between tmux's fork and the exec
+    first = d.pane("%1")
+    assert (first["harness"], first["state"]) == ("unknown", "unknown")
+    probe.harness[10] = "shell"  # the same process, now the shell
+    d.panes_listed([info(pid=10)])
+    entry = d.pane("%1")
+    assert (entry["harness"], entry["state"]) == ("shell", "shell")
+    assert entry["incarnation"] == first["incarnation"]
+    assert entry["events"][-2]["kind"] == "harness" and entry["events"][-2]["to"] == "shell"
+
+
 def test_handles_resolve_by_pr_title_pane_and_incarnation() -> None:
     d, _, _ = make()
     d.pane_captured(

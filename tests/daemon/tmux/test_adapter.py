@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sys
 from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -167,6 +168,24 @@ def test_harnesses_are_detected_from_the_process_tree(server: Server, tmp_path: 
     wait_until(lambda: harness(nested) == "claude", what="claude started from a shell")
     assert harness(codex) == "codex"
     assert harness(shell) == "shell"
+
+
+def test_a_pane_process_is_detected_again_after_it_execs(server: Server) -> None:
+    # Like a pane listed between tmux's fork and the exec of its command: the same pid, start
+    # time and terminal, first unrecognized, then a shell.
+    code = "import os, sys; sys.stdin.readline(); os.execvp('sh', ['sh'])"
+    pane = server.window([sys.executable, "-c", code])
+    pid = int(server.run("display-message", "-p", "-t", pane, "#{pane_pid}").strip())
+    probe = ProcessProbe()
+    wait_until(lambda: "python" in probe_comm(pid), what="the python process")
+    assert probe.detect(pid).harness == "unknown"
+    server.keys(pane, "Enter")
+    wait_until(lambda: probe.detect(pid).harness == "shell", what="the exec'd shell detected")
+
+
+def probe_comm(pid: int) -> str:
+    with open(f"/proc/{pid}/comm") as f:
+        return f.read()
 
 
 @pytest.mark.parametrize(
