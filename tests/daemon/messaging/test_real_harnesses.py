@@ -1,0 +1,198 @@
+"""The main path with the real daemon and the real TUIs: Claude Code in pane A calls
+``send_message`` to a sibling (Claude Code or Codex) set to Collaborate; the human approves the
+card with ``openbus approve``; the sibling's screen shows the provenance line and the text, and
+its turn runs against the stub model; ``openbus messages`` shows the outcome."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.daemon import RunningDaemon, running_daemon
+from tests.support.harnesses import (
+    CLAUDE_IDLE,
+    ClaudeHarness,
+    CodexHarness,
+    make_claude,
+    make_codex,
+    submit_prompt,
+    wait_for_codex_ready,
+    wait_for_screen,
+)
+from tests.support.stub_model import StubModel, call_tool, reply, running_stub_model
+from tests.support.tmux_server import TmuxServer, private_tmux
+from tests.support.wait import wait_until
+
+pytestmark = [pytest.mark.harness, pytest.mark.timeout(240)]
+
+
+@pytest.fixture
+def stub() -> Iterator[StubModel]:
+    with running_stub_model() as model:
+        yield model
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    path = tmp_path / "project"
+    path.mkdir()
+    subprocess.run(["git", "init", "-q", str(path)], check=True)
+    return path
+
+
+@pytest.fixture
+def tmux(tmp_path: Path) -> Iterator[TmuxServer]:
+    with private_tmux(tmp_path) as server:
+        yield server
+
+
+def claude_launcher(claude: ClaudeHarness) -> dict[str, Any]:
+    return {"harness": "claude", "argv": [str(claude.binary)], "env": claude.env()}
+
+
+def codex_launcher(codex: CodexHarness) -> dict[str, Any]:
+    return {"harness": "codex", "argv": [str(codex.binary)], "env": codex.env()}
+
+
+def cli_json(daemon: RunningDaemon, *args: str) -> Any:
+    return json.loads(daemon.cli(*args, "--json", check=True).stdout)
+
+
+def launch(daemon: RunningDaemon, launcher: str, cwd: Path, prompt: str | None = None) -> Any:
+    args = ["launch", launcher, "--preset", "collaborate", "--cwd", str(cwd)]
+    if prompt:
+        args += ["--prompt", prompt]
+    return cli_json(daemon, *args)
+
+
+def directory_entry(daemon: RunningDaemon, pane: str) -> Any:
+    for entry in cli_json(daemon, "directory")["panes"]:
+        if entry["pane"] == pane:
+            return entry
+    return None
+
+
+def idle_in_directory(daemon: RunningDaemon, pane: str) -> Any:
+    last: list[Any] = [None]
+
+    def ready() -> Any:
+        entry = last[0] = directory_entry(daemon, pane)
+        ok = entry and entry["state"] == "idle" and entry["composer_empty"] is True
+        return entry if ok else None
+
+    try:
+        return wait_until(ready, timeout=60, what=f"{pane} idle in the directory")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; last entry: {last[0]}") from None
+
+
+def message_audit(daemon: RunningDaemon, message_id: str) -> list[str]:
+    with daemon.human() as client:
+        records = client.get("/api/audit", params={"after": 0}).json()["records"]
+    return [r["outcome"] for r in records if r.get("message_id") == message_id]
+
+
+def run_main_path(
+    tmp_path: Path,
+    stub: StubModel,
+    project: Path,
+    tmux: TmuxServer,
+    recipient: dict[str, Any],
+    wait_ready: Any,
+) -> None:
+    sender = make_claude(tmp_path / "a", stub, project)
+    launchers = {"sender": claude_launcher(sender), "recipient": recipient}
+    extra: dict[str, dict[str, Any]] = {"tmux": {"socket": str(tmux.socket)}}
+    for name, values in launchers.items():
+        extra[f"launchers.{name}"] = values
+    (tmp_path / "d").mkdir()
+    with running_daemon(tmp_path / "d", extra) as daemon:
+        b = launch(daemon, "recipient", project)
+        wait_ready(tmux, b["pane"])
+        entry = idle_in_directory(daemon, b["pane"])
+        text = "Please answer with the word PONG-4711 and nothing else."
+        stub.script(reply("B-RAN-ITS-TURN"), match="PONG-4711")
+        a = launch(daemon, "sender", project)
+        wait_for_screen(tmux, a["pane"], CLAUDE_IDLE, timeout=60)
+        args = {
+            "target": b["pane"],
+            "incarnation": entry["incarnation"],
+            "text": text,
+            "message_id": "ask-b-1",
+        }
+        result = ""
+        for attempt in range(20):  # until Claude Code has connected its MCP servers
+            word = f"openbus-message-go-{attempt}"
+            script = stub.script(
+                call_tool("mcp__openbus__send_message", args),
+                reply("SENT {tool_result}"),
+                match=word,
+            )
+            wait_for_screen(tmux, a["pane"], CLAUDE_IDLE, absent=["esc to interrupt"])
+            submit_prompt(tmux, a["pane"], f"please run {word}")
+            try:
+                script.wait_finished(timeout=60)
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}\n--- A ---\n{tmux.capture(a['pane'])}") from None
+            result = script.last_tool_result or ""
+            if "<tool_use_error>" not in result:  # else its MCP server is not connected yet
+                break
+        if not result.startswith("{"):  # say what Claude Code thinks of its MCP server
+            tmux.send_text(a["pane"], "/mcp")
+            wait_for_screen(tmux, a["pane"], "/mcp")
+            tmux.send_keys(a["pane"], "Enter")
+            screen = wait_for_screen(tmux, a["pane"], "Manage MCP servers")
+            raise AssertionError(f"{result}\n--- A's /mcp ---\n{screen}")
+        assert json.loads(result)["result"]["outcome"] == "queued", result
+
+        cards = wait_until(
+            lambda: cli_json(daemon, "cards")["cards"], timeout=30, what="the consent card"
+        )
+        assert [c["kind"] for c in cards] == ["message"]
+        daemon.cli("approve", cards[0]["id"], check=True)
+        screen = wait_for_screen(
+            tmux, b["pane"], "[openbus message from agent:claude:", "PONG-4711", timeout=60
+        )
+        assert "id ask-b-1" in screen
+        wait_for_screen(tmux, b["pane"], "B-RAN-ITS-TURN", timeout=60)
+        wait_until(
+            lambda: message_audit(daemon, "ask-b-1") == ["queued", "delivered"],
+            timeout=30,
+            what="the delivered record",
+        )
+        listing = cli_json(daemon, "messages", "--pane", b["pane"])
+        assert [(m["message_id"], m["outcome"]) for m in listing["received"]] == [
+            ("ask-b-1", "delivered")
+        ]
+        assert listing["received"][0]["recipient_pane"] == b["pane"]
+        sent = cli_json(daemon, "messages", "--pane", a["pane"])["sent"]
+        assert [m["message_id"] for m in sent] == ["ask-b-1"]
+        text_out = daemon.cli("messages", check=True).stdout
+        assert "ask-b-1" in text_out and "delivered" in text_out
+
+
+def test_claude_messages_claude_after_one_tap_and_the_recipients_turn_runs(
+    tmp_path: Path, stub: StubModel, project: Path, tmux: TmuxServer
+) -> None:
+    recipient = make_claude(tmp_path / "b", stub, project)
+
+    def ready(t: TmuxServer, pane: str) -> None:
+        wait_for_screen(t, pane, CLAUDE_IDLE, timeout=60)
+
+    run_main_path(tmp_path, stub, project, tmux, claude_launcher(recipient), ready)
+
+
+def test_claude_messages_codex_past_its_paste_burst_and_codexs_turn_runs(
+    tmp_path: Path, stub: StubModel, project: Path, tmux: TmuxServer
+) -> None:
+    recipient = make_codex(tmp_path / "x", stub, project)
+
+    def ready(t: TmuxServer, pane: str) -> None:
+        wait_for_codex_ready(t, pane, timeout=60)
+
+    run_main_path(tmp_path, stub, project, tmux, codex_launcher(recipient), ready)
