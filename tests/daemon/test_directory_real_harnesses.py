@@ -176,7 +176,7 @@ def test_an_agent_at_its_prompt_is_listed_idle_with_an_empty_composer_and_its_ha
     agent: Agent,
 ) -> None:
     entry = agent.expect_idle()
-    assert entry["harness"] == agent.harness  # from the process tree: the pane title says nothing
+    assert entry["harness"] == agent.harness  # found in the pane's process tree
     assert entry["incarnation"].startswith("inc_") and entry["dead"] is False
     assert entry["cwd"] == str(agent.cwd)
     listed = agent.listed()  # the directory lists what the pane detail shows
