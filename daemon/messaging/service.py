@@ -79,6 +79,8 @@ class MessagingService:
         self.grants = services.grants
         self.cards = services.cards
         self.clock = services.clock
+        self._limits_from: object = None
+        self._limits_now = MessageLimits()
         self.book = MessageBook(services.clock, self._limits())
         self.fleet = fleet
         self.delivery: DeliveryEngine | None = None
@@ -92,11 +94,14 @@ class MessagingService:
     # ------------------------------------------------------------------ plumbing
 
     def _limits(self) -> MessageLimits:
-        policy = self.services.extras.get("policy")
+        """The limits in force: the built-in maxima as tightened by the org policy now."""
+        policy = getattr(self.services, "policy", None) or self.services.extras.get("policy")
         limits = getattr(policy, "limits", None)
         if limits is None:
             return MessageLimits()
-        return MessageLimits.from_limits(limits)
+        if limits is not self._limits_from:
+            self._limits_from, self._limits_now = limits, MessageLimits.from_limits(limits)
+        return self._limits_now
 
     def _fleet(self) -> Fleet:
         if self.fleet is None:

@@ -330,3 +330,26 @@ def test_a_gone_pane_cancels_messages_addressed_by_pane_id(make: Callable[[], Se
 async def _until(predicate: Callable[[], object]) -> None:
     while not predicate():
         await asyncio.sleep(0.005)
+
+
+def test_an_org_policy_tightens_the_limits_on_the_next_call(make: Callable[[], Setup]) -> None:
+    from openbus.daemon.core.errors import Refused
+    from openbus.policy.limits import Limits
+
+    async def main() -> None:
+        s = make()
+        await s.send("a", "%2", "m-1", text="x" * 50)
+        real = s.services.policy
+
+        class Tightened:
+            limits = Limits(message_bytes=20)
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(real, name)
+
+        s.services.policy = Tightened()  # type: ignore[assignment]
+        with pytest.raises(Refused, match="20-byte cap"):
+            await s.send("a", "%2", "m-2", text="x" * 50)
+        assert s.message("a", "m-2") is None
+
+    run(main())
