@@ -66,7 +66,7 @@ class AuditLog:
         seq, prev = self.head()
         record = seal(draft, seq=seq + 1, time=self.clock.now(), prev_hash=prev)
         self.db.conn.execute(
-            f"INSERT INTO audit ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",  # noqa: S608
+            f"INSERT INTO audit ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
             (
                 record.seq,
                 record.time,
@@ -128,7 +128,7 @@ class AuditLog:
 
     def read(self, after: int = 0, limit: int = 1000) -> list[AuditRecord]:
         rows = self.db.conn.execute(
-            f"SELECT {_COLUMNS} FROM audit WHERE seq > ? ORDER BY seq LIMIT ?",  # noqa: S608
+            f"SELECT {_COLUMNS} FROM audit WHERE seq > ? ORDER BY seq LIMIT ?",
             (after, limit),
         ).fetchall()
         return [_row_to_record(r) for r in rows]

@@ -263,7 +263,7 @@ class Shipper:
     def next_batch(self) -> Batch:
         with self._lock:
             rows = self._conn.execute(
-                f"SELECT {_COLUMNS} FROM audit WHERE seq > ? ORDER BY seq LIMIT ?",  # noqa: S608
+                f"SELECT {_COLUMNS} FROM audit WHERE seq > ? ORDER BY seq LIMIT ?",
                 (self.exported_seq, self.batch_size),
             ).fetchall()
             records = [_row_to_record(row) for row in rows]

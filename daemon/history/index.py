@@ -433,7 +433,7 @@ class HistoryIndex:
 
     def _existing(self, harness: str, session_id: str) -> SessionEntry | None:
         row = self._db.execute(
-            f"SELECT {_COLUMNS} FROM sessions WHERE harness = ? AND session_id = ?",  # noqa: S608
+            f"SELECT {_COLUMNS} FROM sessions WHERE harness = ? AND session_id = ?",
             (harness, session_id),
         ).fetchone()
         return self._row_entry(row) if row else None
@@ -742,7 +742,7 @@ class HistoryIndex:
         ).fetchone()
         weights = ", ".join(str(w) for w in WEIGHTS)
         rows = self._db.execute(
-            f"SELECT rowid, bm25(sessions_fts, {weights}) AS score FROM sessions_fts"  # noqa: S608
+            f"SELECT rowid, bm25(sessions_fts, {weights}) AS score FROM sessions_fts"
             " WHERE sessions_fts MATCH ? AND rowid >= ? ORDER BY score, rowid DESC LIMIT ?",
             (match, floor[0] if floor else 0, limit + len(exclude)),
         ).fetchall()
@@ -757,7 +757,7 @@ class HistoryIndex:
             return {}
         marks = ",".join("?" * len(rowids))
         found = self._db.execute(
-            f"SELECT {_COLUMNS} FROM sessions WHERE id IN ({marks})",  # noqa: S608
+            f"SELECT {_COLUMNS} FROM sessions WHERE id IN ({marks})",
             list(rowids),
         ).fetchall()
         return {row[0]: self._row_entry(row) for row in found}
@@ -768,7 +768,7 @@ class HistoryIndex:
     def recent(self, limit: int = 20) -> list[SessionEntry]:
         with self._lock:
             rows = self._db.execute(
-                f"SELECT {_COLUMNS} FROM sessions ORDER BY last_active DESC LIMIT ?",  # noqa: S608
+                f"SELECT {_COLUMNS} FROM sessions ORDER BY last_active DESC LIMIT ?",
                 (limit,),
             ).fetchall()
         return [self._row_entry(r) for r in rows]
@@ -784,7 +784,7 @@ class HistoryIndex:
         if harness == CLAUDE and not entry.subagent:
             with self._lock:
                 rows = self._db.execute(
-                    f"SELECT {_COLUMNS} FROM sessions"  # noqa: S608
+                    f"SELECT {_COLUMNS} FROM sessions"
                     " WHERE harness = ? AND parent_session_id = ? AND subagent = 1",
                     (CLAUDE, session_id),
                 ).fetchall()
