@@ -129,3 +129,29 @@ def test_narrowing_the_cap_takes_effect_on_the_next_call_and_cancels_queued_mess
         assert refused.is_error and "not connected" in str(refused.content[0])
         still = call(fleet, token, "list_panes", {})
         assert not still.is_error  # observe is within the new cap
+
+
+def test_a_tampered_or_older_policy_is_refused_audited_and_the_last_good_one_stays(
+    tmp_path: Path,
+) -> None:
+    with governed_fleet(tmp_path, "observe") as (fleet, org):
+        policy = org / "policy.toml"
+        policy.write_bytes(policy.read_bytes().replace(b'"observe"', b'"collaborate"'))
+        rejected = wait_until(
+            lambda: [r for r in records(fleet) if r["action"] == "policy.rejected"],
+            timeout=15,
+            what="the tampered policy to be refused",
+        )
+        assert rejected[-1]["outcome"] == "refused"
+        with fleet.daemon.human() as client:
+            response = client.post(
+                "/api/launch",
+                json={"launcher": "fakeclaude", "preset": "collaborate", "cwd": str(fleet.project)},
+            )
+        assert response.status_code == 403  # still capped at observe
+        signed_policy(org, version=0, default="collaborate")  # a rollback, properly signed
+        wait_until(
+            lambda: len([r for r in records(fleet) if r["action"] == "policy.rejected"]) >= 2,
+            timeout=15,
+            what="the rollback to be refused",
+        )
