@@ -305,6 +305,8 @@ class MessageBook:
         self._pair_rate: dict[tuple[str, str], deque[float]] = {}
         self._queued_bytes: dict[str, int] = {}  # by recipient pane
         self._total_bytes = 0
+        self._live: dict[str, dict[tuple[str, str], Message]] = {}  # unfinished, by pane
+        self._handles: dict[tuple[str, str], Message] = {}  # unfinished, addressed by handle
         self._received: dict[str, _Received] = {}
         self._cards: dict[str, tuple[str, str]] = {}
         self._conversations = 0
@@ -323,15 +325,16 @@ class MessageBook:
 
     def waiting_for(self, pane: str) -> list[Message]:
         """Messages covered by consent and waiting for ``pane`` to be idle, oldest first."""
-        found = [
-            m
-            for m in self._messages.values()
-            if m.phase is Phase.QUEUED and m.recipient.pane == pane
-        ]
+        live = self._live.get(pane, {})
+        found = [m for m in live.values() if m.phase is Phase.QUEUED]
         return sorted(found, key=lambda m: m.admitted)
 
     def panes_waiting(self) -> set[str]:
-        return {m.recipient.pane for m in self._messages.values() if m.phase is Phase.QUEUED}
+        return set(self._live)
+
+    def by_handle(self) -> list[Message]:
+        """Unfinished messages addressed by a workstream handle."""
+        return list(self._handles.values())
 
     @property
     def queued_bytes(self) -> int:
@@ -352,6 +355,8 @@ class MessageBook:
             "pair_rates": len(self._pair_rate),
             "received": len(self._received),
             "cards": len(self._cards),
+            "live_panes": len(self._live),
+            "handles": len(self._handles),
             "queued_bytes": self._total_bytes,
         }
 
@@ -454,7 +459,7 @@ class MessageBook:
         self._pair_rate.setdefault((message.sender, message.recipient.key), deque()).append(
             admission.at
         )
-        self._hold_bytes(message.recipient.pane, message.size)
+        self._hold(message.recipient.pane, message)
         return message
 
     def admit(self, **fields: Any) -> Admission:
@@ -477,17 +482,26 @@ class MessageBook:
             return last.conversation, last.hop + 1
         return f"cv{self._conversations + 1}", 0
 
-    def _hold_bytes(self, pane: str, size: int) -> None:
-        self._queued_bytes[pane] = self._queued_bytes.get(pane, 0) + size
-        self._total_bytes += size
+    def _hold(self, pane: str, message: Message) -> None:
+        self._queued_bytes[pane] = self._queued_bytes.get(pane, 0) + message.size
+        self._total_bytes += message.size
+        self._live.setdefault(pane, {})[message.key] = message
+        if message.target.handle is not None:
+            self._handles[message.key] = message
 
-    def _free_bytes(self, pane: str, size: int) -> None:
-        left = self._queued_bytes.get(pane, 0) - size
+    def _free(self, pane: str, message: Message) -> None:
+        left = self._queued_bytes.get(pane, 0) - message.size
         if left > 0:
             self._queued_bytes[pane] = left
         else:
             self._queued_bytes.pop(pane, None)
-        self._total_bytes -= size
+        self._total_bytes -= message.size
+        live = self._live.get(pane)
+        if live is not None:
+            live.pop(message.key, None)
+            if not live:
+                del self._live[pane]
+        self._handles.pop(message.key, None)
 
     # ------------------------------------------------------------------ consent
 
@@ -553,8 +567,8 @@ class MessageBook:
                 > self.limits.recipient_queue_bytes
             ):
                 raise Refused("the new recipient's queue is full", field="queue")
-            self._free_bytes(message.recipient.pane, message.size)
-            self._hold_bytes(recipient.pane, message.size)
+            self._free(message.recipient.pane, message)
+            self._hold(recipient.pane, message)
         message.recipient = recipient
         message.history.append(f"moved:{recipient.pane}")
         if message.hop > self.limits.hop_limit:
@@ -595,7 +609,7 @@ class MessageBook:
         message.finalized = self.clock.now()
         message.history.append(outcome.value)
         self._forget_card(message)
-        self._free_bytes(message.recipient.pane, message.size)
+        self._free(message.recipient.pane, message)
         message.text = ""  # the text is not kept past its outcome
         return True
 
@@ -608,7 +622,8 @@ class MessageBook:
         ]
 
     def addressed_to(self, pane: str) -> list[Message]:
-        return [m for m in self._messages.values() if not m.final and m.recipient.pane == pane]
+        """Unfinished messages whose recipient is now ``pane``."""
+        return list(self._live.get(pane, {}).values())
 
     def forget_pair_history(self, principal: str) -> None:
         """A revoked principal's received-hop memory goes with its grant."""

@@ -15,7 +15,9 @@ The drain takes the pane's send lock (which revocation also takes) and, holding 
 again: the message is still queued, the incarnation is the one it was addressed to, a handle
 still resolves to exactly this pane, both ends still hold their scopes, the directory's
 reading is idle with an empty composer, and a fresh capture is the very screen that reading
-came from. Any transient difference leaves the message queued for the next idle transition.
+came from, and tmux still reports the pane's process the directory saw (a directory that has
+not caught up with a respawn must not pass a new process off as the old incarnation). Any
+transient difference leaves the message queued for the next idle transition.
 Then, once and only once (``book.begin_typing``), it types ONE bracketed paste holding the
 daemon's provenance line and the text, waits until the composer shows it (the screen still
 idle, the composer no longer empty), presses Enter (for Codex only after its paste-burst
@@ -99,7 +101,7 @@ class DeliveryEngine:
 
     def on_change(self, change: FleetChange) -> None:
         if change.pane is None or change.kind == "resync":
-            panes = {m.recipient.pane for m in self.book.messages() if not m.final}
+            panes = self.book.panes_waiting()
         else:
             panes = {change.pane}
         for pane in sorted(panes):
@@ -121,8 +123,8 @@ class DeliveryEngine:
             self.kick(pane)
 
     def _follow_handles(self) -> None:
-        for message in self.book.messages():
-            if message.target.handle is not None and message.phase in (Phase.QUEUED, Phase.CONSENT):
+        for message in self.book.by_handle():
+            if message.phase in (Phase.QUEUED, Phase.CONSENT):
                 self.follow_handle(message)
 
     def follow_handle(self, message: Message) -> None:
@@ -210,9 +212,14 @@ class DeliveryEngine:
         if not view.deliverable:
             return "wait"
         try:
+            # the incarnation once more, from tmux itself: a directory that has not caught up
+            # with a respawned pane must not make the new process look like the old one
+            pid = await self.fleet.pane_pid(pane)
             screen = normalize(await self.fleet.capture(pane))
         except OpenbusError:
             return "wait"
+        if pid is None or (view.pids and pid != view.pids[0]):
+            return "wait"  # the directory will report the new process: then it is cancelled
         now = self.fleet.view(pane)
         if (
             message.phase is not Phase.QUEUED

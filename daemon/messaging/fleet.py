@@ -62,6 +62,8 @@ class Fleet(Protocol):
 
     async def capture(self, pane: str) -> str: ...
 
+    async def pane_pid(self, pane: str) -> int | None: ...
+
     def reparse(self, pane: str, text: str) -> Reading | None: ...
 
 
@@ -148,6 +150,15 @@ class DirectoryFleet:
     async def capture(self, pane: str) -> str:
         text: str = await self.tmux.capture(pane)
         return text
+
+    async def pane_pid(self, pane: str) -> int | None:
+        """The pane's process as tmux reports it now (None: the pane is gone)."""
+        try:
+            info = await self.tmux.pane_info(pane)
+        except OpenbusError:
+            return None
+        pid: int = info.pid
+        return pid
 
     def reparse(self, pane: str, text: str) -> Reading | None:
         try:

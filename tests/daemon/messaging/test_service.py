@@ -92,6 +92,10 @@ class ScriptedFleet:
     async def capture(self, pane: str) -> str:
         return self._screen(self.panes[pane])
 
+    async def pane_pid(self, pane: str) -> int | None:
+        p = self.panes.get(pane)
+        return p.view.pids[0] if p else None
+
     def reparse(self, pane: str, text: str) -> Reading | None:
         p = self.panes[pane]
         if p.view.state != "idle":
