@@ -106,10 +106,11 @@ def open_socket_directory(config: Config) -> None:
 def preflight(config: Config) -> None:
     """Everything the worker would refuse at start, reported here as one clear line first."""
     from openbus.daemon.app import tunnel_trust
+    from openbus.daemon.audit.service import export_settings
     from openbus.daemon.core.clock import SystemClock
     from openbus.daemon.policy_runtime import PolicyRuntime
 
-    PolicyRuntime.from_config(config, clock=SystemClock())
+    export_settings(config, PolicyRuntime.from_config(config, clock=SystemClock()))
     if config.hosted.enabled:
         tunnel_trust(config)
 

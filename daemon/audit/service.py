@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 import socket
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from openbus.daemon.audit.checkpoints import (
@@ -23,10 +23,12 @@ from openbus.daemon.audit.checkpoints import (
     public_pem,
 )
 from openbus.daemon.audit.shipper import Exporter, Shipper, make_exporter, resource_attributes
+from openbus.daemon.config import AuditConfig, Config
 from openbus.daemon.core.errors import BadRequest
 
 if TYPE_CHECKING:
     from openbus.daemon.gate import Call
+    from openbus.daemon.policy_runtime import PolicyRuntime
     from openbus.daemon.services import Services
 
 log = logging.getLogger("openbus.audit")
@@ -68,6 +70,24 @@ def stopping(services: Services) -> bool:
     return export is None or export.stopping
 
 
+def export_settings(config: Config, policy_runtime: PolicyRuntime) -> AuditConfig:
+    """Where the audit goes: the org policy's export when it names one, else ``[audit]``.
+
+    A policy that requires export must name its endpoint (the policy schema refuses it
+    otherwise, so the box does not start). A changed endpoint takes effect at the next start.
+    """
+    policy = policy_runtime.policy
+    export = policy.audit if policy is not None else None
+    if export is not None and export.endpoint:
+        return replace(
+            config.audit,
+            otlp_endpoint=export.endpoint,
+            otlp_protocol=export.protocol,
+            otlp_headers_file=export.credential_file,
+        )
+    return config.audit
+
+
 def install(
     services: Services,
     *,
@@ -88,14 +108,15 @@ def install(
         clock=services.clock,
         policy=CheckpointPolicy(config.audit.checkpoint_every, config.audit.checkpoint_seconds),
     )
-    if exporter is None and config.audit.otlp_endpoint:
-        exporter = make_exporter(config.audit)
+    audit_config = export_settings(config, services.policy)
+    if exporter is None and audit_config.otlp_endpoint:
+        exporter = make_exporter(audit_config)
     shipper = Shipper(
         config.db_path,
         exporter,
         clock=services.clock,
         resource=resource_attributes(box, public_pem(key.public_key()).decode("ascii")),
-        endpoint=config.audit.otlp_endpoint,
+        endpoint=audit_config.otlp_endpoint,
         backoff_cap=backoff_cap,
         batch_size=batch_size,
     )
