@@ -124,6 +124,11 @@ def test_send_message_over_mcp_queues_audits_and_answers_status(fleet: Fleet) ->
     assert outcomes == ["queued", "cancelled"]
     cli = fleet.daemon.cli("messages", "--pane", b["pane"], "--json", check=True)
     assert json.loads(cli.stdout)["received"][0]["outcome"] == "cancelled"
+    text = fleet.daemon.cli("messages", check=True).stdout
+    assert f"{b['pane']}:" in text and "mcp-1" in text and "cancelled" in text
+    assert "hello from A second line" in text  # the preview, on one line
+    bad = fleet.daemon.cli("messages", "--pane", "window-1")
+    assert bad.returncode != 0 and "pane" in bad.stderr and "Traceback" not in bad.stderr
 
 
 def test_a_flood_over_mcp_is_refused_before_admission_with_the_daemons_memory_flat(
