@@ -33,6 +33,7 @@ class FakePane:
     composer: str = ""
     submitted: list[str] = field(default_factory=list)
     fail_paste: bool = False
+    gate: asyncio.Event | None = None  # a paste waits for this (a slow tmux)
     steal_focus: bool = False  # a menu opens right as the paste arrives
 
 
@@ -78,6 +79,8 @@ class ScriptedFleet:
         p = self.panes[pane]
         if p.fail_paste:
             raise Unavailable("tmux failed: server exited")
+        if p.gate is not None:
+            await p.gate.wait()
         if p.steal_focus:
             p.view = replace(p.view, state="menu", composer_empty=None)
             return
@@ -355,5 +358,33 @@ def test_an_org_policy_tightens_the_limits_on_the_next_call(make: Callable[[], S
         with pytest.raises(Refused, match="20-byte cap"):
             await s.send("a", "%2", "m-2", text="x" * 50)
         assert s.message("a", "m-2") is None
+
+    run(main())
+
+
+def test_revocation_waits_for_a_typing_attempt_and_nothing_lands_after_it_returns(
+    make: Callable[[], Setup],
+) -> None:
+    async def main() -> None:
+        s = make()
+        slow = s.fleet.panes["%2"]
+        slow.gate = asyncio.Event()
+        await s.send("a", "%2", "m-1")
+        await approve(s, "a", "m-1")
+        drain = s.messaging.delivery._drains["%2"]  # type: ignore[union-attr]
+        await _until(lambda: s.message("a", "m-1").phase.value == "typing")
+        await s.send("c", "%2", "m-2")  # waits for its card
+        toggle = asyncio.ensure_future(
+            s.services.gate.run(s.human, "connect.set", {"pane": "%2", "preset": "off"})
+        )
+        await s.settle()
+        assert not toggle.done()  # the Off waits on B's send lock
+        slow.gate.set()
+        await asyncio.wait_for(toggle, 2)
+        # the attempt under way finished before the Off took effect; the rest is cancelled
+        assert s.message("a", "m-1").outcome.value == "delivered"
+        assert s.message("c", "m-2").outcome.value == "cancelled"
+        await drain
+        assert len(slow.submitted) == 1
 
     run(main())
