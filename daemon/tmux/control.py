@@ -144,6 +144,11 @@ class ControlParser:
         return out
 
 
+def _drop_outcome(future: asyncio.Future[list[str]]) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
 class ControlClient:
     """One ``tmux -C`` client attached to one session."""
 
@@ -164,6 +169,7 @@ class ControlClient:
         self._waiting: deque[tuple[str, asyncio.Future[list[str]]]] = deque()
         self.closed = asyncio.Event()
         self.exit_reason: str | None = None
+        self.name: str | None = None  # tmux's name for this client (``client-<pid>``), once known
 
     @property
     def pid(self) -> int | None:
@@ -204,6 +210,13 @@ class ControlClient:
         except (ConnectionError, RuntimeError) as exc:
             self._fail_waiting(f"write failed: {exc}")
             raise ConnectionError("the tmux control client went away") from None
+        return futures
+
+    def send_quietly(self, lines: Sequence[str]) -> list[asyncio.Future[list[str]]]:
+        """``send`` for commands whose answer nobody awaits: their failures are dropped."""
+        futures = self.send(lines)
+        for future in futures:
+            future.add_done_callback(_drop_outcome)
         return futures
 
     async def command(self, line: str, timeout: float = 10.0) -> list[str]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from typing import Protocol
 
@@ -72,6 +73,7 @@ class Watcher:
         resync: float = 5.0,
         backoff: tuple[float, float] = (0.2, 5.0),
         meta_max_age: float = 30.0,
+        pause_after: int = 3,
     ) -> None:
         self.tmux = tmux
         self.sink = sink
@@ -94,6 +96,12 @@ class Watcher:
         self._last_listing: list[str] | None = None
         self._last_infos: list[PaneInfo] = []
         self._last_told_all = 0.0
+        # panes whose %output we paused: on which client, and the pause command's answer
+        self._paused: dict[str, tuple[ControlClient, asyncio.Future[list[str]]]] = {}
+        self.pauses = 0
+        self.pause_after = pause_after
+        self._bursts: dict[str, int] = {}  # %output bursts per dirty pane since its last batch
+        self._naming: set[ControlClient] = set()
         self.retell = 30.0  # seconds between full listings told even when tmux's are unchanged
         self.meta_max_age = meta_max_age
 
@@ -121,6 +129,7 @@ class Watcher:
         clients = list(self._clients.values())
         self._clients.clear()
         self._told.clear()
+        self._paused.clear()
         self._last_listing = None
         self.tmux.control = None
         for client in clients:
@@ -213,11 +222,32 @@ class Watcher:
     def _on_event(self, client: ControlClient, event: Notification) -> None:
         name = event.name
         if name == "output":
-            self._dirty.add(event.args[0])
-            self._dirty_event.set()
+            pane = event.args[0]
+            if pane not in self._dirty:
+                self._dirty.add(pane)
+                self._dirty_event.set()
+                self._bursts[pane] = 1
+                return
+            bursts = self._bursts[pane] = self._bursts.get(pane, 1) + 1
+            if bursts < self.pause_after or pane in self._paused:
+                return
+            if client.name is None:
+                self._learn_name(client)
+            else:
+                # a pane still printing before its capture: stop tmux formatting its output
+                # for us until the capture resumes it (pause/continue; never on/off, which
+                # crashes tmux 3.3a's server)
+                try:
+                    (done,) = client.send_quietly([f"refresh-client -A {quote(pane + ':pause')}"])
+                except ConnectionError:
+                    return
+                self._paused[pane] = (client, done)
+                self.pauses += 1
         elif name in STRUCTURE_EVENTS:
             self._structure_event.set()
         elif name == "client-closed":
+            for pane in [p for p, (c, _) in self._paused.items() if c is client]:
+                del self._paused[pane]
             if self._clients.get(client.label) is client:
                 del self._clients[client.label]
             self.tmux.control = self._command_client()
@@ -240,6 +270,7 @@ class Watcher:
             last = loop.time()
             self._dirty_event.clear()
             panes, self._dirty = self._dirty, set()
+            self._bursts.clear()
             try:
                 await self._capture(sorted(panes))
             except Exception:
@@ -252,11 +283,27 @@ class Watcher:
         now = asyncio.get_running_loop().time()
         fresh = {p for p in panes if p in self._meta and now - self._meta[p][1] < self.meta_max_age}
         lines: list[str] = []
+        resumed: list[str] = []
         for pane in panes:
+            paused = self._paused.get(pane)
+            if paused is not None:
+                owner, done = paused
+                if done.done():
+                    # resumed before the capture, on the client that captures: output after
+                    # it is announced again, output before it is on the captured screen
+                    del self._paused[pane]
+                    if owner.alive and owner.name is not None:
+                        target = quote(owner.name)
+                        resumed.append(f"refresh-client -t {target} -A {quote(pane + ':continue')}")
+                else:
+                    # the pause may land after this capture: resume and capture once more then
+                    done.add_done_callback(functools.partial(self._redirty, pane))
             if pane not in fresh:
                 lines.append(f"display-message -p -t {pane} -F {quote(PANE_FORMAT)}")
             lines.append(f"capture-pane -p -t {pane}")
         try:
+            if resumed:
+                client.send_quietly(resumed)
             futures = iter(client.send(lines))
         except ConnectionError:
             return
@@ -285,6 +332,30 @@ class Watcher:
                 continue  # output that left the screen as it was (a cursor move, a redraw)
             self._told[pane] = (info, text)
             self.sink.pane_captured(info, text)
+
+    def _learn_name(self, client: ControlClient) -> None:
+        """Ask tmux for this client's name (pause/continue address it); once at a time, again
+        after a failure (a command that beat the attach answers "no current client")."""
+        if client in self._naming:
+            return
+        try:
+            (named,) = client.send_quietly(["display-message -p '#{client_name}'"])
+        except ConnectionError:
+            return
+        self._naming.add(client)
+        named.add_done_callback(functools.partial(self._named, client))
+
+    def _named(self, client: ControlClient, future: asyncio.Future[list[str]]) -> None:
+        self._naming.discard(client)
+        if not future.cancelled() and future.exception() is None:
+            lines = future.result()
+            if lines and lines[0].strip():
+                client.name = lines[0].strip()
+
+    def _redirty(self, pane: str, _: object) -> None:
+        if pane in self._paused:
+            self._dirty.add(pane)
+            self._dirty_event.set()
 
     async def _structure_loop(self) -> None:
         while True:

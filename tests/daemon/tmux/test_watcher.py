@@ -157,3 +157,24 @@ def test_output_on_a_pane_triggers_its_capture(server: Server) -> None:
         await until(lambda: w.captures > settled, "a capture after output")
 
     follow(server, scenario)
+
+
+def test_a_pane_printing_in_bursts_is_paused_between_captures_and_read_to_its_last_line(
+    server: Server,
+) -> None:
+    script = "i=0; while [ $i -lt 300 ]; do i=$((i+1)); echo burst-$i; sleep 0.005; done; "
+    script += "echo all-done; exec cat"
+
+    async def scenario(d: Directory, w: Watcher) -> None:
+        await until(lambda: len(panes(d)) == 1, "the first pane")
+        pane = server.window(["sh", "-c", script])
+        await until(
+            lambda: pane in panes(d) and "all-done" in (d.entry(pane).text or ""), "the last line"
+        )
+        assert "burst-300" in (d.entry(pane).text or "")
+        assert w.pauses >= 1  # tmux stopped sending this pane's output until its capture
+        server.keys(pane, "typed-after", "Enter")
+        await until(lambda: "typed-after" in (d.entry(pane).text or ""), "output after resuming")
+        assert d.snapshot()["tmux"]["running"] is True
+
+    follow(server, scenario)
