@@ -1,7 +1,8 @@
 """The main path with the real daemon and the real TUIs: Claude Code in pane A calls
 ``send_message`` to a sibling (Claude Code or Codex) set to Collaborate; the human approves the
 card with ``openbus approve``; the sibling's screen shows the provenance line and the text, and
-its turn runs against the stub model; ``openbus messages`` shows the outcome."""
+its turn runs against the stub model; ``openbus messages`` shows the outcome. A recipient busy
+in a turn of its own when the human approves gets the message at its next idle."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from tests.support.harnesses import (
     wait_for_codex_ready,
     wait_for_screen,
 )
-from tests.support.stub_model import StubModel, call_tool, reply, running_stub_model
+from tests.support.stub_model import StubModel, call_tool, hold, reply, running_stub_model
 from tests.support.tmux_server import TmuxServer, private_tmux
 from tests.support.wait import wait_until
 
@@ -104,6 +105,8 @@ def run_main_path(
     tmux: TmuxServer,
     recipient: dict[str, Any],
     wait_ready: Any,
+    *,
+    busy_first: bool = False,
 ) -> None:
     sender = make_claude(tmp_path / "a", stub, project)
     launchers = {"sender": claude_launcher(sender), "recipient": recipient}
@@ -154,7 +157,29 @@ def run_main_path(
             lambda: cli_json(daemon, "cards")["cards"], timeout=30, what="the consent card"
         )
         assert [c["kind"] for c in cards] == ["message"]
+        busy = None
+        if busy_first:  # B starts a long turn of its own before the human taps
+            busy = stub.script(hold(), reply("B-DONE-HOLDING"), match="HOLD-B")
+            submit_prompt(tmux, b["pane"], "please HOLD-B")
+            busy.wait_holding(timeout=60)
+            wait_until(
+                lambda: directory_entry(daemon, b["pane"])["state"] == "busy",
+                timeout=30,
+                what="B busy in the directory",
+            )
         daemon.cli("approve", cards[0]["id"], check=True)
+        if busy is not None:
+            wait_until(
+                lambda: (
+                    cli_json(daemon, "messages", "--pane", b["pane"])["received"][0]["phase"]
+                    == "queued"
+                ),
+                timeout=30,
+                what="the approved message queued for B's idle",
+            )
+            assert "[openbus message from" not in tmux.capture(b["pane"])
+            busy.release()
+            wait_for_screen(tmux, b["pane"], "B-DONE-HOLDING", timeout=60)
         screen = wait_for_screen(
             tmux, b["pane"], "[openbus message from agent:claude:", "PONG-4711", timeout=60
         )
@@ -185,6 +210,17 @@ def test_claude_messages_claude_after_one_tap_and_the_recipients_turn_runs(
         wait_for_screen(t, pane, CLAUDE_IDLE, timeout=60)
 
     run_main_path(tmp_path, stub, project, tmux, claude_launcher(recipient), ready)
+
+
+def test_a_busy_claude_gets_the_approved_message_at_its_next_idle(
+    tmp_path: Path, stub: StubModel, project: Path, tmux: TmuxServer
+) -> None:
+    recipient = make_claude(tmp_path / "b", stub, project)
+
+    def ready(t: TmuxServer, pane: str) -> None:
+        wait_for_screen(t, pane, CLAUDE_IDLE, timeout=60)
+
+    run_main_path(tmp_path, stub, project, tmux, claude_launcher(recipient), ready, busy_first=True)
 
 
 def test_claude_messages_codex_past_its_paste_burst_and_codexs_turn_runs(
