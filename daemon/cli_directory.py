@@ -108,6 +108,14 @@ def format_pane(p: dict[str, Any], now: float | None = None) -> str:
                 lines.append(f"  {when}  {kind}: {event.get('from')} -> {event.get('to')}")
             else:
                 lines.append(f"  {when}  {kind}")
+    messages = p.get("messages") or {}
+    for direction in ("sent", "received"):
+        items = messages.get(direction) or []
+        if items:
+            lines.append(f"messages {direction}:")
+            for m in items[-12:]:
+                peer = m.get("recipient") if direction == "sent" else m.get("sender")
+                lines.append(f"  {m.get('message_id')}  {m.get('outcome')}  {peer or ''}".rstrip())
     return "\n".join(lines)
 
 

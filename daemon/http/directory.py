@@ -74,7 +74,12 @@ def install(services: Services) -> Directory:
 
     async def one_pane(call: Call) -> Any:
         pane = check_pane_id(call.params.get("pane"), "pane")  # type: ignore[arg-type]
-        return directory.pane(pane)
+        detail = directory.pane(pane)
+        if call.actor.is_human:  # the messages a pane sent and received are the human's view
+            detail = dict(detail)
+            for hook in services.extras.get("pane_detail_hooks", []):
+                detail.update(hook(pane))
+        return detail
 
     services.gate.register(LIST, list_panes)
     services.gate.register(PANE, one_pane)

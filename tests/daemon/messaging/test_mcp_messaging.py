@@ -112,6 +112,9 @@ def test_send_message_over_mcp_queues_audits_and_answers_status(fleet: Fleet) ->
         cards = client.get("/api/cards").json()["cards"]
     assert [(m["message_id"], m["outcome"]) for m in listing["received"]] == [("mcp-1", "queued")]
     assert [c["kind"] for c in cards] == ["message"]
+    # each pane's detail lists what it sent and received
+    detail = json.loads(fleet.daemon.cli("pane", a["pane"], "--json", check=True).stdout)
+    assert [m["message_id"] for m in detail["messages"]["sent"]] == ["mcp-1"]
     # revoking the sender cancels the message and its card before the toggle returns
     with fleet.daemon.human() as client:
         done = client.put("/api/connect", json={"pane": a["pane"], "preset": "off"})
