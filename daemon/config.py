@@ -378,6 +378,12 @@ def load_config(
     path = resolve_config_path(explicit)
     if path is None:
         return parse_config({}, "<defaults>")
+    data = read_toml(path, reader)
+    return parse_config(data, str(path), hosted_default=str(path) == HOSTED_CONFIG_PATH)
+
+
+def read_toml(path: Path, reader: Callable[[Path], bytes] | None = None) -> dict[str, Any]:
+    """A TOML file as a table; any failure is a ``ConfigError`` naming the file."""
     read = reader or (lambda p: p.read_bytes())
     try:
         raw = read(path)
@@ -391,4 +397,4 @@ def load_config(
         raise ConfigError("not UTF-8 text", path=str(path)) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"not valid TOML ({exc})", path=str(path)) from None
-    return parse_config(data, str(path), hosted_default=str(path) == HOSTED_CONFIG_PATH)
+    return data

@@ -7,12 +7,12 @@ a ``ConfigError`` naming the key and the file.
 from __future__ import annotations
 
 import os
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from openbus.daemon.config import read_toml
 from openbus.daemon.core.errors import ConfigError
 
 DEFAULT_PATH = Path("/etc/openbus/tunnel.toml")
@@ -111,16 +111,4 @@ def _positive(value: int, where: str, key: str) -> int:
 
 def load_tunnel_config(path: Path | None) -> TunnelConfig:
     path = path or Path(os.environ.get("OPENBUS_TUNNEL_CONFIG") or DEFAULT_PATH)
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise ConfigError("no such file", path=str(path)) from None
-    except OSError as exc:
-        raise ConfigError(f"cannot read: {exc.strerror}", path=str(path)) from None
-    try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise ConfigError("not UTF-8 text", path=str(path)) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"not valid TOML ({exc})", path=str(path)) from None
-    return parse_tunnel_config(data, path)
+    return parse_tunnel_config(read_toml(path), path)
