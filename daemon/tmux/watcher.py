@@ -10,13 +10,30 @@ socket, no process per try) and tells the directory the server is not running.
 While following, tmux pushes every event: ``%output %N`` marks pane N dirty (its payload is
 not decoded); ``%layout-change``, ``%window-add``/``-close``, ``%sessions-changed``,
 ``%pane-mode-changed`` and their relatives mark the structure dirty. Two loops drain the
-marks after a short debounce: the capture loop pipelines ``display-message`` +
-``capture-pane -p`` for just the dirty panes over the first client's stdin (no process per
-capture); the structure loop re-lists panes (``list-panes -a``) and sessions, attaching a
-client to each new session. A slow safety re-list (``resync`` seconds) notices what tmux
-does not announce (a pane that died under ``remain-on-exit``). A pane that vanished between
-the event and its capture answers with an error and is dropped: no crash, no stale entry.
-Idle panes cost nothing.
+marks: the capture loop pipelines ``capture-pane -p`` (plus ``display-message`` for a pane
+whose metadata is older than ``meta_max_age``) for just the dirty panes over the first
+client's stdin (no process per capture), after a short debounce and at most once per
+``interval`` (each batch wakes the tmux server a few times, whatever its size); the structure
+loop re-lists panes (``list-panes -a``) and sessions, attaching a client to each new session.
+A screen or listing that is what the directory last heard is not told again.
+
+Flow control: a pane that sends ``pause_after`` ``%output`` bursts before its capture is
+paused for its client (``refresh-client -A %N:pause``), so tmux stops formatting its output
+for us; its capture first resumes it (``%N:continue``, sent with ``-t <client>`` on the
+capturing client, so the resume is ordered before the capture: output after it is announced
+again, output before it is on the captured screen). A pause whose answer has not come back
+by the capture marks the pane dirty again when it does. ``on``/``off`` are never used: on
+tmux 3.3a, toggling them under load crashes the server.
+
+A safety check every ``resync`` seconds lists only the panes' shape (the fields tmux keeps in
+memory, not the current command and path it reads from /proc for each pane) and reads the
+full list when the shape changed (a pane that died under ``remain-on-exit``, a new title) or
+``retell`` seconds have passed. A pane that vanished between the event and its capture
+answers with an error and is dropped: no crash, no stale entry. Idle panes cost nothing.
+
+What this costs is bounded below by tmux itself: a control client receives ``%output`` only
+for its own session's panes, so there is one client per session, and every output burst
+wakes the server once more per client (``bench/bench_directory.py`` prints this floor).
 """
 
 from __future__ import annotations
@@ -27,10 +44,18 @@ import functools
 import logging
 from typing import Protocol
 
-from openbus.daemon.tmux.adapter import PANE_FORMAT, PaneInfo, Tmux, quote
+from openbus.daemon.tmux.adapter import PANE_FIELDS, PANE_FORMAT, PaneInfo, Tmux, quote
 from openbus.daemon.tmux.control import ControlClient, Notification, TmuxCommandError
 
 log = logging.getLogger("openbus.tmux")
+
+# The panes' shape without the fields tmux reads from /proc per pane (current command and
+# path): what the frequent safety check lists. Only when it differs is the full list read.
+SHAPE_FORMAT = "\x1f".join(
+    "#{" + name + "}"
+    for name in PANE_FIELDS
+    if name not in ("pane_current_command", "pane_current_path")
+)
 
 STRUCTURE_EVENTS = frozenset(
     {
@@ -72,7 +97,7 @@ class Watcher:
         interval: float = 0.1,
         resync: float = 5.0,
         backoff: tuple[float, float] = (0.2, 5.0),
-        meta_max_age: float = 30.0,
+        meta_max_age: float = 15.0,
         pause_after: int = 3,
     ) -> None:
         self.tmux = tmux
@@ -90,6 +115,7 @@ class Watcher:
         self._tasks: list[asyncio.Task[None]] = []
         self.captures = 0  # panes captured, for tests and the benchmark
         self.listings = 0
+        self.checks = 0  # safety checks that listed only the panes' shape
         self._listed: set[str] = set()
         self._meta: dict[str, tuple[PaneInfo, float]] = {}  # pane metadata and when it was read
         self._told: dict[str, tuple[PaneInfo, str]] = {}  # what the sink last heard per pane
@@ -102,7 +128,9 @@ class Watcher:
         self.pause_after = pause_after
         self._bursts: dict[str, int] = {}  # %output bursts per dirty pane since its last batch
         self._naming: set[ControlClient] = set()
-        self.retell = 30.0  # seconds between full listings told even when tmux's are unchanged
+        self.retell = 60.0  # seconds between full listings told even when tmux's are unchanged
+        self._last_shape: list[str] | None = None
+        self._full = True  # the next structure refresh reads the full list
         self.meta_max_age = meta_max_age
 
     # ------------------------------------------------------------------ lifecycle
@@ -131,6 +159,8 @@ class Watcher:
         self._told.clear()
         self._paused.clear()
         self._last_listing = None
+        self._last_shape = None
+        self._full = True
         self.tmux.control = None
         for client in clients:
             with contextlib.suppress(Exception):
@@ -194,7 +224,7 @@ class Watcher:
             try:
                 await asyncio.wait_for(self._gone.wait(), self.resync)
             except TimeoutError:
-                self._structure_event.set()
+                self._structure_event.set()  # a safety check: the full list only on a change
                 continue
             break
         if not self._stop.is_set() and not self.tmux.reachable():
@@ -244,6 +274,7 @@ class Watcher:
                 self._paused[pane] = (client, done)
                 self.pauses += 1
         elif name in STRUCTURE_EVENTS:
+            self._full = True
             self._structure_event.set()
         elif name == "client-closed":
             for pane in [p for p, (c, _) in self._paused.items() if c is client]:
@@ -252,6 +283,7 @@ class Watcher:
                 del self._clients[client.label]
             self.tmux.control = self._command_client()
             if self._clients:
+                self._full = True
                 self._structure_event.set()
             else:
                 self._gone.set()
@@ -371,13 +403,32 @@ class Watcher:
         client = self._command_client()
         if client is None:
             return
+        now = asyncio.get_running_loop().time()
+        full = self._full or capture_all or now - self._last_told_all >= self.retell
+        self._full = False
         try:
-            sessions_f, panes_f = client.send(
-                ["list-sessions -F '#{session_id}'", f"list-panes -a -F {quote(PANE_FORMAT)}"]
+            if not full:
+                sessions_f, shape_f = client.send(
+                    ["list-sessions -F '#{session_id}'", f"list-panes -a -F {quote(SHAPE_FORMAT)}"]
+                )
+                sessions = [s for s in await sessions_f if s.startswith("$")]
+                shape = await shape_f
+                self.checks += 1
+                if shape == self._last_shape:
+                    await self._follow_sessions(sessions)
+                    return
+            sessions_f, shape_f, panes_f = client.send(
+                [
+                    "list-sessions -F '#{session_id}'",
+                    f"list-panes -a -F {quote(SHAPE_FORMAT)}",
+                    f"list-panes -a -F {quote(PANE_FORMAT)}",
+                ]
             )
             sessions = [s for s in await sessions_f if s.startswith("$")]
+            self._last_shape = await shape_f
             listed = await panes_f
         except (ConnectionError, TmuxCommandError):
+            self._full = True
             return
         self.listings += 1
         now = asyncio.get_running_loop().time()
@@ -402,6 +453,10 @@ class Watcher:
         if new:
             self._dirty.update(new)
             self._dirty_event.set()
+        await self._follow_sessions(sessions)
+
+    async def _follow_sessions(self, sessions: list[str]) -> None:
+        """One control client per session: attach new sessions', close vanished ones'."""
         for stale in [s for s in self._clients if s not in sessions]:
             client_gone = self._clients.pop(stale)
             await client_gone.close()
