@@ -24,10 +24,21 @@ from openbus.daemon.state import StateDB
 
 CapLookup = Callable[[str], Preset]
 
-_COLUMNS = (
-    "id, harness, launcher, owner, session_id, pane_id, pid, incarnation, preset, state, "
-    "created, updated"
+_FIELDS = (
+    "id",
+    "harness",
+    "launcher",
+    "owner",
+    "session_id",
+    "pane_id",
+    "pid",
+    "incarnation",
+    "preset",
+    "state",
+    "created",
+    "updated",
 )
+_COLUMNS = ", ".join(_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -70,34 +81,9 @@ class Principal:
 
 
 def _row(row: tuple[Any, ...]) -> Principal:
-    (
-        pid_,
-        harness,
-        launcher,
-        owner,
-        session_id,
-        pane_id,
-        pid,
-        incarnation,
-        preset,
-        state,
-        created,
-        updated,
-    ) = row
-    return Principal(
-        pid_,
-        harness,
-        launcher,
-        owner,
-        session_id,
-        pane_id,
-        pid,
-        incarnation,
-        Preset(preset),
-        state,
-        created,
-        updated,
-    )
+    fields = dict(zip(_FIELDS, row, strict=True))
+    fields["preset"] = Preset(fields["preset"])
+    return Principal(**fields)
 
 
 class Grants:
