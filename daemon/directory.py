@@ -46,6 +46,7 @@ from openbus.daemon.tmux.adapter import PaneInfo, check_pane_id
 
 EVENTS_KEPT = 32
 PR_LINKS_KEPT = 10
+BRANCH_EVERY = 3.0  # seconds between git branch reads for a pane whose screen keeps changing
 _SUBSCRIBER_QUEUE = 1024
 
 
@@ -77,6 +78,7 @@ class Entry:
     reading: Reading = field(default_factory=lambda: Reading("unknown"))
     text: str | None = None
     revision: int = 0
+    branch_read: float = float("-inf")
     last_activity: float = 0.0
     pr_links: list[str] = field(default_factory=list)
     events: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=EVENTS_KEPT))
@@ -289,7 +291,14 @@ class Directory:
         now = self.clock.now()
         entry = self._entries.get(info.pane_id)
         detected = self._detect(entry, info)
-        incarnation = self._incarnation(info.pane_id, detected)
+        if (
+            entry is not None
+            and entry.pane_process == detected.pane
+            and entry.process == detected.process
+        ):
+            incarnation = entry.incarnation  # the same processes: no need to hash them again
+        else:
+            incarnation = self._incarnation(info.pane_id, detected)
         added = False
         if entry is None or entry.incarnation != incarnation:
             previous = entry
@@ -318,6 +327,13 @@ class Directory:
             self._entries[info.pane_id] = entry
             added = True
         changed = added or info != entry.info
+        # the branch is re-read on a listing, a new cwd, or a capture BRANCH_EVERY seconds on
+        read_branch = (
+            text is None
+            or added
+            or info.cwd != entry.info.cwd
+            or now - entry.branch_read >= BRANCH_EVERY
+        )
         if detected.harness not in ("unknown", entry.harness):
             # The same processes, recognized only now (first seen before their exec): not a
             # new incarnation, but the harness (and so the parser) changes.
@@ -327,10 +343,12 @@ class Directory:
             entry.harness = detected.harness
             changed = True
         entry.info = info
-        branch = self.probe.git_branch(info.cwd)
-        if branch != entry.branch:
-            entry.branch = branch
-            changed = True
+        if read_branch:
+            entry.branch_read = now
+            branch = self.probe.git_branch(info.cwd)
+            if branch != entry.branch:
+                entry.branch = branch
+                changed = True
         if text is not None:
             normalized = "\n".join(screen_lines(text))
             if normalized != entry.text:
