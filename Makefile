@@ -24,6 +24,7 @@ system-deps:
 	@command -v npm >/dev/null 2>&1 || { apt-get update -q && apt-get install -y -q nodejs npm; }
 	@command -v systemd-analyze >/dev/null 2>&1 && command -v systemd-sysusers >/dev/null 2>&1 || { apt-get update -q && apt-get install -y -q systemd; }
 	@/usr/bin/python3 -c "import ensurepip, venv" 2>/dev/null || { apt-get update -q && apt-get install -y -q python3-venv; }
+	@command -v chromium >/dev/null 2>&1 || { apt-get update -q && apt-get install -y -q chromium; } || echo "chromium could not be installed; the browser test will skip and say why"
 
 # The real Claude Code and Codex CLIs, for the tests that drive them against a stub model.
 harnesses: $(HARNESS_DIR)/.installed

@@ -12,10 +12,10 @@ from typing import Any
 
 import falcon.asgi
 
-from openbus.daemon.http import human
+from openbus.daemon.http import human, web
 from openbus.daemon.services import Services
 
-UNAUDITED = frozenset({"/healthz"})  # liveness only: no fleet data, no action
+UNAUDITED = frozenset({"/healthz", "/", "/static/{name}"})  # liveness, the page: no fleet data
 
 
 class Health:
@@ -48,3 +48,4 @@ def add_routes(app: falcon.asgi.App[Any, Any], services: Services) -> None:
     from openbus.daemon.http import messages as messages_http
 
     messages_http.add_routes(app, services)
+    web.add_routes(app, services)
