@@ -158,6 +158,7 @@ class Watcher:
         self._clients.clear()
         self._told.clear()
         self._paused.clear()
+        self._bursts.clear()
         self._last_listing = None
         self._last_shape = None
         self._full = True
