@@ -127,7 +127,7 @@ function h(tag, props = {}, ...children) {
     else if (key === "dataset") Object.assign(el.dataset, value);
     else el.setAttribute(key, value === true ? "" : value);
   }
-  for (const child of children.flat()) {
+  for (const child of children.flat(Infinity)) {
     if (child === null || child === undefined || child === false) continue;
     el.append(typeof child === "string" ? document.createTextNode(child) : child);
   }
@@ -589,7 +589,7 @@ function renderDetail() {
     ["Incarnation", pane.incarnation],
   ];
   const messages = pane.messages || { sent: [], received: [] };
-  $("detail-body").replaceChildren(
+  const parts = [
     h("dl", { class: "fields" }, rows.map(([k, v]) => [h("dt", { text: k }), h("dd", { text: String(v) })])),
     pane.pr_links && pane.pr_links.length ? h("p", { class: "prs" }, prLinks(pane.pr_links)) : null,
     pane.harness === "shell" ? null : connectToggle(listed),
@@ -603,7 +603,8 @@ function renderDetail() {
       (pane.events || []).slice(-20).reverse().map((e) =>
         h("li", { class: "small" }, `${clock(e.time)} ${e.kind}${e.state ? ` ${e.state}` : ""}`)),
     ),
-  );
+  ];
+  $("detail-body").replaceChildren(...parts.filter(Boolean));
 }
 
 async function refreshDetail() {
@@ -623,20 +624,36 @@ function route() {
   if (pane !== state.detail) {
     state.detail = pane;
     state.detailData = null;
+    drawn.delete("detail");
     renderDetail();
-    if (pane) act("detail", async () => {
-      await refreshDetail();
-      renderDetail();
-    });
+    if (pane) {
+      act("detail", async () => {
+        await refreshDetail();
+        drawn.delete("detail");
+        renderDetail();
+      });
+    }
+    window.scrollTo(0, 0);
   }
 }
 
 // ---- refresh loop ----
 
+// Redraw a part only when what it shows changed, so a tap is never lost to a redraw.
+const drawn = new Map();
+
+function redraw(part, inputs, draw) {
+  const key = JSON.stringify(inputs);
+  if (drawn.get(part) === key) return;
+  drawn.set(part, key);
+  draw();
+}
+
 function render() {
-  renderCards();
-  renderFleet();
-  renderDetail();
+  const connections = [...state.connections.values()];
+  redraw("cards", state.cards, renderCards);
+  redraw("fleet", [state.panes, connections], renderFleet);
+  redraw("detail", [state.detail, state.detailData, connections, state.panes.length], renderDetail);
 }
 
 async function tick() {
