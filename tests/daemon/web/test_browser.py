@@ -178,6 +178,12 @@ def test_the_page_shows_the_fleet_connect_cards_messages_and_audit_in_a_real_bro
             timeout=WAIT_MS
         )
         assert dialogs and "Disconnect every agent" in dialogs[0]
+
+        # the page's own reads stay out of the feed unless asked for
+        feed = page.locator('#audit-feed li[data-action="directory.list"]')
+        expect(feed).to_have_count(0)
+        page.locator("#show-reads").check()
+        expect(feed.first).to_be_visible()
         page.screenshot(path=str(tmp_path / "phone-after.png"), full_page=True)
         browser.close()
 
@@ -187,3 +193,8 @@ def test_the_page_shows_the_fleet_connect_cards_messages_and_audit_in_a_real_bro
     with fleet.daemon.human() as client:
         connections = client.get("/api/connections").json()["connections"]
     assert {c_["effective"] for c_ in connections} == {"off"}
+    # the feed followed the NDJSON stream: one audited call, not a poll every few seconds
+    with fleet.daemon.human() as client:
+        records = client.get("/api/audit", params={"after": 0, "limit": 1000}).json()["records"]
+    actions = [r["action"] for r in records if r["actor"].startswith("human:")]
+    assert actions.count("audit.follow") == 1, actions
