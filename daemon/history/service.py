@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from openbus.daemon.core.actions import Action
@@ -34,7 +35,7 @@ from openbus.daemon.history.index import (
     in_repo,
 )
 from openbus.daemon.history.liveness import PaneForPid
-from openbus.daemon.history.model import HARNESSES, PENDING_HARNESSES
+from openbus.daemon.history.model import HARNESSES, PENDING_HARNESSES, Liveness, SessionEntry
 from openbus.daemon.history.project import full_for_human, project_for_agent
 from openbus.daemon.history.sources import Sources
 
@@ -47,6 +48,8 @@ log = logging.getLogger("openbus.history")
 SEARCH = Action("history.search", scope=Scope.HISTORY, tier=Tier.READ)
 GET = Action("history.get", scope=Scope.HISTORY, tier=Tier.READ)
 EXPUNGE = Action("history.expunge", scope=None, tier=Tier.HUMAN, mutates=True)
+
+Shape = Callable[[SessionEntry, Sequence[str], Liveness], dict[str, Any]]
 
 STALE_SECONDS = 30.0
 SOURCE = "openbus history index (lexical, from harness transcripts)"
@@ -129,21 +132,25 @@ class HistoryService:
             raise BadRequest("repo must be text", field="repo")
         limit = _limit(call.params.get("limit", 10))
         call.details.update({"query": q[:200], "repo": repo, "limit": limit})
-        agent = not call.actor.is_human
-        hits = await asyncio.to_thread(self.index.search, q, repo, limit)
-        results = []
-        for hit in hits:
-            live = await asyncio.to_thread(self.index.liveness, hit.entry)
-            shape = project_for_agent if agent else full_for_human
-            results.append(shape(hit.entry, hit.matched_terms, live))
-        call.details["results"] = [f"{h.entry.harness}:{h.entry.session_id}" for h in hits]
-        self.kick()
+        shape = full_for_human if call.actor.is_human else project_for_agent
+        # One hop off the event loop for the whole answer (query, liveness, projection): the
+        # index lock may be held by a reconcile's write, and a stale liveness scan reads /proc.
+        results, keys = await asyncio.to_thread(self._search, q, repo, limit, shape)
+        call.details["results"] = keys
+        self.kick()  # starts a reconcile when the last is stale; never waits for it
         return {
             "source": SOURCE,
             "data_only": True,
             "pending_harnesses": list(PENDING_HARNESSES),
             "results": results,
         }
+
+    def _search(
+        self, q: str, repo: str | None, limit: int, shape: Shape
+    ) -> tuple[list[dict[str, Any]], list[str]]:
+        hits = self.index.search(q, repo, limit)
+        results = [shape(h.entry, h.matched_terms, self.index.liveness(h.entry)) for h in hits]
+        return results, [f"{h.entry.harness}:{h.entry.session_id}" for h in hits]
 
     async def get(self, call: Call) -> Any:
         harness, session_id = _key(call.params)

@@ -136,8 +136,10 @@ class McpEndpoint:
             title="openbus",
             instructions=INSTRUCTIONS,
             on_list_tools=self._list_tools,
-            on_call_tool=self._call_tool,
         )
+        # ``tools/call`` is registered with the SDK's generic handler API so it can answer the
+        # wire dict itself: a result built once (see ``_framed``) is not re-dumped per call.
+        self.server.add_request_handler("tools/call", types.CallToolRequestParams, self._call_tool)
         self.server.middleware = []  # no per-message tracing spans: the gate's audit is the record
         security = TransportSecuritySettings(
             enable_dns_rebinding_protection=True,
@@ -152,8 +154,7 @@ class McpEndpoint:
         )
         self.owners: dict[str, str] = {}  # MCP session id -> principal id
         self.liveness: LivenessCheck | None = None
-        self._last_data: Any = None
-        self._last_text: str | None = None
+        self._framed: dict[str, tuple[Any, dict[str, Any]]] = {}  # tool -> (data, wire result)
         services.connect.revocation_hooks.append(self.on_revoked)
 
     # ------------------------------------------------------------------ lifecycle
@@ -343,9 +344,22 @@ class McpEndpoint:
         listed = registry(self.services).listed(self.services.gate, scopes)
         return types.ListToolsResult(tools=[_tool_model(tool) for tool in listed])
 
+    def _result(self, tool: McpTool, data: Any) -> dict[str, Any]:
+        """The ``tools/call`` result for ``data`` in wire form: framed as data with its source,
+        as structured content and as its JSON text. A tool whose projection hands back the
+        same object while nothing changed (``list_panes``: one per directory snapshot) gets
+        the result built once; the cache holds that object, so its identity stays unique."""
+        cached = self._framed.get(tool.name)
+        if cached is not None and cached[0] is data:
+            return cached[1]
+        framed = frame(tool, data)
+        wire = _wire(framed, is_error=False)
+        self._framed[tool.name] = (data, wire)
+        return wire
+
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> dict[str, Any]:
         tool = registry(self.services).get(params.name)
         if tool is None:
             return _error_result({"error": "not_found", "message": f"no tool named {params.name}"})
@@ -384,11 +398,7 @@ class McpEndpoint:
             data = tool.project(result, tctx)
         except OpenbusError as exc:
             return _error_result(exc.to_dict())
-        framed = frame(tool, data)
-        return types.CallToolResult(
-            content=[types.TextContent(text=json.dumps(framed, ensure_ascii=False))],
-            structured_content=framed,
-        )
+        return self._result(tool, data)
 
 
 def _tool_model(tool: McpTool) -> types.Tool:
@@ -406,13 +416,19 @@ def _tool_model(tool: McpTool) -> types.Tool:
     )
 
 
-def _error_result(body: Mapping[str, Any]) -> types.CallToolResult:
-    framed = {"source": "openbus", "kind": "error", **body}
-    return types.CallToolResult(
-        content=[types.TextContent(text=json.dumps(framed, ensure_ascii=False))],
-        structured_content=framed,
-        is_error=True,
-    )
+def _wire(framed: dict[str, Any], *, is_error: bool) -> dict[str, Any]:
+    """A ``CallToolResult`` as the SDK puts it on the wire: the framed result as structured
+    content and, for clients that read only text, the same JSON as text (compact)."""
+    text = json.dumps(framed, ensure_ascii=False, separators=(",", ":"))
+    return {
+        "content": [{"type": "text", "text": text}],
+        "structuredContent": framed,
+        "isError": is_error,
+    }
+
+
+def _error_result(body: Mapping[str, Any]) -> dict[str, Any]:
+    return _wire({"source": "openbus", "kind": "error", **body}, is_error=True)
 
 
 BENCH_NOOP_ENV = "OPENBUS_MCP_BENCH_NOOP"

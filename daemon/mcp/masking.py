@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from detect_secrets.plugins import keyword
 from detect_secrets.plugins.base import RegexBasedDetector
 from detect_secrets.settings import default_settings, get_plugins
 
@@ -45,22 +46,86 @@ def _merge(spans: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
     return merged
 
 
+def _keyword_prefilter() -> re.Pattern[str] | None:
+    """A cheap test a line must pass before the keyword detector can find anything in it.
+
+    Every pattern the keyword detector applies to a plain string has its keyword alternation
+    (``password``, ``secret``, ``api_key``, ...) as a required piece, so a line in which that
+    alternation (case-insensitively) matches nowhere cannot yield a finding. If a future
+    detect-secrets builds its patterns otherwise, there is no prefilter (None) and the
+    detector runs on every line as before."""
+    needle = getattr(keyword, "DENYLIST_REGEX", None)
+    patterns = getattr(keyword, "QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP", None)
+    if not isinstance(needle, str) or not patterns:
+        return None
+    if not all(needle in getattr(p, "pattern", "") for p in patterns):
+        return None
+    return re.compile(needle, re.IGNORECASE)
+
+
+_SCOPED_FLAGS = ((re.IGNORECASE, "i"), (re.MULTILINE, "m"), (re.DOTALL, "s"), (re.VERBOSE, "x"))
+_NUMBERED_REFERENCE = re.compile(r"\\[1-9]|\(\?P=|\(\?\(")
+
+
+def _any_of(regexes: Iterable[re.Pattern[str]]) -> re.Pattern[str] | None:
+    """One pattern matching wherever any of ``regexes`` matches (each keeps its own flags).
+
+    Used only as a test before running the detectors one by one: a line it finds nothing in
+    holds no match of any of them (a match of one is a match of the alternation). None when
+    the patterns cannot be combined faithfully (back references, flags that cannot be
+    scoped, a pattern that does not compile inside a group)."""
+    parts = []
+    for regex in regexes:
+        text = regex.pattern
+        flags = regex.flags & ~re.UNICODE
+        if not isinstance(text, str) or _NUMBERED_REFERENCE.search(text):
+            return None
+        letters = ""
+        for flag, letter in _SCOPED_FLAGS:
+            if flags & flag:
+                letters += letter
+                flags &= ~flag
+        if flags:
+            return None
+        tail = "\n" if "x" in letters else ""  # a verbose pattern may end in a # comment
+        parts.append(f"(?{letters}:{text}{tail})" if letters else f"(?:{text})")
+    try:
+        return re.compile("|".join(parts))
+    except re.error:
+        return None
+
+
 class Masker:
     def __init__(self) -> None:
         with default_settings():
             self._plugins: list[Any] = list(get_plugins())
-
-    def _spans(self, line: str) -> list[tuple[int, int, str]]:
-        spans = [(m.start(), m.end(), OPENBUS_KIND) for m in OPENBUS_TOKEN.finditer(line)]
+        keyword_gate = _keyword_prefilter()
+        # (plugin, kind, regexes for a regex detector else None, a prefilter or None)
+        self._detectors: list[tuple[Any, str, list[Any] | None, re.Pattern[str] | None]] = []
         for plugin in self._plugins:
             kind = str(getattr(plugin, "secret_type", type(plugin).__name__))
             if isinstance(plugin, RegexBasedDetector):
-                for regex in plugin.denylist:
+                self._detectors.append((plugin, kind, list(plugin.denylist), None))
+            else:
+                gate = keyword_gate if isinstance(plugin, keyword.KeywordDetector) else None
+                self._detectors.append((plugin, kind, None, gate))
+        self._regex_gate = _any_of(r for _, _, rs, _ in self._detectors for r in rs or ())
+
+    def _spans(self, line: str) -> list[tuple[int, int, str]]:
+        spans = [(m.start(), m.end(), OPENBUS_KIND) for m in OPENBUS_TOKEN.finditer(line)]
+        regex_hit = self._regex_gate is None or self._regex_gate.search(line) is not None
+        for plugin, kind, regexes, gate in self._detectors:
+            if regexes is not None:
+                if not regex_hit:
+                    continue
+                for regex in regexes:
                     spans.extend(
                         (m.start(), m.end(), kind)
                         for m in regex.finditer(line)
                         if m.end() > m.start()
                     )
+                continue
+            if gate is not None and gate.search(line) is None:
                 continue
             for value in plugin.analyze_string(line):
                 if not value:

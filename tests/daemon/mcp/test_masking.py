@@ -1,0 +1,98 @@
+"""Masking secrets in what agents read: each kind is masked, and the quick pre-tests that skip
+detectors on lines they cannot match change no answer."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from openbus.daemon.mcp.masking import Masker
+from openbus.daemon.mcp.observe import _find_project
+
+SECRETS = {
+    "AWS Access Key": "deploy with AKIAIOSFODNN7EXAMPLE today",
+    "GitHub Token": "token ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789 here",
+    "Slack Token": "slack xoxb-123456789012-123456789012-AbCdEfGhIjKlMnOpQrStUvWx",
+    "Private Key": "-----BEGIN RSA PRIVATE KEY-----",
+    "JSON Web Token": (
+        "Authorization: eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9."
+        "eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9lIiwiaWF0IjoxNTE2MjM5MDIyfQ."
+        "SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"
+    ),
+    "Basic Auth Credentials": "git clone https://alice:s3cr3tpassw0rd@example.com/repo.git",
+    "Secret Keyword": 'db_password = "correct-horse-battery"',
+    "openbus token": "OPENBUS_TOKEN=obk_Zm9vYmFyYmF6cXV4cXV1eHh5enp5",
+}
+
+BENIGN = [
+    "Fix the flaky login test in the auth module",
+    "/home/dev/src/widget",
+    "feature/login-timeout",
+    "https://github.com/acme/widget/pull/42",
+    "❯ npm test -- --watch",
+    "The password field must not be empty",  # a keyword, no secret
+    "aws docs say the key rotates yearly",
+    "",
+]
+
+
+@pytest.fixture(scope="module")
+def masker() -> Masker:
+    return Masker()
+
+
+@pytest.mark.parametrize("kind", sorted(SECRETS))
+def test_each_kind_of_secret_is_masked_and_named(masker: Masker, kind: str) -> None:
+    line = SECRETS[kind]
+    masked = masker.mask(line)
+    assert "[masked " in masked.text
+    assert masked.kinds
+    if kind == "openbus token":
+        assert "obk_" not in masked.text and kind in masked.kinds
+
+
+def test_plain_text_comes_back_unchanged(masker: Masker) -> None:
+    for line in BENIGN[:5]:
+        assert masker.mask(line).text == line
+
+
+def test_the_quick_pre_tests_change_no_answer(masker: Masker) -> None:
+    plain = Masker()
+    plain._regex_gate = None
+    plain._detectors = [(p, kind, regexes, None) for p, kind, regexes, _ in plain._detectors]
+    assert masker._regex_gate is not None  # the pre-tests are in use with this detect-secrets
+    rng = random.Random(7)
+    words = " ".join([*SECRETS.values(), *BENIGN]).split()
+    lines = [*SECRETS.values(), *BENIGN]
+    lines += [" ".join(rng.choices(words, k=rng.randint(1, 12))) for _ in range(300)]
+    lines.append("\n".join(SECRETS.values()))
+    for line in lines:
+        assert masker.mask(line) == plain.mask(line), line
+
+
+def test_found_sessions_are_masked_in_their_text_but_keep_their_ids() -> None:
+    session_id = "0f3c9a8e-6f1d-4e0b-9b7a-2a4c5d6e7f80"
+    result = {
+        "results": [
+            {
+                "harness": "claude",
+                "session_id": session_id,
+                "repo": "github.com/acme/widget",
+                "title": "use ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789 for the release",
+                "cwd": "/home/dev/src/widget",
+                "branches": ["main"],
+                "prs": [],
+                "last_active": "2026-11-30T06:00:00Z",
+                "matched_terms": ["release"],
+                "liveness": {"state": "not_running", "pane": None},
+                "prompts": ["never shown"],
+            }
+        ]
+    }
+    projected = _find_project(result, None)  # type: ignore[arg-type]
+    (session,) = projected["sessions"]
+    assert session["session_id"] == session_id
+    assert "ghp_" not in session["title"] and "[masked GitHub Token]" in session["title"]
+    assert projected["masked"] == ["GitHub Token"]
+    assert "prompts" not in session
