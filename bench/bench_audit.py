@@ -47,7 +47,7 @@ def app_without_audit() -> Any:
     config = load_config(os.environ.get("OPENBUS_CONFIG") or None)
     services = Services.build(config, clock=SystemClock(), random=SystemRandom())
 
-    def commit_without_audit(call: Any) -> None:
+    async def commit_without_audit(call: Any) -> None:
         for fn in call.after_commit:
             fn()
 

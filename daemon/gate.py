@@ -13,10 +13,28 @@ call's audit record, so a change and its record land together or not at all ("no
 action"). An executor with effects outside the database (tmux) runs them only after the gate
 has checked the store is writable, and its record is written before the call returns.
 Refusals are audited too.
+
+Group commit. A call whose record carries no state change (a read, a refusal, an action whose
+effects are outside the database) does not commit on its own: its draft joins the gate's open
+batch and the call waits on a future. The batch is committed once per turn of the event loop
+(scheduled with ``call_soon`` by the first draft to join), as one transaction: every draft is
+sealed onto the chain in arrival order and inserted with one statement, then ``COMMIT``, then
+each waiting call is answered. So concurrent calls share one commit, and still no call answers
+before its own record is durable (WAL: the commit is in the OS's hands when ``COMMIT``
+returns, which survives a kill -9 of the daemon). If the batch cannot be written, it is rolled
+back whole and every call in it fails with ``AuditUnavailable``: nothing half-written, no seq
+taken, so no gap and no fork (the chain head is re-read after a rollback).
+
+A call that queues state changes (``call.write``) or in-process effects (``after_commit``)
+commits at once, as before, so the next call on the loop sees its change: the open batch is
+flushed first (keeping arrival order) and then its own writes and record commit together in
+their own transaction. ``record()`` (the daemon acting on its own) does the same.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import sqlite3
 from collections.abc import Awaitable, Callable, Mapping
@@ -74,6 +92,10 @@ class Gate:
         self.scopes: ScopeSource = scopes or NoGrants()
         self._registry: dict[str, tuple[Action, Executor]] = {}
         self.calls = 0  # every call that reached the gate, for the route-walk proof
+        # group commit: drafts waiting for the next flush, each with its caller's future
+        self._batch: list[tuple[AuditDraft, asyncio.Future[AuditRecord]]] = []
+        self._flush_scheduled = False
+        self.batches = 0  # committed group batches (for tests and the bench)
 
     # ------------------------------------------------------------------ registry
 
@@ -112,20 +134,21 @@ class Gate:
                 self._check_writable()
             result = await executor(call)
         except OpenbusError as exc:
-            self._record_failure(call, exc)
+            await self._record_failure(call, exc)
             raise
         except Exception as exc:
             log.exception("action %s failed", name)
-            self._record_failure(call, exc)
+            await self._record_failure(call, exc)
             raise
-        self._commit(call)
+        await self._commit(call)
         for hook in call.after_commit_async:
             await hook()
         return result
 
     def record(self, draft: AuditDraft, writes: list[Write] | None = None) -> AuditRecord:
         """An audit record (with its state changes) for something the daemon did on its own:
-        expiry sweeps, delivery outcomes, revocation cascades."""
+        expiry sweeps, delivery outcomes, revocation cascades. Durable when this returns."""
+        self.flush()
         return self._append(list(writes or []), draft)
 
     # ------------------------------------------------------------------ internals
@@ -149,12 +172,17 @@ class Gate:
             details=details,
         )
 
-    def _commit(self, call: Call) -> None:
-        self._append(call.writes, self._draft(call, call.outcome, call.details))
-        for fn in call.after_commit:
-            fn()
+    async def _commit(self, call: Call) -> None:
+        draft = self._draft(call, call.outcome, call.details)
+        if call.writes or call.after_commit:
+            self.flush()
+            self._append(call.writes, draft)
+            for fn in call.after_commit:
+                fn()
+            return
+        await self._grouped(draft)
 
-    def _record_failure(self, call: Call, exc: Exception) -> None:
+    async def _record_failure(self, call: Call, exc: Exception) -> None:
         if isinstance(exc, AuditUnavailable):
             return  # nothing can be recorded; the caller is told the action did not happen
         outcome = (
@@ -162,9 +190,70 @@ class Gate:
         )
         reason = exc.code if isinstance(exc, OpenbusError) else "internal"
         message = exc.message if isinstance(exc, OpenbusError) else "internal error"
-        self._append(
-            [], self._draft(call, outcome, {**call.details, "reason": reason, "message": message})
+        await self._grouped(
+            self._draft(call, outcome, {**call.details, "reason": reason, "message": message})
         )
+
+    # ------------------------------------------------------------------ group commit
+
+    async def _grouped(self, draft: AuditDraft) -> AuditRecord:
+        """Join the open batch; return once the batch holding ``draft`` has committed."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[AuditRecord] = loop.create_future()
+        self._batch.append((draft, future))
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            loop.call_soon(self.flush)
+        # A caller cancelled while it waits (its client went away) cancels only its future:
+        # its draft stays in the batch, so the record is still written.
+        return await future
+
+    def flush(self) -> None:
+        """Commit the open batch now, in one transaction, and answer its callers."""
+        self._flush_scheduled = False
+        batch, self._batch = self._batch, []
+        if not batch:
+            return
+        conn = self.audit.db.conn
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                results = self.audit.append_many_in_txn([draft for draft, _ in batch])
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):  # keep the first error
+                        conn.execute("ROLLBACK")
+                raise
+        except BaseException as exc:
+            self.audit.forget_head()
+            if isinstance(exc, sqlite3.Error):
+                log.error("audit store refused a batch of %d records: %s", len(batch), exc)
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(
+                        AuditUnavailable(
+                            f"the audit record could not be written ({exc}); "
+                            "the action did not happen"
+                        )
+                    )
+            if not isinstance(exc, Exception):
+                raise  # KeyboardInterrupt, SystemExit: not ours to swallow
+            return
+        self.batches += 1
+        for (_, future), result in zip(batch, results, strict=True):
+            if future.done():
+                continue
+            if isinstance(result, AuditRecord):
+                future.set_result(result)
+            else:
+                future.set_exception(result)
+        for result in results:
+            if isinstance(result, AuditRecord):
+                try:
+                    self.audit.committed(result)
+                except Exception:
+                    log.exception("an audit listener failed on record %d", result.seq)
 
     def _append(self, writes: list[Write], draft: AuditDraft) -> AuditRecord:
         conn = self.audit.db.conn

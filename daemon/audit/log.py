@@ -10,15 +10,34 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-from openbus.daemon.core.audit import GENESIS, AuditDraft, AuditRecord, Checkpoint, seal
+from openbus.daemon.core.audit import GENESIS, AuditDraft, AuditRecord, Checkpoint, seal_parts
 from openbus.daemon.core.clock import Clock
 from openbus.daemon.core.errors import AuditUnavailable
 from openbus.daemon.state import StateDB
 
 _COLUMNS = "seq, time, actor, action, outcome, scope, target, message_id, details, prev_hash, hash"
+
+
+_INSERT = f"INSERT INTO audit ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+
+
+def _row(record: AuditRecord, details_json: str) -> tuple[Any, ...]:
+    return (
+        record.seq,
+        record.time,
+        record.actor,
+        record.action,
+        record.outcome,
+        record.scope,
+        record.target,
+        record.message_id,
+        details_json,
+        record.prev_hash,
+        record.hash,
+    )
 
 
 def _row_to_record(row: tuple[Any, ...]) -> AuditRecord:
@@ -63,26 +82,34 @@ class AuditLog:
 
     def append_in_txn(self, draft: AuditDraft) -> AuditRecord:
         """Seal and insert ``draft`` inside the caller's open transaction."""
-        seq, prev = self.head()
-        record = seal(draft, seq=seq + 1, time=self.clock.now(), prev_hash=prev)
-        self.db.conn.execute(
-            f"INSERT INTO audit ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-            (
-                record.seq,
-                record.time,
-                record.actor,
-                record.action,
-                record.outcome,
-                record.scope,
-                record.target,
-                record.message_id,
-                json.dumps(dict(record.details), sort_keys=True),
-                record.prev_hash,
-                record.hash,
-            ),
-        )
+        record, details_json = self._seal(draft, self.clock.now())
+        self.db.conn.execute(_INSERT, _row(record, details_json))
         self._head = (record.seq, record.hash)
         return record
+
+    def append_many_in_txn(self, drafts: Sequence[AuditDraft]) -> list[AuditRecord | Exception]:
+        """Seal ``drafts`` in order onto the chain and insert them with one statement, inside
+        the caller's open transaction. A draft that cannot be sealed (details that are not
+        JSON) gets its exception in its place and takes no ``seq``; the rest chain on."""
+        now = self.clock.now()
+        results: list[AuditRecord | Exception] = []
+        rows: list[tuple[Any, ...]] = []
+        for draft in drafts:
+            try:
+                record, details_json = self._seal(draft, now)
+            except (TypeError, ValueError) as exc:
+                results.append(exc)
+                continue
+            self._head = (record.seq, record.hash)
+            results.append(record)
+            rows.append(_row(record, details_json))
+        if rows:
+            self.db.conn.executemany(_INSERT, rows)
+        return results
+
+    def _seal(self, draft: AuditDraft, now: float) -> tuple[AuditRecord, str]:
+        seq, prev = self.head()
+        return seal_parts(draft, seq=seq + 1, time=now, prev_hash=prev)
 
     def append(self, draft: AuditDraft) -> AuditRecord:
         """Append ``draft`` in a transaction of its own; durable when this returns."""

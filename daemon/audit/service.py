@@ -119,6 +119,7 @@ def install(
         endpoint=audit_config.otlp_endpoint,
         backoff_cap=backoff_cap,
         batch_size=batch_size,
+        head=lambda: services.audit.head()[0],  # the committed head, kept in memory
     )
     export = AuditExport(checkpointer, shipper, box)
     services.extras[EXTRA] = export

@@ -240,6 +240,7 @@ class Shipper:
         self._conn.execute("PRAGMA busy_timeout=5000")
         self._lock = threading.Lock()
         self._head = head
+        self._oldest: tuple[int, float] | None = None  # (seq, time) of a record, cached
         self.exported_seq = self._cursor(CURSOR)
         self.exported_checkpoint = self._cursor(CHECKPOINT_CURSOR)
         self.reachable: bool | None = None
@@ -381,20 +382,30 @@ class Shipper:
     # ------------------------------------------------------------------ status
 
     def status(self) -> dict[str, Any]:
-        """Export lag for ``/healthz`` and ``audit tail``."""
+        """Export lag for ``/healthz`` and ``audit tail`` (every audited read carries it, so
+        it costs no query when the head is known and the oldest unexported record's time is
+        cached: a record never changes once written)."""
         exported = self.exported_seq
-        with self._lock:
-            if self._head is not None:
-                head = self._head()
-            else:
+        if self._head is not None:
+            head = self._head()
+        else:
+            with self._lock:
                 row = self._conn.execute("SELECT MAX(seq) FROM audit").fetchone()
-                head = int(row[0] or 0)
-            oldest = self._conn.execute(
-                "SELECT time FROM audit WHERE seq = ?", (exported + 1,)
-            ).fetchone()
-        lag_seconds = (
-            max(0.0, self.clock.now() - float(oldest[0])) if oldest and head > exported else 0.0
-        )
+            head = int(row[0] or 0)
+        oldest: float | None = None
+        if head > exported:
+            cached = self._oldest
+            if cached is not None and cached[0] == exported + 1:
+                oldest = cached[1]
+            else:
+                with self._lock:
+                    found = self._conn.execute(
+                        "SELECT time FROM audit WHERE seq = ?", (exported + 1,)
+                    ).fetchone()
+                if found is not None:
+                    oldest = float(found[0])
+                    self._oldest = (exported + 1, oldest)
+        lag_seconds = max(0.0, self.clock.now() - oldest) if oldest is not None else 0.0
         return {
             "seq": head,
             "exported_seq": exported,

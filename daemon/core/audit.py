@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,10 +47,11 @@ OUTCOMES = frozenset(
 )
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
 def canonical(value: Mapping[str, Any]) -> bytes:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode(
-        "ascii"
-    )
+    return _CANONICAL.encode(value).encode("ascii")
 
 
 @dataclass(frozen=True)
@@ -104,22 +106,71 @@ def record_hash(prev_hash: str, body: Mapping[str, Any]) -> str:
     return hashlib.sha256(prev_hash.encode("ascii") + canonical(body)).hexdigest()
 
 
-def seal(draft: AuditDraft, *, seq: int, time: float, prev_hash: str) -> AuditRecord:
-    """Turn a draft into the next record of the chain."""
-    unsealed = AuditRecord(
+_encode_str = json.encoder.encode_basestring_ascii  # what ``canonical`` does for a str
+
+
+def _value(value: Any) -> str:
+    """One value as ``canonical`` writes it: the common types by hand, the rest by json."""
+    if value is None:
+        return "null"
+    if type(value) is str:
+        return _encode_str(value)
+    return canonical_text(value)
+
+
+def canonical_text(value: Any) -> str:
+    return _CANONICAL.encode(value)
+
+
+def seal_parts(
+    draft: AuditDraft, *, seq: int, time: float, prev_hash: str
+) -> tuple[AuditRecord, str]:
+    """``seal``, also returning the record's details as canonical JSON (what the store keeps).
+
+    The hashed text is built field by field in ``canonical``'s key order (action, actor,
+    details, message_id, outcome, prev_hash, scope, seq, target, time) instead of through a
+    dict and a sorting ``json.dumps``; ``tests/daemon/core`` proves the two agree.
+    """
+    details = dict(draft.details)
+    details_json = canonical_text(details)
+    time = round(time, 6)
+    text = (
+        f'{{"action":{_value(draft.action)},"actor":{_value(draft.actor)},'
+        f'"details":{details_json},"message_id":{_value(draft.message_id)},'
+        f'"outcome":{_value(draft.outcome)},"prev_hash":{_value(prev_hash)},'
+        f'"scope":{_value(draft.scope)},"seq":{_number(seq)},"target":{_value(draft.target)},'
+        f'"time":{_number(time)}}}'
+    )
+    digest = hashlib.sha256((prev_hash + text).encode("ascii")).hexdigest()
+    record = AuditRecord(
         seq=seq,
-        time=round(time, 6),
+        time=time,
         actor=draft.actor,
         action=draft.action,
         outcome=draft.outcome,
         scope=draft.scope,
         target=draft.target,
         message_id=draft.message_id,
-        details=dict(draft.details),
+        details=details,
         prev_hash=prev_hash,
-        hash="",
+        hash=digest,
     )
-    return AuditRecord(**{**unsealed.body(), "hash": record_hash(prev_hash, unsealed.body())})
+    return record, details_json
+
+
+def _number(value: Any) -> str:
+    kind = type(value)
+    if kind is int:
+        return int.__repr__(value)
+    if kind is float and math.isfinite(value):
+        return float.__repr__(value)
+    return canonical_text(value)  # bools, NaN, infinities and the rest: json's spelling
+
+
+
+def seal(draft: AuditDraft, *, seq: int, time: float, prev_hash: str) -> AuditRecord:
+    """Turn a draft into the next record of the chain."""
+    return seal_parts(draft, seq=seq, time=time, prev_hash=prev_hash)[0]
 
 
 def record_from_dict(data: Mapping[str, Any]) -> AuditRecord:

@@ -14,6 +14,7 @@ from openbus.daemon.core.audit import (
     record_from_dict,
     record_hash,
     seal,
+    seal_parts,
 )
 
 
@@ -59,3 +60,23 @@ def test_an_unknown_outcome_is_refused() -> None:
 def test_a_checkpoint_payload_covers_seq_hash_time_and_box() -> None:
     cp = Checkpoint(seq=3, hash="ab", time=1.5, box="b")
     assert json.loads(cp.payload()) == {"seq": 3, "hash": "ab", "time": 1.5, "box": "b"}
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {},
+        {"target": "%1", "scope": "read", "message_id": "m-1"},
+        {"actor": 'human:"quoted"\\back', "target": "é\u2028\x00\ud83d"},
+        {"details": {"z": [1, 2.5, None, True], "a": {"y": "ü", "b": float("inf")}}},
+        {"details": {"count": 0, "after": 10**18}},
+    ],
+)
+@pytest.mark.parametrize("seq, time", [(1, 1.0), (2**40, 1764487800.123456789), (3, 7)])
+def test_the_fast_seal_hashes_exactly_what_canonical_json_hashes(
+    fields: dict[str, object], seq: int, time: float
+) -> None:
+    record, details_json = seal_parts(draft(**fields), seq=seq, time=time, prev_hash=GENESIS)
+    assert record.hash == record_hash(GENESIS, record.body())
+    assert details_json == canonical(dict(record.details)).decode("ascii")
+    assert seal(draft(**fields), seq=seq, time=time, prev_hash=GENESIS) == record
