@@ -30,6 +30,7 @@ that agent at once: its streams close, its session ids answer 404 from then on.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 import logging
 import os
@@ -39,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 import mcp_types as types
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
-from mcp.server.context import ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -140,7 +141,8 @@ class McpEndpoint:
         # ``tools/call`` is registered with the SDK's generic handler API so it can answer the
         # wire dict itself: a result built once (see ``_framed``) is not re-dumped per call.
         self.server.add_request_handler("tools/call", types.CallToolRequestParams, self._call_tool)
-        self.server.middleware = []  # no per-message tracing spans: the gate's audit is the record
+        # No per-message tracing spans (the gate's audit is the record); results built once.
+        self.server.middleware = [PrebuiltResults()]
         security = TransportSecuritySettings(
             enable_dns_rebinding_protection=True,
             allowed_hosts=list(self.hosts),
@@ -351,11 +353,12 @@ class McpEndpoint:
         the result built once; the cache holds that object, so its identity stays unique."""
         cached = self._framed.get(tool.name)
         if cached is not None and cached[0] is data:
-            return cached[1]
-        framed = frame(tool, data)
-        wire = _wire(framed, is_error=False)
-        self._framed[tool.name] = (data, wire)
-        return wire
+            wire = cached[1]
+        else:
+            wire = _wire(frame(tool, data), is_error=False)
+            types.CallToolResult.model_validate(wire)  # checked once, as the SDK would per call
+            self._framed[tool.name] = (data, wire)
+        return PrebuiltResults.hand_over(wire)
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
@@ -401,6 +404,49 @@ class McpEndpoint:
         return self._result(tool, data)
 
 
+_PREBUILT: contextvars.ContextVar[list[dict[str, Any]] | None] = contextvars.ContextVar(
+    "openbus_mcp_prebuilt", default=None
+)
+_PAYLOAD_KEYS = ("content", "structuredContent")
+
+
+class PrebuiltResults:
+    """Server middleware: a ``tools/call`` result built (and checked) once is sent as it is.
+
+    The SDK validates and re-dumps every handler result against the protocol's result model
+    (``ServerRunner._serialize``), walking the whole structured content each time: for 200
+    panes that is most of a call's cost. The handler hands its finished result over here
+    (``hand_over``) and returns a placeholder of the same shape without the payload; the SDK
+    runs its whole pipeline on that (params validation, the initialize gate, the per-version
+    sieve, cache hints, the ``_meta`` stamp), and this middleware then puts the payload,
+    validated once when it was built, back into the fields the sieve kept."""
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> Any:
+        if ctx.method != "tools/call":
+            return await call_next(ctx)
+        box: list[dict[str, Any]] = []
+        token = _PREBUILT.set(box)
+        try:
+            result: HandlerResult = await call_next(ctx)
+        finally:
+            _PREBUILT.reset(token)
+        if box and isinstance(result, dict):
+            # only what the sieve kept for this protocol version (2025-03-26 has no
+            # structuredContent, for one)
+            return {**result, **{k: v for k, v in box[0].items() if k in result}}
+        return result
+
+    @staticmethod
+    def hand_over(wire: dict[str, Any]) -> dict[str, Any]:
+        """What the handler returns for ``wire``: a payload-free placeholder when this
+        middleware is in the chain, else ``wire`` itself."""
+        box = _PREBUILT.get()
+        if box is None:
+            return wire
+        box.append({key: wire[key] for key in _PAYLOAD_KEYS})
+        return {**wire, "content": [], "structuredContent": {}}
+
+
 def _tool_model(tool: McpTool) -> types.Tool:
     return types.Tool(
         name=tool.name,
@@ -424,6 +470,7 @@ def _wire(framed: dict[str, Any], *, is_error: bool) -> dict[str, Any]:
         "content": [{"type": "text", "text": text}],
         "structuredContent": framed,
         "isError": is_error,
+        "resultType": "complete",  # required from protocol 2026-07-28, dropped before it
     }
 
 
