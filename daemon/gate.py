@@ -17,13 +17,15 @@ Refusals are audited too.
 Group commit. A call whose record carries no state change (a read, a refusal, an action whose
 effects are outside the database) does not commit on its own: its draft joins the gate's open
 batch and the call waits on a future. The batch is committed once per turn of the event loop
-(scheduled with ``call_soon`` by the first draft to join), as one transaction: every draft is
-sealed onto the chain in arrival order and inserted with one statement, then ``COMMIT``, then
-each waiting call is answered. So concurrent calls share one commit, and still no call answers
-before its own record is durable (WAL: the commit is in the OS's hands when ``COMMIT``
-returns, which survives a kill -9 of the daemon). If the batch cannot be written, it is rolled
-back whole and every call in it fails with ``AuditUnavailable``: nothing half-written, no seq
-taken, so no gap and no fork (the chain head is re-read after a rollback).
+(scheduled with ``call_soon`` by the first draft to join; a draft that finds nothing else
+runnable on the loop, so that nobody could join, commits at once) as one transaction: every
+draft is sealed onto the chain in arrival order and inserted with one statement, then
+``COMMIT``, then each waiting call is answered. So concurrent calls share one commit, and
+still no call answers before its own record is durable (WAL: the commit is in the OS's hands
+when ``COMMIT`` returns, which survives a kill -9 of the daemon). If the batch cannot be
+written, it is rolled back whole and every call in it fails with ``AuditUnavailable``:
+nothing half-written, no seq taken, so no gap and no fork (the chain head is re-read after a
+rollback).
 
 A call that queues state changes (``call.write``) or in-process effects (``after_commit``)
 commits at once, as before, so the next call on the loop sees its change: the open batch is
@@ -84,6 +86,15 @@ class ScopeSource(Protocol):
 class NoGrants:
     def scopes_for(self, actor: Actor) -> frozenset[Scope]:
         return frozenset()
+
+
+def _other_work_ready(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether other callbacks (other requests' steps) are queued to run in this loop turn,
+    so a batch opened now would gather more than one record. The stock event loop keeps them
+    in ``_ready``; on a loop without it (uvloop) assume yes and always batch. Only a latency
+    hint: either way a caller answers after its own record has committed."""
+    ready = getattr(loop, "_ready", None)
+    return ready is None or len(ready) > 0
 
 
 class Gate:
@@ -202,6 +213,9 @@ class Gate:
         future: asyncio.Future[AuditRecord] = loop.create_future()
         self._batch.append((draft, future))
         if not self._flush_scheduled:
+            if not _other_work_ready(loop):
+                self.flush()  # alone: nobody could join, so commit now and skip two loop turns
+                return future.result()
             self._flush_scheduled = True
             loop.call_soon(self.flush)
         # A caller cancelled while it waits (its client went away) cancels only its future:

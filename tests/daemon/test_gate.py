@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -143,3 +144,134 @@ def test_the_chain_links_every_record_to_the_one_before(tmp_path: Path) -> None:
     records = audit.read()
     assert [r.seq for r in records] == [1, 2, 3]
     assert records[1].prev_hash == records[0].hash and records[2].prev_hash == records[1].hash
+
+
+# ---------------------------------------------------------------------------- group commit
+
+
+def many_reads(gate: Gate, count: int, prefix: str = "t") -> Any:
+    async def go() -> list[Any]:
+        return await asyncio.gather(
+            *(
+                gate.run(actors.human("alice"), "thing.read", target=f"{prefix}{i}")
+                for i in range(count)
+            ),
+            return_exceptions=True,
+        )
+
+    return run(go())
+
+
+def test_concurrent_calls_share_a_commit_and_each_gets_its_record_in_a_gap_free_chain(
+    tmp_path: Path,
+) -> None:
+    gate, audit, _ = build(tmp_path)
+
+    async def executor(call: Call) -> str:
+        return str(call.target)
+
+    gate.register(READ, executor)
+    results = many_reads(gate, 50)
+    assert results == [f"t{i}" for i in range(50)]
+    assert gate.batches < 50  # shared commits, not one per call
+    records = audit.read()
+    assert [r.seq for r in records] == list(range(1, 51))
+    assert sorted(r.target or "" for r in records) == sorted(f"t{i}" for i in range(50))
+    for before, after in itertools.pairwise(records):
+        assert after.prev_hash == before.hash
+
+
+def test_a_batch_that_cannot_commit_fails_every_call_in_it_and_leaves_nothing(
+    tmp_path: Path,
+) -> None:
+    gate, audit, _ = build(tmp_path)
+
+    async def executor(call: Call) -> str:
+        return "secret"
+
+    gate.register(READ, executor)
+    # the store refuses the third record of the batch, after the first two were inserted
+    audit.db.conn.execute(
+        "CREATE TEMP TRIGGER refuse BEFORE INSERT ON main.audit WHEN NEW.target = 't2' "
+        "BEGIN SELECT RAISE(ABORT, 'disk says no'); END"
+    )
+    results = many_reads(gate, 5)
+    assert all(isinstance(r, AuditUnavailable) for r in results), results
+    assert audit.read() == []
+    audit.db.conn.execute("DROP TRIGGER refuse")
+    # the chain goes on from the start: no seq was taken, no fork
+    assert many_reads(gate, 3, prefix="u") == ["secret"] * 3
+    records = audit.read()
+    assert [r.seq for r in records] == [1, 2, 3] and records[0].prev_hash == "0" * 64
+
+
+def test_a_record_that_cannot_be_sealed_fails_only_its_own_call(tmp_path: Path) -> None:
+    gate, audit, _ = build(tmp_path)
+
+    async def executor(call: Call) -> str:
+        if call.target == "t1":
+            call.details["bad"] = object()  # not JSON
+        return "ok"
+
+    gate.register(READ, executor)
+    results = many_reads(gate, 3)
+    assert results[0] == "ok" and results[2] == "ok"
+    assert isinstance(results[1], TypeError)
+    records = audit.read()
+    assert [(r.seq, r.target) for r in records] == [(1, "t0"), (2, "t2")]
+    assert records[1].prev_hash == records[0].hash
+
+
+def test_a_state_change_commits_at_once_after_the_open_batch_keeping_arrival_order(
+    tmp_path: Path,
+) -> None:
+    gate, audit, _ = build(tmp_path)
+    seen: list[int] = []
+
+    async def read(call: Call) -> None:
+        return None
+
+    async def write(call: Call) -> None:
+        call.write(lambda conn: conn.execute("INSERT INTO restarts VALUES ('%1', '{}', 0)"))
+
+    async def check(call: Call) -> None:
+        # a later call on the loop already sees the earlier call's change
+        seen.append(audit.db.conn.execute("SELECT COUNT(*) FROM restarts").fetchone()[0])
+
+    gate.register(READ, read)
+    gate.register(WRITE, write)
+    gate.register(Action("thing.check"), check)
+
+    async def go() -> None:
+        alice = actors.human("alice")
+        await asyncio.gather(
+            gate.run(alice, "thing.read", target="r1"),
+            gate.run(alice, "thing.write", target="w"),
+            gate.run(alice, "thing.check", target="c"),
+            gate.run(alice, "thing.read", target="r2"),
+        )
+
+    run(go())
+    assert seen == [1]
+    assert [r.target for r in audit.read()] == ["r1", "w", "c", "r2"]
+
+
+def test_a_caller_that_goes_away_while_waiting_still_leaves_its_record(tmp_path: Path) -> None:
+    gate, audit, _ = build(tmp_path)
+
+    async def executor(call: Call) -> None:
+        return None
+
+    gate.register(READ, executor)
+
+    async def go() -> None:
+        alice = actors.human("alice")
+        tasks = [
+            asyncio.ensure_future(gate.run(alice, "thing.read", target=f"t{i}")) for i in range(3)
+        ]
+        await asyncio.sleep(0)  # every call is now waiting on the open batch
+        tasks[1].cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    run(go())
+    assert [r.target for r in audit.read()] == ["t0", "t1", "t2"]
