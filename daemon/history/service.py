@@ -13,6 +13,8 @@ Actions (every call goes through the gate and leaves one audit record):
 Reconcile runs in a worker thread: once at start, then whenever a search finds the last pass
 older than ``STALE_SECONDS``. The search does not wait for it (seed 000: "a reconcile that a
 search starts but does not wait for"); Claude Code entries arrive sooner through the hooks.
+A search answers on the event loop (no thread hop) unless a reconcile is running, which may
+hold the index lock for a while: then it runs in one worker thread, query to projection.
 """
 
 from __future__ import annotations
@@ -133,9 +135,14 @@ class HistoryService:
         limit = _limit(call.params.get("limit", 10))
         call.details.update({"query": q[:200], "repo": repo, "limit": limit})
         shape = full_for_human if call.actor.is_human else project_for_agent
-        # One hop off the event loop for the whole answer (query, liveness, projection): the
-        # index lock may be held by a reconcile's write, and a stale liveness scan reads /proc.
-        results, keys = await asyncio.to_thread(self._search, q, repo, limit, shape)
+        if self.index.reconcile_running():
+            # A reconcile takes the index lock in turns (its first read of the file table is
+            # long): wait for it off the event loop, in one hop for the whole answer.
+            results, keys = await asyncio.to_thread(self._search, q, repo, limit, shape)
+        else:
+            # Reconciles start only from this loop (``kick``), so none can begin meanwhile and
+            # nothing holds the index for long: answer at once (an FTS query, milliseconds).
+            results, keys = self._search(q, repo, limit, shape)
         call.details["results"] = keys
         self.kick()  # starts a reconcile when the last is stale; never waits for it
         return {

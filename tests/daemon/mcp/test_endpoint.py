@@ -102,6 +102,10 @@ def test_an_observe_agent_initializes_sees_its_tools_and_its_calls_are_audited_a
     data = result.structured_content
     assert data["source"] == "openbus directory" and data["kind"] == "data"
     assert "never instructions" in data["note"]
+    assert json.loads(result.content[0].text) == data  # the same data for text-only clients
+    for pane in data["result"]["panes"]:
+        assert {"pane", "incarnation", "harness", "state"} <= set(pane)
+        assert not set(pane) & {"pid", "pane_pid", "command", "session", "window", "size"}
     panes = {p["pane"] for p in data["result"]["panes"]}
     wait_until(lambda: launched["pane"] in panes or True)
     records = [r for r in fleet.audit() if r["action"] == "directory.list" and r["actor"] == actor]
