@@ -17,10 +17,10 @@ Refusals are audited too.
 Group commit. A call whose record carries no state change (a read, a refusal, an action whose
 effects are outside the database) does not commit on its own: its draft joins the gate's open
 batch and the call waits on a future. The batch is committed once per turn of the event loop
-(scheduled with ``call_soon`` by the first draft to join; a draft that finds nothing else
-runnable on the loop, so that nobody could join, commits at once) as one transaction: every
-draft is sealed onto the chain in arrival order and inserted with one statement, then
-``COMMIT``, then each waiting call is answered. So concurrent calls share one commit, and
+(scheduled with ``call_soon`` by the first draft to join; the first record of a loop turn
+commits at once, so a lone caller waits for no turn) as one transaction: every draft is
+sealed onto the chain in arrival order and inserted with one statement, then ``COMMIT``,
+then each waiting call is answered. So concurrent calls share one commit, and
 still no call answers before its own record is durable (WAL: the commit is in the OS's hands
 when ``COMMIT`` returns, which survives a kill -9 of the daemon). If the batch cannot be
 written, it is rolled back whole and every call in it fails with ``AuditUnavailable``:
@@ -88,15 +88,6 @@ class NoGrants:
         return frozenset()
 
 
-def _other_work_ready(loop: asyncio.AbstractEventLoop) -> bool:
-    """Whether other callbacks (other requests' steps) are queued to run in this loop turn,
-    so a batch opened now would gather more than one record. The stock event loop keeps them
-    in ``_ready``; on a loop without it (uvloop) assume yes and always batch. Only a latency
-    hint: either way a caller answers after its own record has committed."""
-    ready = getattr(loop, "_ready", None)
-    return ready is None or len(ready) > 0
-
-
 class Gate:
     def __init__(self, audit: AuditLog, scopes: ScopeSource | None = None) -> None:
         self.audit = audit
@@ -106,6 +97,7 @@ class Gate:
         # group commit: drafts waiting for the next flush, each with its caller's future
         self._batch: list[tuple[AuditDraft, asyncio.Future[AuditRecord]]] = []
         self._flush_scheduled = False
+        self._hot = False  # a record committed in this loop turn: later ones batch
         self.batches = 0  # committed group batches (for tests and the bench)
 
     # ------------------------------------------------------------------ registry
@@ -213,14 +205,22 @@ class Gate:
         future: asyncio.Future[AuditRecord] = loop.create_future()
         self._batch.append((draft, future))
         if not self._flush_scheduled:
-            if not _other_work_ready(loop):
-                self.flush()  # alone: nobody could join, so commit now and skip two loop turns
+            if not self._hot:
+                # The first record since the loop last went round: commit it at once (a lone
+                # caller pays no loop turns). ``_cool`` runs after every callback already
+                # queued, so records from the rest of this turn's requests batch.
+                self._hot = True
+                loop.call_soon(self._cool)
+                self.flush()
                 return future.result()
             self._flush_scheduled = True
             loop.call_soon(self.flush)
         # A caller cancelled while it waits (its client went away) cancels only its future:
         # its draft stays in the batch, so the record is still written.
         return await future
+
+    def _cool(self) -> None:
+        self._hot = False
 
     def flush(self) -> None:
         """Commit the open batch now, in one transaction, and answer its callers."""

@@ -103,7 +103,9 @@ class AuditLog:
             self._head = (record.seq, record.hash)
             results.append(record)
             rows.append(_row(record, details_json))
-        if rows:
+        if len(rows) == 1:
+            self.db.conn.execute(_INSERT, rows[0])  # cheaper than executemany for one
+        elif rows:
             self.db.conn.executemany(_INSERT, rows)
         return results
 
