@@ -167,7 +167,6 @@ def _number(value: Any) -> str:
     return canonical_text(value)  # bools, NaN, infinities and the rest: json's spelling
 
 
-
 def seal(draft: AuditDraft, *, seq: int, time: float, prev_hash: str) -> AuditRecord:
     """Turn a draft into the next record of the chain."""
     return seal_parts(draft, seq=seq, time=time, prev_hash=prev_hash)[0]
