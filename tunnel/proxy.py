@@ -9,8 +9,12 @@ gets 401. With one, the request is forwarded to the daemon's unix socket: hop-by
 ``Cookie``, ``Authorization``, ``Host`` and every spelling of every identity header are
 removed, and the four signed ``X-Tunnel-*`` headers are added, signed over the exact method,
 target and body sent. The daemon's answer streams back chunk by chunk, so server-sent events
-pass through as they happen. Each upstream request uses its own connection, written with h11
-so the target on the wire is byte-for-byte the one signed.
+pass through as they happen. Upstream connections are kept alive and reused one request at
+a time (``upstream``); each request is written byte for byte as it was signed (the target
+on the wire is the one signed) and the answer is parsed with llhttp. While waiting on the
+daemon the proxy watches for the client leaving (at once during a stream, after
+``WATCH_AFTER`` otherwise) and then drops the upstream connection, so an abandoned event
+stream does not hold the daemon.
 
 Logins go through the throttle (per user and per address) and then the PAM helper; a wrong
 password costs a delay; "PAM unavailable" is answered 503 and never counted as a guess.
@@ -32,7 +36,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import h11
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from openbus.daemon.core.clock import Clock, Random
@@ -40,6 +43,13 @@ from openbus.daemon.core.tunnel_auth import is_identity_header, sign, target_fro
 from openbus.tunnel.pam_helper import USER_RE, PamResult
 from openbus.tunnel.session import COOKIE_NAME, SessionSealer
 from openbus.tunnel.throttle import LoginThrottle
+from openbus.tunnel.upstream import (
+    ResponseParser,
+    Upstream,
+    UpstreamError,
+    UpstreamPool,
+    request_bytes,
+)
 
 log = logging.getLogger("openbus.tunnel")
 
@@ -51,7 +61,8 @@ Authenticator = Callable[[str, str], Awaitable[PamResult]]
 
 MAX_BODY = 1024 * 1024
 MAX_LOGIN_BODY = 8 * 1024
-UPSTREAM_CHUNK = 65536
+WATCH_AFTER = 0.05  # seconds of waiting on the daemon before watching for the client leaving
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 HOP_BY_HOP = frozenset(
     {
         "connection",
@@ -111,6 +122,7 @@ class TunnelApp:
 
     def __post_init__(self) -> None:
         self._page = string.Template(self.page or login_page())
+        self._pool = UpstreamPool(self.daemon_socket)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -139,6 +151,7 @@ class TunnelApp:
             if message["type"] == "lifespan.startup":
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
+                self._pool.close()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
@@ -147,20 +160,10 @@ class TunnelApp:
         return [(bytes(k).lower(), bytes(v)) for k, v in scope.get("headers", [])]
 
     def _header(self, scope: Scope, name: bytes) -> str | None:
-        for key, value in self._headers(scope):
-            if key == name:
-                return value.decode("latin-1")
-        return None
+        return _header_of(self._headers(scope), name)
 
     def _cookie(self, scope: Scope) -> str | None:
-        for key, value in self._headers(scope):
-            if key != b"cookie":
-                continue
-            for part in value.decode("latin-1").split(";"):
-                name, _, val = part.strip().partition("=")
-                if name == COOKIE_NAME:
-                    return val
-        return None
+        return _cookie_of(self._headers(scope))
 
     @staticmethod
     def _address(scope: Scope) -> str:
@@ -334,24 +337,25 @@ class TunnelApp:
     # ------------------------------------------------------------------ the proxy
 
     async def _forward(self, scope: Scope, receive: Receive, send: Send) -> None:
-        session = self.sealer.open(self._cookie(scope))
+        incoming = self._headers(scope)
+        session = self.sealer.open(_cookie_of(incoming))
         method = scope["method"]
         if session is None:
-            accept = self._header(scope, b"accept") or ""
+            accept = _header_of(incoming, b"accept") or ""
             if method in ("GET", "HEAD") and "text/html" in accept:
                 target = target_from_scope(scope)
                 await self._redirect(send, "/login?next=" + urllib.parse.quote(target, safe=""))
             else:
                 await self._plain(send, 401, "sign in first")
             return
-        if method not in ("GET", "HEAD", "OPTIONS") and self._cross_site(scope):
+        if method not in SAFE_METHODS and self._cross_site(scope):
             await self._plain(send, 403, "cross-site request refused")
             return
         body = await self._read_body(receive, MAX_BODY)
         target = target_from_scope(scope)
         headers = [
             (k, v)
-            for k, v in self._headers(scope)
+            for k, v in incoming
             if k.decode("latin-1") not in NOT_FORWARDED and not is_identity_header(k)
         ]
         signed = sign(
@@ -366,82 +370,145 @@ class TunnelApp:
         headers += [(k.encode("ascii"), v.encode("ascii")) for k, v in signed.items()]
         headers += [(b"host", b"openbus"), (b"content-length", str(len(body)).encode())]
         try:
-            reader, writer = await asyncio.open_unix_connection(str(self.daemon_socket))
-        except OSError:
-            await self._plain(send, 502, "the openbus daemon is not answering")
+            request = request_bytes(method, target, headers, body)
+        except ValueError as exc:
+            await self._plain(send, 400, str(exc))
             return
-        exchange = asyncio.create_task(
-            self._exchange(reader, writer, method, target, headers, body, send)
-        )
-        watch = asyncio.create_task(_disconnected(receive))
-        try:
-            await asyncio.wait({exchange, watch}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            watch.cancel()
-            if not exchange.done():
-                exchange.cancel()  # the client left: stop reading the daemon (an SSE stream, say)
-            writer.close()
-        if exchange.done() and not exchange.cancelled():
-            exchange.result()
-
-    async def _exchange(  # noqa: PLR0917
-        self,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-        method: str,
-        target: str,
-        headers: list[tuple[bytes, bytes]],
-        body: bytes,
-        send: Send,
-    ) -> None:
-        conn = h11.Connection(h11.CLIENT)
-        writer.write(
-            conn.send(h11.Request(method=method, target=target.encode("latin-1"), headers=headers))
-            or b""
-        )
-        if body:
-            writer.write(conn.send(h11.Data(data=body)) or b"")
-        writer.write(conn.send(h11.EndOfMessage()) or b"")
-        await writer.drain()
-        started = False
-        while True:
+        for _attempt in range(2):
             try:
-                event = conn.next_event()
-            except h11.RemoteProtocolError:
-                event = h11.ConnectionClosed()
-            if event is h11.NEED_DATA:
-                conn.receive_data(await reader.read(UPSTREAM_CHUNK))
-                continue
-            if isinstance(event, h11.Response):
-                response_headers = [
-                    (bytes(k).lower(), bytes(v))
-                    for k, v in event.headers
-                    if bytes(k).lower().decode("latin-1") not in HOP_BY_HOP
-                ]
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": event.status_code,
-                        "headers": response_headers + SECURITY_HEADERS,
-                    }
-                )
-                started = True
-            elif isinstance(event, h11.Data):
-                await send(
-                    {"type": "http.response.body", "body": bytes(event.data), "more_body": True}
-                )
-            elif isinstance(event, h11.EndOfMessage | h11.ConnectionClosed):
-                if started:
-                    await send({"type": "http.response.body", "body": b"", "more_body": False})
-                else:
-                    await self._plain(send, 502, "the openbus daemon closed the connection")
+                upstream = await self._pool.get()
+            except OSError:
+                break
+            if await self._exchange(upstream, request, method == "HEAD", receive, send):
                 return
-            elif isinstance(event, h11.InformationalResponse):
-                continue
+            if upstream.fresh or method not in SAFE_METHODS:
+                break
+            # A kept-alive connection the daemon closed before answering a byte: the same
+            # signed bytes once more on a new connection (a replay would be refused anyway).
+        await self._plain(send, 502, "the openbus daemon is not answering")
+
+    async def _exchange(
+        self, upstream: Upstream, request: bytes, head_only: bool, receive: Receive, send: Send
+    ) -> bool:
+        """Relay one exchange; False when the daemon closed before sending a byte."""
+        upstream.write(request)
+        response = ResponseParser(head_only=head_only)
+        watch = _ClientWatch(receive, upstream)
+        received = started = False
+        try:
+            while True:
+                # A stream under way is watched at once; a slow answer after a moment.
+                watch.arm(0.0 if started else WATCH_AFTER)
+                data = await upstream.read()
+                watch.disarm()
+                if watch.gone:
+                    return True
+                if not data:  # the daemon closed: the end of a body read to the close, or not
+                    if started:
+                        await send({"type": "http.response.body", "body": response.take_body()})
+                    elif received:
+                        await self._plain(send, 502, "the openbus daemon closed the connection")
+                    return received
+                received = True
+                try:
+                    response.feed(data)
+                except UpstreamError as exc:
+                    log.error("%s", exc)
+                    if started:
+                        await send({"type": "http.response.body", "body": b""})
+                    else:
+                        await self._plain(send, 502, "the openbus daemon's answer is broken")
+                    return True
+                if response.status is not None and not started:
+                    await send(
+                        {
+                            "type": "http.response.start",
+                            "status": response.status,
+                            "headers": [
+                                (name.lower(), value)
+                                for name, value in response.headers
+                                if name.lower().decode("latin-1") not in HOP_BY_HOP
+                            ]
+                            + SECURITY_HEADERS,
+                        }
+                    )
+                    started = True
+                if response.complete:
+                    upstream.keep = response.keep_alive
+                    await send({"type": "http.response.body", "body": response.take_body()})
+                    return True
+                if started and (chunk := response.take_body()):
+                    await _more(send, chunk)
+        finally:
+            watch.stop()
+            self._pool.put(upstream)
+
+
+class _ClientWatch:
+    """Notices the client leaving while the proxy waits on the daemon, and then closes the
+    upstream connection (ending an endless event stream). Started only when a wait is long or
+    a stream is under way, so a quick exchange costs no task."""
+
+    def __init__(self, receive: Receive, upstream: Upstream) -> None:
+        self._receive = receive
+        self._upstream = upstream
+        self._task: asyncio.Task[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self.gone = False
+
+    def arm(self, delay: float) -> None:
+        if self._task is not None:
+            return
+        if delay <= 0:
+            self._start()
+        else:
+            self._timer = asyncio.get_running_loop().call_later(delay, self._start)
+
+    def disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _start(self) -> None:
+        self._timer = None
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        await _disconnected(self._receive)
+        self.gone = True
+        self._upstream.close()
+
+    def stop(self) -> None:
+        self.disarm()
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+
+
+def _header_of(headers: list[tuple[bytes, bytes]], name: bytes) -> str | None:
+    for key, value in headers:
+        if key == name:
+            return value.decode("latin-1")
+    return None
+
+
+def _cookie_of(headers: list[tuple[bytes, bytes]]) -> str | None:
+    for key, value in headers:
+        if key != b"cookie":
+            continue
+        for part in value.decode("latin-1").split(";"):
+            name, _, val = part.strip().partition("=")
+            if name == COOKIE_NAME:
+                return val
+    return None
 
 
 def login_page() -> str:
     return resources.files("openbus.tunnel").joinpath("login.html").read_text("utf-8")
+
+
+async def _more(send: Send, data: bytes) -> None:
+    await send({"type": "http.response.body", "body": data, "more_body": True})
 
 
 async def _disconnected(receive: Receive) -> None:

@@ -9,7 +9,7 @@ Order matters (OpenSSH's privsep model):
    privileges; check that uid 0 cannot be regained.
 3. Only now read the secrets (the Ed25519 credential, the cookie key ring, the TLS key: files
    the tunnel user alone can read) and serve, with uvicorn (already a dependency, via mcp) as
-   the HTTP/1.1 + TLS server for one plain ASGI app.
+   the HTTP/1.1 + TLS server for one plain ASGI app (llhttp via httptools as its parser).
 
 Started as a non-root user, step 2 is skipped and the helper runs as that user, which
 ``pam_unix`` will not serve; logins then say "unavailable", never "wrong password".
@@ -26,6 +26,7 @@ import socket
 import ssl
 import sys
 from pathlib import Path
+from typing import Any, cast
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -148,12 +149,12 @@ def _preload() -> None:
         "uvicorn",
         "uvicorn.config",
         "uvicorn.server",
-        "uvicorn.protocols.http.h11_impl",
+        "uvicorn.protocols.http.httptools_impl",
+        "httptools",
         "uvicorn.lifespan.off",
         "uvicorn.loops.asyncio",
         "uvicorn.loops.auto",
         "uvicorn.protocols.utils",
-        "h11",
         "encodings.idna",
         "http.cookies",
         "email.utils",
@@ -214,13 +215,63 @@ def serve(config: TunnelConfig) -> None:
             helper.kill()
 
 
+class _CoalescingTransport:
+    """Gathers what one event-loop step writes into one write: one TLS record, one send.
+
+    uvicorn writes a response's head and its body separately; each write to the TLS
+    transport is a record of its own and a ``send`` of its own, and the client wakes for
+    each. Held until the end of the step (``call_soon``), a head and a body sent together
+    leave together, while a stream's chunks still leave as soon as each is sent. Everything
+    else is the real transport's; ``close`` flushes first. The buffer holds at most what the
+    app writes without yielding, and the real transport's flow control still applies.
+    """
+
+    def __init__(self, transport: asyncio.Transport) -> None:
+        self._transport = transport
+        self._pending: list[bytes] = []
+        self._loop = asyncio.get_running_loop()
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if not data:
+            return
+        if not self._pending:
+            self._loop.call_soon(self._flush)
+        self._pending.append(bytes(data))
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        data = self._pending[0] if len(self._pending) == 1 else b"".join(self._pending)
+        self._pending.clear()
+        if not self._transport.is_closing():
+            self._transport.write(data)
+
+    def close(self) -> None:
+        self._flush()
+        self._transport.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
+def _protocol_class() -> type[asyncio.Protocol]:
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    class CoalescingHttpToolsProtocol(HttpToolsProtocol):
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(cast("asyncio.Transport", _CoalescingTransport(transport)))
+
+    return CoalescingHttpToolsProtocol
+
+
 async def _run(app: TunnelApp, sock: socket.socket, context: ssl.SSLContext) -> None:
     import uvicorn
 
     config = uvicorn.Config(
         app,
         interface="asgi3",
-        http="h11",
+        # llhttp (measured ~0.1 ms less CPU per request than h11), writes coalesced per step
+        http=_protocol_class(),
         ws="none",
         lifespan="off",
         access_log=False,

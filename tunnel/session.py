@@ -12,6 +12,12 @@ the associated data, so a value cannot be moved to another cookie. Opening check
 the tag, the JSON shape and the expiry against the injected clock; any failure is simply "no
 session". Logging out records the session id as revoked until its expiry (in memory: a
 restart forgets revocations, which the short expiry bounds). Pure apart from crypto.
+
+A browser sends the same cookie value with every request, so the result of decrypting one
+is remembered (at most ``OPEN_CACHE`` values, forgotten all at once when full): the value
+maps to the same session whenever it is opened, as the key ring does not change while the
+tunnel runs. The expiry and the revocation list are checked on every open, cached or not, so
+a logout takes effect at once.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from openbus.daemon.core.clock import Clock, Random
 
 COOKIE_NAME = "__Host-openbus"
 KEY_BYTES = 32
+OPEN_CACHE = 1024
 
 
 @dataclass(frozen=True)
@@ -84,6 +91,7 @@ class SessionSealer:
         self._random = random
         self.ttl = ttl
         self._revoked: dict[str, float] = {}
+        self._opened: dict[str, Session] = {}
 
     def seal(self, user: str) -> tuple[str, Session]:
         now = self._clock.now()
@@ -106,6 +114,19 @@ class SessionSealer:
     def open(self, value: str | None) -> Session | None:
         if not value or len(value) > 4096:
             return None
+        session = self._opened.get(value)
+        if session is None:
+            session = self._decrypt(value)
+            if session is None:
+                return None
+            if len(self._opened) >= OPEN_CACHE:
+                self._opened.clear()
+            self._opened[value] = session
+        if self._clock.now() >= session.expires or session.sid in self._revoked:
+            return None
+        return session
+
+    def _decrypt(self, value: str) -> Session | None:
         parts = value.split(".")
         if len(parts) != 3 or parts[0] != "v1" or parts[1] not in self._keys:
             return None
@@ -122,9 +143,6 @@ class SessionSealer:
                 expires=float(data["exp"]),
             )
         except (binascii.Error, InvalidTag, ValueError, KeyError, TypeError):
-            return None
-        now = self._clock.now()
-        if now >= session.expires or session.sid in self._revoked:
             return None
         return session
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import pwd
 import secrets
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -55,7 +54,7 @@ def test_the_directory_through_the_tunnel_is_read_as_the_logged_in_user(
         check=True,
         capture_output=True,
     )
-    hosted = {
+    hosted: dict[str, dict[str, Any]] = {
         "hosted": {
             "enabled": True,
             "tunnel_user": tunnel_user,
@@ -65,8 +64,6 @@ def test_the_directory_through_the_tunnel_is_read_as_the_logged_in_user(
         "policy": signed_policy(open_dir / "org"),
     }
     with running_daemon(daemon_dir, hosted) as daemon:
-        sock.parent.chmod(0o755)
-        os.chown(sock, -1, pwd.getpwnam(tunnel_user).pw_gid)
         tunnel = start_tunnel(
             tunnel_dir, daemon_socket=sock, pam_service=pam_service, run_as=tunnel_user
         )

@@ -103,3 +103,17 @@ def test_config_errors_name_the_key_and_the_file(data: dict[str, object], key: s
         parse_tunnel_config(data, Path("/etc/openbus/tunnel.toml"))
     assert info.value.key == key
     assert "/etc/openbus/tunnel.toml" in str(info.value)
+
+
+def test_a_session_opened_before_is_refused_once_revoked_or_expired() -> None:
+    clock = FixedClock()
+    s = sealer(clock)
+    value, session = s.seal("alice")
+    other, _ = s.seal("bob")
+    assert s.open(value) == session
+    assert s.open(value) == session  # the second open is remembered, not decrypted again
+    s.revoke(session)
+    assert s.open(value) is None
+    assert s.open(other) is not None
+    clock.advance(100)
+    assert s.open(other) is None
