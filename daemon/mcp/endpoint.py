@@ -23,6 +23,9 @@ Each HTTP request to ``/mcp`` passes, in order:
 ``tools/list`` shows only the tools the caller's scopes allow right now. ``tools/call`` runs
 ``gate.run(actor, tool.action, params)`` with the principal's actor (``agent:<harness>:<session
 id>``, or the pane form before the session id is bound); every result is framed as data.
+A result is built once per projected object (``list_panes``: once per directory snapshot),
+checked against the protocol's result model then, and sent as built: ``PrebuiltResults``
+keeps the SDK from re-validating and re-dumping its payload on every call.
 Revoking or narrowing an agent (``Connect.revocation_hooks``) ends every open MCP session of
 that agent at once: its streams close, its session ids answer 404 from then on.
 """
