@@ -257,3 +257,25 @@ def test_pam_unavailable_is_reported_distinctly_from_a_wrong_password(box: Box) 
     assert response.status_code == 503
     assert "unavailable" in response.text
     assert "Wrong user name" not in response.text
+
+
+def test_a_forwarded_answer_leaves_the_tunnel_as_one_tls_record(box: Box) -> None:
+    import socket
+    import ssl
+
+    with box.signed_in() as client:
+        cookie = client.cookies.get("__Host-openbus")
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    with (
+        socket.create_connection(("127.0.0.1", box.tunnel.port), timeout=10) as raw,
+        context.wrap_socket(raw) as tls,
+    ):
+        tls.sendall(
+            b"GET /api/directory HTTP/1.1\r\nhost: 127.0.0.1\r\n"
+            + f"cookie: __Host-openbus={cookie}\r\n\r\n".encode()
+        )
+        first = tls.recv(65536)  # one record at most: head and body must share it
+    assert first.startswith(b"HTTP/1.1 200 ")
+    assert first.endswith(b'{"ok": true}')
