@@ -24,24 +24,14 @@ from typing import TYPE_CHECKING, Any
 from openbus.daemon.core.actors import is_pane_id
 from openbus.daemon.core.errors import BadRequest, NotFound
 from openbus.daemon.grants import Principal
+from openbus.daemon.history.project import AGENT_FIELDS
 from openbus.daemon.mcp.masking import Masker
 from openbus.daemon.mcp.tools import McpTool, ToolContext, add_tool
 
 if TYPE_CHECKING:
     from openbus.daemon.services import Services
 
-HISTORY_FIELDS = (
-    "harness",
-    "session_id",
-    "repo",
-    "title",
-    "cwd",
-    "branches",
-    "prs",
-    "last_active",
-    "matched_terms",
-    "liveness",
-)
+HISTORY_FIELDS = AGENT_FIELDS  # seed 000: "History is index fields only"
 SESSION_TEXT_FIELDS = frozenset(("repo", "title", "cwd", "branches", "prs"))
 # What an agent needs to route, per pane, and nothing more (no pids, window geometry, tmux
 # session names, revisions or times): every byte here is paid on every call. The title and
