@@ -102,6 +102,17 @@ _LABELLED = re.compile(
 )
 
 
+def nonblank_above(lines: list[str], index: int, count: int) -> list[str]:
+    """Up to ``count`` non-blank lines above ``index``, nearest first, stripped."""
+    out: list[str] = []
+    for line in reversed(lines[:index]):
+        if line.strip():
+            out.append(line.strip())
+            if len(out) == count:
+                break
+    return out
+
+
 def pr_links(text: str) -> tuple[str, ...]:
     """GitHub PR and GitLab MR URLs on screen, in order of first appearance, plus ``#123``
     only where a label makes it unambiguous (``PR #123``, ``pull request #123``, ``MR !7``)."""

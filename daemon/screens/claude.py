@@ -31,6 +31,7 @@ from openbus.daemon.screens.base import (
     Reading,
     State,
     clean_title,
+    nonblank_above,
     one_line,
     pr_links,
     screen_lines,
@@ -57,16 +58,6 @@ def _composer(lines: list[str]) -> tuple[int, int] | None:
         ):
             return top, bottom
     return None
-
-
-def _above(lines: list[str], index: int, count: int) -> list[str]:
-    out: list[str] = []
-    for line in reversed(lines[:index]):
-        if line.strip():
-            out.append(line.strip())
-            if len(out) == count:
-                break
-    return out
 
 
 def _last_reply(lines: list[str]) -> str:
@@ -116,7 +107,7 @@ def parse(text: str, ev: Evidence) -> Reading:
     )
     composer_empty = not draft or bool(_PLACEHOLDER.match(draft))
     footer = [line.strip() for line in lines[bottom + 1 :] if line.strip()]
-    near = _above(lines, top, 2)
+    near = nonblank_above(lines, top, 2)
 
     if draft.startswith("/") and footer and _SLASH_ITEM.match(footer[0]):
         return reading("menu", False, "slash command menu")

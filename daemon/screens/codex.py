@@ -26,6 +26,7 @@ from openbus.daemon.screens.base import (
     Reading,
     State,
     clean_title,
+    nonblank_above,
     one_line,
     pr_links,
     screen_lines,
@@ -64,16 +65,6 @@ def _composer(lines: list[str]) -> int | None:
     return None
 
 
-def _near(lines: list[str], index: int, count: int) -> list[str]:
-    out: list[str] = []
-    for line in reversed(lines[:index]):
-        if line.strip():
-            out.append(line.strip())
-            if len(out) == count:
-                break
-    return out
-
-
 def _last_reply(lines: list[str]) -> str:
     for line in reversed(lines):
         if line.startswith("• "):
@@ -105,7 +96,7 @@ def parse(text: str, ev: Evidence) -> Reading:
     m = _PROMPT.match(lines[index])
     draft = (m.group(1) if m else "").strip()
     composer_empty = not draft or draft in PLACEHOLDERS
-    for line in _near(lines, index, 2):
+    for line in nonblank_above(lines, index, 2):
         working = _WORKING.match(line)
         if working or "esc to interrupt" in line.lower():
             what = f"{working.group(1)} ({working.group(2)})" if working else line
