@@ -27,6 +27,8 @@ needs_root = pytest.mark.skipif(
     os.geteuid() != 0, reason="needs root: creates real users and a PAM service"
 )
 
+RELEASE_POLL = 0.01
+
 
 def _run(*argv: str, stdin: str | None = None) -> None:
     subprocess.run(argv, input=stdin, text=True, check=True, capture_output=True)
@@ -160,8 +162,8 @@ class RecordingUpstream:
                 }
             )
             await send({"type": "http.response.body", "body": b"data: one\n\n", "more_body": True})
-            while not self.release.is_set():
-                await asyncio.sleep(0.01)
+            while not self.release.is_set():  # the test sets it; bounded by the test's timeout
+                await asyncio.sleep(RELEASE_POLL)
             await send({"type": "http.response.body", "body": b"data: two\n\n", "more_body": False})
             return
         payload = b'{"ok": true}'

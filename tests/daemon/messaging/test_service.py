@@ -334,9 +334,17 @@ def test_a_gone_pane_cancels_messages_addressed_by_pane_id(make: Callable[[], Se
     run(main())
 
 
-async def _until(predicate: Callable[[], object]) -> None:
+POLL = 0.005
+
+
+async def _until(predicate: Callable[[], object], timeout: float = 10.0) -> None:
+    """Wait for ``predicate`` on the test's loop, failing after ``timeout`` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
     while not predicate():
-        await asyncio.sleep(0.005)
+        if loop.time() >= deadline:
+            raise AssertionError("timed out waiting for the condition")
+        await asyncio.sleep(POLL)
 
 
 def test_an_org_policy_tightens_the_limits_on_the_next_call(make: Callable[[], Setup]) -> None:
