@@ -39,6 +39,8 @@ from tests.support.wait import wait_until
 REPO = Path(__file__).resolve().parents[2]
 AGENT_TMUX_CONF = REPO / "deploy" / "systemd" / "agent-tmux.conf"
 
+FAKE_AGENT = ["/bin/sh", "-c", "exec sleep 600", "agent"]
+
 needs_root = pytest.mark.skipif(
     os.geteuid() != 0,
     reason="needs root: creates real users and groups and runs the daemon as one of them",
@@ -218,6 +220,7 @@ def box() -> Iterator[HostedBox]:
             },
             "tmux": {"socket": str(tmux_socket)},
             "policy": signed_policy(root / "org"),
+            "launchers.fakeclaude": {"harness": "claude", "argv": FAKE_AGENT},
         }
         daemon = start_daemon(root / "daemon", hosted, user=daemon_user)
         yield HostedBox(

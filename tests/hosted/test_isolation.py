@@ -15,6 +15,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from openbus.daemon import socket_acl
@@ -279,3 +280,47 @@ def test_a_person_signs_in_through_the_real_tunnel_and_is_the_actor(
     assert response.status_code == 200, response.text
     served = [r for r in audit_after(box, before) if r["action"] == "directory.list"]
     assert [r["actor"] for r in served] == [f"human:{person}"]
+
+
+def test_an_operator_launches_a_connected_agent_into_the_agent_users_server(
+    box: HostedBox,
+) -> None:
+    python, env = python_for(box.operator)
+    argv = [python, "-m", "openbus.daemon.cli", "launch", "fakeclaude", "--preset", "observe"]
+    argv += ["--cwd", "/tmp", "--json", "--config", str(box.daemon.config_path)]
+    done = as_user(box.operator, argv, env=dict(env))
+    assert done.returncode == 0, done.stderr
+    launched = json.loads(done.stdout)
+    assert launched["connect"]["connected"], launched
+    pid = int(launched["pid"])
+    status = Path(f"/proc/{pid}/status").read_text()
+    uid = int(next(line.split()[1] for line in status.splitlines() if line.startswith("Uid:")))
+    assert uid == pwd.getpwnam(box.agent_user).pw_uid  # it runs as the agents' user
+    environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    token = next(e.split(b"=", 1)[1].decode() for e in environ if e.startswith(b"OPENBUS_TOKEN="))
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            assert token.encode() not in cmdline.read_bytes()
+        except OSError:
+            continue  # a process that ended while we looked
+    # the token works on the agents' port, as that agent
+    with httpx.Client(base_url=box.daemon.base_url, timeout=10) as agent_side:
+        answer = agent_side.post(
+            "/mcp",
+            headers={
+                "authorization": f"Bearer {token}",
+                "accept": "application/json, text/event-stream",
+                "content-type": "application/json",
+            },
+            json={
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "t", "version": "0"},
+                },
+            },
+        )
+    assert answer.status_code == 200, answer.text
