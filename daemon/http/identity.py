@@ -20,8 +20,9 @@ import falcon.asgi
 
 from openbus.daemon.core import actors
 from openbus.daemon.core.audit import AuditDraft
-from openbus.daemon.core.errors import NotFound, Unauthenticated
+from openbus.daemon.core.errors import BadRequest, NotFound, Unauthenticated
 from openbus.daemon.core.tunnel_auth import TunnelRejected, is_identity_header, target_from_scope
+from openbus.daemon.http.common import MAX_BODY
 from openbus.daemon.http.worker import PEER_EXTENSION
 
 AGENT_SIDE_PATHS = ("/healthz", "/mcp")
@@ -81,7 +82,9 @@ class Identity:
             if self.tunnel_verify is None:
                 self._refuse(req, f"uid {peer['uid']} (tunnel)", claims or ["none"])
             assert self.tunnel_verify is not None
-            body = await req.stream.read()
+            body = await req.stream.read(MAX_BODY + 1)  # verified whole, so bounded first
+            if len(body) > MAX_BODY:
+                raise BadRequest(f"body larger than {MAX_BODY} bytes", field="body")
             req.context.body = body
             try:
                 user = self.tunnel_verify(req.method, target_from_scope(req.scope), headers, body)
