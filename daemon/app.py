@@ -76,13 +76,16 @@ def tunnel_trust(config: Config) -> tuple[list[Any], int]:
 def build_identity(config: Config, services: Services) -> Identity:
     """Local mode: the peer uid. Hosted: also the tunnel's signed ``X-Tunnel-User``."""
     if not config.hosted.enabled:
-        return Identity(services.gate.record)
+        return Identity(services.refuse_anonymously)
     keys, tunnel_uid = tunnel_trust(config)
     verifier = TunnelVerifier(
         keys, clock=services.clock, window=config.hosted.signature_window_seconds
     )
     return Identity(
-        services.gate.record, hosted=True, tunnel_uid=tunnel_uid, tunnel_verify=verifier.verify
+        services.refuse_anonymously,
+        hosted=True,
+        tunnel_uid=tunnel_uid,
+        tunnel_verify=verifier.verify,
     )
 
 

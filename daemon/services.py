@@ -21,6 +21,7 @@ from openbus.daemon.config import Config
 from openbus.daemon.connect import Connect
 from openbus.daemon.core.audit import AuditDraft
 from openbus.daemon.core.clock import Clock, Random
+from openbus.daemon.core.sampling import RefusalSampler, Suppressed
 from openbus.daemon.gate import Gate
 from openbus.daemon.grants import Grants
 from openbus.daemon.policy_runtime import PolicyRuntime
@@ -50,6 +51,7 @@ class Services:
     tasks: list[asyncio.Task[Any]] = field(default_factory=list)
     extras: dict[str, Any] = field(default_factory=dict)  # feature services by name
     health: dict[str, Callable[[], Any]] = field(default_factory=dict)  # /healthz sections
+    refusals: RefusalSampler = field(default_factory=RefusalSampler)
 
     @classmethod
     def build(cls, config: Config, *, clock: Clock, random: Random) -> Services:
@@ -131,11 +133,38 @@ class Services:
             while True:
                 try:
                     sweep_expired(self.gate, self.cards)
+                    self.flush_refusals()
                 except Exception:
                     log.exception("card expiry sweep failed")
                 await asyncio.sleep(CARD_SWEEP_SECONDS)
 
         self.spawn(loop())
+
+    def refuse_anonymously(self, key: str, draft: AuditDraft) -> None:
+        """Audit a refusal of a caller with no identity, sampled per ``key`` (a flood of them
+        is counted in summary records instead of filling the store; see core.sampling)."""
+        admitted, due = self.refusals.admit(key, self.clock.monotonic())
+        self._record_suppressed(due)
+        if admitted:
+            self.gate.record(draft)
+
+    def flush_refusals(self) -> None:
+        self._record_suppressed(self.refusals.sweep(self.clock.monotonic()))
+
+    def _record_suppressed(self, due: list[Suppressed]) -> None:
+        for summary in due:
+            self.gate.record(
+                AuditDraft(
+                    actor="system",
+                    action="refusals.suppressed",
+                    outcome="refused",
+                    target=summary.key,
+                    details={
+                        "count": summary.count,
+                        "seconds": round(summary.until - summary.since, 3),
+                    },
+                )
+            )
 
     def spawn(self, coro: Any) -> asyncio.Task[Any]:
         task = asyncio.get_running_loop().create_task(coro)

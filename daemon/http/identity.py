@@ -52,13 +52,13 @@ def user_name(uid: int) -> str:
 class Identity:
     def __init__(
         self,
-        record: Callable[[AuditDraft], Any],
+        refuse: Callable[[str, AuditDraft], Any],
         *,
         hosted: bool = False,
         tunnel_uid: int | None = None,
         tunnel_verify: TunnelVerify | None = None,
     ) -> None:
-        self.record = record
+        self.refuse = refuse  # (sampling key, draft): anonymous refusals are sampled
         self.hosted = hosted
         self.tunnel_uid = tunnel_uid
         self.tunnel_verify = tunnel_verify
@@ -106,14 +106,16 @@ class Identity:
         req.context.via = "socket"
 
     def _refuse(self, req: falcon.asgi.Request, peer: str, claims: list[str]) -> None:
-        self.record(
+        self.refuse(
+            # sampled per listener and uid (not per pid or reason)
+            "identity.refused " + peer.partition(" pid ")[0].partition(":")[0],
             AuditDraft(
                 actor="system",
                 action="identity.refused",
                 outcome="refused",
                 target=req.path,
                 details={"peer": peer, "headers": sorted(set(claims)), "method": req.method},
-            )
+            ),
         )
         raise Unauthenticated("identity headers are honoured only from the tunnel, signed")
 

@@ -194,14 +194,15 @@ class McpEndpoint:
             }
         )
         if claims:
-            self.services.gate.record(
+            self.services.refuse_anonymously(
+                "identity.refused tcp",
                 AuditDraft(
                     actor="system",
                     action="identity.refused",
                     outcome="refused",
                     target="/mcp",
                     details={"peer": "tcp", "headers": claims, "method": scope.get("method")},
-                )
+                ),
             )
             await _drain(receive)
             await _respond(
@@ -295,18 +296,21 @@ class McpEndpoint:
         *,
         action: str = "mcp.refused",
     ) -> None:
-        if action == "mcp.query_refused":
+        anonymous = action == "mcp.query_refused"
+        if anonymous:
             actor, action = "system", "mcp.refused"
+        draft = AuditDraft(
+            actor=actor,
+            action=action,
+            outcome="refused",
+            target="/mcp",
+            details={**details, "method": scope.get("method")},
+        )
         try:
-            self.services.gate.record(
-                AuditDraft(
-                    actor=actor,
-                    action=action,
-                    outcome="refused",
-                    target="/mcp",
-                    details={**details, "method": scope.get("method")},
-                )
-            )
+            if anonymous:  # no token was checked: sampled, so a flood cannot fill the store
+                self.services.refuse_anonymously("mcp.refused query", draft)
+            else:
+                self.services.gate.record(draft)
         except OpenbusError:
             log.warning("could not audit a refused MCP request")
 

@@ -1,0 +1,46 @@
+"""A flood of anonymous refusals is counted, not recorded one by one without end."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from openbus.daemon.app import create_app
+from openbus.daemon.config import parse_config
+from openbus.daemon.core.clock import FixedClock, SeededRandom
+from openbus.daemon.services import Services
+from tests.support.asgi import call
+
+
+def test_forged_identities_beyond_the_burst_are_counted_in_one_summary(tmp_path: Path) -> None:
+    config = parse_config(
+        {
+            "daemon": {"state_dir": str(tmp_path / "state"), "socket": str(tmp_path / "d.sock")},
+            "tmux": {"socket": str(tmp_path / "no-tmux")},
+        },
+        "<test>",
+    )
+    clock = FixedClock()
+    services = Services.build(config, clock=clock, random=SeededRandom())
+    app = create_app(config, services=services)
+    burst = services.refusals.burst
+    forged = [(b"x-tunnel-user", b"root")]
+
+    async def flood(count: int) -> set[int]:
+        statuses = set()
+        for _ in range(count):
+            status, _ = await call(app, "GET", "/healthz", peer=False, headers=forged)  # type: ignore[arg-type]
+            statuses.add(status)
+        return statuses
+
+    assert asyncio.run(flood(burst + 50)) == {401}  # every one refused
+    records = services.audit.read(0, 10_000)
+    assert [r.action for r in records] == ["identity.refused"] * burst
+    clock.advance(services.refusals.window)
+    services.flush_refusals()
+    [summary] = services.audit.read(records[-1].seq)
+    assert (summary.action, summary.target, summary.details["count"]) == (
+        "refusals.suppressed",
+        "identity.refused tcp",
+        50,
+    )
