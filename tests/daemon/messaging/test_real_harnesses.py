@@ -2,7 +2,8 @@
 ``send_message`` to a sibling (Claude Code or Codex) set to Collaborate; the human approves the
 card with ``openbus approve``; the sibling's screen shows the provenance line and the text, and
 its turn runs against the stub model; ``openbus messages`` shows the outcome. A recipient busy
-in a turn of its own when the human approves gets the message at its next idle."""
+in a turn of its own when the human approves gets the message at its next idle; one holding a
+draft gets it only once the draft is gone; one whose pane is replaced never gets it (cancelled)."""
 
 from __future__ import annotations
 
@@ -107,6 +108,8 @@ def run_main_path(
     wait_ready: Any,
     *,
     busy_first: bool = False,
+    draft_first: bool = False,
+    replaced: bool = False,
 ) -> None:
     sender = make_claude(tmp_path / "a", stub, project)
     launchers = {"sender": claude_launcher(sender), "recipient": recipient}
@@ -167,7 +170,38 @@ def run_main_path(
                 timeout=30,
                 what="B busy in the directory",
             )
+        draft = "half a thought"
+        if draft_first:  # the human is typing in B when the tap comes
+            tmux.send_text(b["pane"], draft)
+            wait_until(
+                lambda: directory_entry(daemon, b["pane"])["composer_empty"] is False,
+                timeout=30,
+                what="B's draft in the directory",
+            )
         daemon.cli("approve", cards[0]["id"], check=True)
+        if draft_first:
+            wait_until(
+                lambda: (
+                    cli_json(daemon, "messages", "--pane", b["pane"])["received"][0]["phase"]
+                    == "queued"
+                ),
+                timeout=30,
+                what="the approved message held back by B's draft",
+            )
+            screen = tmux.capture(b["pane"])
+            assert "[openbus message from" not in screen and draft in screen
+            tmux.send_keys(b["pane"], *(["BSpace"] * len(draft)))  # the human clears it
+        if replaced:  # B's process is replaced while the message waits for its idle
+            assert busy is not None
+            tmux.run("respawn-pane", "-k", "-t", b["pane"], "sleep 600")
+            wait_until(
+                lambda: message_audit(daemon, "ask-b-1") == ["queued", "cancelled"],
+                timeout=30,
+                what="the message for the replaced process cancelled",
+            )
+            assert "[openbus message from" not in tmux.capture(b["pane"])
+            busy.release()
+            return
         if busy is not None:
             wait_until(
                 lambda: (
@@ -232,3 +266,36 @@ def test_claude_messages_codex_past_its_paste_burst_and_codexs_turn_runs(
         wait_for_codex_ready(t, pane, timeout=60)
 
     run_main_path(tmp_path, stub, project, tmux, codex_launcher(recipient), ready)
+
+
+def test_a_claude_holding_a_draft_gets_the_message_only_once_the_draft_is_gone(
+    tmp_path: Path, stub: StubModel, project: Path, tmux: TmuxServer
+) -> None:
+    recipient = make_claude(tmp_path / "b", stub, project)
+
+    def ready(t: TmuxServer, pane: str) -> None:
+        wait_for_screen(t, pane, CLAUDE_IDLE, timeout=60)
+
+    run_main_path(
+        tmp_path, stub, project, tmux, claude_launcher(recipient), ready, draft_first=True
+    )
+
+
+def test_a_message_waiting_for_a_claude_whose_pane_is_replaced_is_cancelled(
+    tmp_path: Path, stub: StubModel, project: Path, tmux: TmuxServer
+) -> None:
+    recipient = make_claude(tmp_path / "b", stub, project)
+
+    def ready(t: TmuxServer, pane: str) -> None:
+        wait_for_screen(t, pane, CLAUDE_IDLE, timeout=60)
+
+    run_main_path(
+        tmp_path,
+        stub,
+        project,
+        tmux,
+        claude_launcher(recipient),
+        ready,
+        busy_first=True,
+        replaced=True,
+    )
