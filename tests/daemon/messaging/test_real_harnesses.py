@@ -1,7 +1,8 @@
 """The main path with the real daemon and the real TUIs: Claude Code in pane A calls
 ``send_message`` to a sibling (Claude Code or Codex) set to Collaborate; the human approves the
 card with ``openbus approve``; the sibling's screen shows the provenance line and the text, and
-its turn runs against the stub model; ``openbus messages`` shows the outcome. A recipient busy
+its turn runs against the stub model; ``openbus messages`` shows the outcome; the same id sent
+again is refused, never typed twice. A recipient busy
 in a turn of its own when the human approves gets the message at its next idle; one holding a
 draft gets it only once the draft is gone; one whose pane is replaced never gets it (cancelled)."""
 
@@ -110,6 +111,7 @@ def run_main_path(
     busy_first: bool = False,
     draft_first: bool = False,
     replaced: bool = False,
+    retry: bool = False,
 ) -> None:
     sender = make_claude(tmp_path / "a", stub, project)
     launchers = {"sender": claude_launcher(sender), "recipient": recipient}
@@ -233,6 +235,19 @@ def run_main_path(
         assert [m["message_id"] for m in sent] == ["ask-b-1"]
         text_out = daemon.cli("messages", check=True).stdout
         assert "ask-b-1" in text_out and "delivered" in text_out
+        if retry:  # A sends the same message id again: refused, never typed twice
+            again = stub.script(
+                call_tool("mcp__openbus__send_message", args),
+                reply("RETRIED {tool_result}"),
+                match="openbus-retry",
+            )
+            wait_for_screen(tmux, a["pane"], CLAUDE_IDLE, absent=["esc to interrupt"])
+            submit_prompt(tmux, a["pane"], "please run openbus-retry")
+            again.wait_finished(timeout=60)
+            assert "already used" in (again.last_tool_result or "")
+            assert message_audit(daemon, "ask-b-1") == ["queued", "delivered"]
+            received = cli_json(daemon, "messages", "--pane", b["pane"])["received"]
+            assert [m["message_id"] for m in received] == ["ask-b-1"]
 
 
 def test_claude_messages_claude_after_one_tap_and_the_recipients_turn_runs(
@@ -243,7 +258,7 @@ def test_claude_messages_claude_after_one_tap_and_the_recipients_turn_runs(
     def ready(t: TmuxServer, pane: str) -> None:
         wait_for_screen(t, pane, CLAUDE_IDLE, timeout=60)
 
-    run_main_path(tmp_path, stub, project, tmux, claude_launcher(recipient), ready)
+    run_main_path(tmp_path, stub, project, tmux, claude_launcher(recipient), ready, retry=True)
 
 
 def test_a_busy_claude_gets_the_approved_message_at_its_next_idle(
