@@ -112,6 +112,7 @@ def run_main_path(
     draft_first: bool = False,
     replaced: bool = False,
     retry: bool = False,
+    revoke: bool = False,
 ) -> None:
     sender = make_claude(tmp_path / "a", stub, project)
     launchers = {"sender": claude_launcher(sender), "recipient": recipient}
@@ -162,6 +163,12 @@ def run_main_path(
             lambda: cli_json(daemon, "cards")["cards"], timeout=30, what="the consent card"
         )
         assert [c["kind"] for c in cards] == ["message"]
+        if revoke:  # the human turns the sender off while its message waits: cancelled
+            daemon.cli("connect", a["pane"], "--preset", "off", check=True)
+            assert message_audit(daemon, "ask-b-1") == ["queued", "cancelled"]
+            assert cli_json(daemon, "cards")["cards"] == []
+            assert "[openbus message from" not in tmux.capture(b["pane"])
+            return
         busy = None
         if busy_first:  # B starts a long turn of its own before the human taps
             busy = stub.script(hold(), reply("B-DONE-HOLDING"), match="HOLD-B")
@@ -314,3 +321,14 @@ def test_a_message_waiting_for_a_claude_whose_pane_is_replaced_is_cancelled(
         busy_first=True,
         replaced=True,
     )
+
+
+def test_turning_the_sender_off_cancels_its_waiting_message_before_the_toggle_returns(
+    tmp_path: Path, stub: StubModel, project: Path, tmux: TmuxServer
+) -> None:
+    recipient = make_claude(tmp_path / "b", stub, project)
+
+    def ready(t: TmuxServer, pane: str) -> None:
+        wait_for_screen(t, pane, CLAUDE_IDLE, timeout=60)
+
+    run_main_path(tmp_path, stub, project, tmux, claude_launcher(recipient), ready, revoke=True)
