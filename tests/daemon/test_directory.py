@@ -15,6 +15,7 @@ from openbus.daemon.directory import Directory
 from openbus.daemon.directory_probe import Detected, ProcessProbe, ProcIdentity
 from openbus.daemon.screens import ClaudeStatus
 from openbus.daemon.tmux.adapter import PaneInfo
+from tests.support.wait import let_others_run
 
 CASES = Path(__file__).parent / "screens" / "cases"
 
@@ -228,7 +229,7 @@ def test_subscribers_see_each_change_and_the_snapshot_is_cached() -> None:
                     return
 
         task = asyncio.create_task(reader())
-        await asyncio.sleep(0)
+        await let_others_run()
         d.pane_captured(info(), screen("claude-idle"))
         first = d.snapshot()
         assert d.snapshot() is first and d.snapshot_json() is d.snapshot_json()

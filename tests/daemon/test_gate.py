@@ -18,6 +18,7 @@ from openbus.daemon.core.scopes import Preset, Scope
 from openbus.daemon.gate import Call, Gate
 from openbus.daemon.grants import Grants
 from openbus.daemon.state import StateDB
+from tests.support.wait import let_others_run
 
 READ = Action("thing.read", scope=Scope.READ)
 WRITE = Action("thing.write", mutates=True)
@@ -273,7 +274,7 @@ def test_a_caller_that_goes_away_while_waiting_still_leaves_its_record(tmp_path:
         tasks = [
             asyncio.ensure_future(gate.run(alice, "thing.read", target=f"t{i}")) for i in range(3)
         ]
-        await asyncio.sleep(0)  # every call is now waiting on the open batch
+        await let_others_run()  # every call is now waiting on the open batch
         tasks[1].cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 

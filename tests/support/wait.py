@@ -52,3 +52,11 @@ async def async_wait_until(
         if time.monotonic() >= deadline:
             raise Timeout(f"timed out after {timeout}s waiting for {what}")
         await asyncio.sleep(interval)
+
+
+NO_DELAY = 0  # sleeping for zero seconds is asyncio's documented way to yield without waiting
+
+
+async def let_others_run() -> None:
+    """Yield to the event loop once, so tasks already ready take their turn (no waiting)."""
+    await asyncio.sleep(NO_DELAY)

@@ -90,7 +90,7 @@ def test_a_codex_rollout_held_open_by_a_live_process_is_running(tmp_path: Path) 
         [
             sys.executable,
             "-c",
-            "import sys,time; f=open(sys.argv[1]); print('ready', flush=True); time.sleep(120)",
+            "import signal,sys; f=open(sys.argv[1]); print('ready', flush=True); signal.pause()",
             str(rollout),
         ],
         stdout=subprocess.PIPE,
@@ -143,7 +143,7 @@ def test_a_codex_process_in_a_real_tmux_pane_is_found_in_that_pane(tmp_path: Pat
     from tests.support.tmux_server import private_tmux
 
     rollout = CodexHome(tmp_path / "codex").rollout("x-9", "/w", ["hi"])
-    holder = "import sys,time; f=open(sys.argv[1]); time.sleep(120)"
+    holder = "import signal,sys; f=open(sys.argv[1]); signal.pause()"
     with private_tmux(tmp_path) as tmux:
         # a shell with the holder as its child, like a harness started from a pane's shell
         pane = tmux.new_window(["sh", "-c", f'{sys.executable} -c "{holder}" {rollout}; true'])

@@ -25,6 +25,7 @@ from openbus.daemon.messaging.fleet import FleetChange, PaneView
 from openbus.daemon.messaging.service import MessagingService
 from openbus.daemon.screens import Reading
 from openbus.daemon.services import Services
+from tests.support.wait import let_others_run
 
 
 @dataclass
@@ -138,7 +139,7 @@ class Setup:
 
     async def settle(self) -> None:
         for _ in range(20):
-            await asyncio.sleep(0)
+            await let_others_run()
 
 
 @pytest.fixture

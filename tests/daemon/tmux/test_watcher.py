@@ -14,7 +14,7 @@ from openbus.daemon.directory_probe import ProcessProbe
 from openbus.daemon.tmux import Tmux
 from openbus.daemon.tmux.watcher import Watcher
 from tests.support.tmux import Server
-from tests.support.wait import async_wait_until
+from tests.support.wait import async_wait_until, let_others_run
 
 CASES = Path(__file__).parent.parent / "screens" / "cases"
 
@@ -118,7 +118,7 @@ def test_the_server_going_away_and_coming_back_is_followed(server: Server) -> No
         server.kill()
         await until(lambda: d.snapshot()["tmux"]["running"] is False, "not running")
         assert d.snapshot()["tmux"]["status"] == "not running" and panes(d) == {}
-        await asyncio.sleep(0)  # the daemon's loop keeps running
+        await let_others_run()  # the daemon's loop keeps running
         server.start()
         await until(lambda: len(panes(d)) == 1 and d.server_running, "the new server's pane")
         again = next(iter(panes(d).values()))
