@@ -94,6 +94,14 @@ def idle_in_directory(daemon: RunningDaemon, pane: str) -> Any:
         raise AssertionError(f"{exc}; last entry: {last[0]}") from None
 
 
+def claude_ready(t: TmuxServer, pane: str) -> None:
+    wait_for_screen(t, pane, CLAUDE_IDLE, timeout=60)
+
+
+def codex_ready(t: TmuxServer, pane: str) -> None:
+    wait_for_codex_ready(t, pane, timeout=60)
+
+
 def message_audit(daemon: RunningDaemon, message_id: str) -> list[str]:
     with daemon.human() as client:
         records = client.get("/api/audit", params={"after": 0}).json()["records"]
@@ -262,10 +270,9 @@ def test_claude_messages_claude_after_one_tap_and_the_recipients_turn_runs(
 ) -> None:
     recipient = make_claude(tmp_path / "b", stub, project)
 
-    def ready(t: TmuxServer, pane: str) -> None:
-        wait_for_screen(t, pane, CLAUDE_IDLE, timeout=60)
-
-    run_main_path(tmp_path, stub, project, tmux, claude_launcher(recipient), ready, retry=True)
+    run_main_path(
+        tmp_path, stub, project, tmux, claude_launcher(recipient), claude_ready, retry=True
+    )
 
 
 def test_a_busy_claude_gets_the_approved_message_at_its_next_idle(
@@ -273,10 +280,9 @@ def test_a_busy_claude_gets_the_approved_message_at_its_next_idle(
 ) -> None:
     recipient = make_claude(tmp_path / "b", stub, project)
 
-    def ready(t: TmuxServer, pane: str) -> None:
-        wait_for_screen(t, pane, CLAUDE_IDLE, timeout=60)
-
-    run_main_path(tmp_path, stub, project, tmux, claude_launcher(recipient), ready, busy_first=True)
+    run_main_path(
+        tmp_path, stub, project, tmux, claude_launcher(recipient), claude_ready, busy_first=True
+    )
 
 
 def test_claude_messages_codex_past_its_paste_burst_and_codexs_turn_runs(
@@ -284,10 +290,7 @@ def test_claude_messages_codex_past_its_paste_burst_and_codexs_turn_runs(
 ) -> None:
     recipient = make_codex(tmp_path / "x", stub, project)
 
-    def ready(t: TmuxServer, pane: str) -> None:
-        wait_for_codex_ready(t, pane, timeout=60)
-
-    run_main_path(tmp_path, stub, project, tmux, codex_launcher(recipient), ready)
+    run_main_path(tmp_path, stub, project, tmux, codex_launcher(recipient), codex_ready)
 
 
 def test_a_claude_holding_a_draft_gets_the_message_only_once_the_draft_is_gone(
@@ -295,11 +298,8 @@ def test_a_claude_holding_a_draft_gets_the_message_only_once_the_draft_is_gone(
 ) -> None:
     recipient = make_claude(tmp_path / "b", stub, project)
 
-    def ready(t: TmuxServer, pane: str) -> None:
-        wait_for_screen(t, pane, CLAUDE_IDLE, timeout=60)
-
     run_main_path(
-        tmp_path, stub, project, tmux, claude_launcher(recipient), ready, draft_first=True
+        tmp_path, stub, project, tmux, claude_launcher(recipient), claude_ready, draft_first=True
     )
 
 
@@ -308,16 +308,13 @@ def test_a_message_waiting_for_a_claude_whose_pane_is_replaced_is_cancelled(
 ) -> None:
     recipient = make_claude(tmp_path / "b", stub, project)
 
-    def ready(t: TmuxServer, pane: str) -> None:
-        wait_for_screen(t, pane, CLAUDE_IDLE, timeout=60)
-
     run_main_path(
         tmp_path,
         stub,
         project,
         tmux,
         claude_launcher(recipient),
-        ready,
+        claude_ready,
         busy_first=True,
         replaced=True,
     )
@@ -328,7 +325,6 @@ def test_turning_the_sender_off_cancels_its_waiting_message_before_the_toggle_re
 ) -> None:
     recipient = make_claude(tmp_path / "b", stub, project)
 
-    def ready(t: TmuxServer, pane: str) -> None:
-        wait_for_screen(t, pane, CLAUDE_IDLE, timeout=60)
-
-    run_main_path(tmp_path, stub, project, tmux, claude_launcher(recipient), ready, revoke=True)
+    run_main_path(
+        tmp_path, stub, project, tmux, claude_launcher(recipient), claude_ready, revoke=True
+    )
