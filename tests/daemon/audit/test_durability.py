@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.support.daemon import RunningDaemon, start_daemon
 from tests.support.wait import wait_until
@@ -28,6 +29,9 @@ def recorded_afters(state_dir: Path) -> set[int]:
     return {int(json.loads(details)["after"]) for (details,) in rows}
 
 
+# Clients cut off by the kill leave their half-open sockets to the garbage collector inside
+# httpcore; that is the test's doing, not the daemon's.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_every_acknowledged_action_is_on_the_chain_after_a_kill_9_under_load(
     tmp_path: Path,
 ) -> None:
