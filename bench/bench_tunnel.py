@@ -20,12 +20,10 @@ import os
 import secrets
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 FLOOR = 1.5
 N = 200
@@ -69,8 +67,7 @@ def main() -> None:
         print("bench_tunnel: skipped (needs root for a PAM account and a tunnel user)")
         return
     from tests.support.daemon import running_daemon
-    from tests.support.policy import signed_policy
-    from tests.tunnel.conftest import ThrowawayUsers, start_tunnel, stop_tunnel, write_tunnel_config
+    from tests.tunnel.conftest import ThrowawayUsers, hosted_pair, start_tunnel, stop_tunnel
 
     users = ThrowawayUsers()
     base = Path(tempfile.mkdtemp(prefix="openbus-bench-tunnel-", dir="/tmp"))
@@ -82,38 +79,9 @@ def main() -> None:
         tunnel_user = users.add()
         password = "pw-" + secrets.token_urlsafe(12)
         human = users.add(password)
-        daemon_dir, tunnel_dir = base / "daemon", base / "tunnel"
-        daemon_dir.mkdir(mode=0o755)
-        tunnel_dir.mkdir(mode=0o755)
-        sock = daemon_dir / "run" / "daemon.sock"
-        config = write_tunnel_config(
-            tunnel_dir, port=1, daemon_socket=sock, pam_service=service, run_as=tunnel_user
+        daemon_dir, tunnel_dir, sock, hosted = hosted_pair(
+            base, tunnel_user=tunnel_user, pam_service=service
         )
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "openbus.tunnel.cli",
-                "init",
-                "--config",
-                str(config),
-                "--public-key",
-                str(tunnel_dir / "tunnel.pub"),
-                "--hostname",
-                "localhost",
-            ],
-            check=True,
-            capture_output=True,
-        )
-        hosted: dict[str, dict[str, Any]] = {
-            "hosted": {
-                "enabled": True,
-                "tunnel_user": tunnel_user,
-                "tunnel_public_key": str(tunnel_dir / "tunnel.pub"),
-                "operators_group": tunnel_user,
-            },
-            "policy": signed_policy(base / "org"),
-        }
         with running_daemon(daemon_dir, hosted) as daemon:
             tunnel = start_tunnel(
                 tunnel_dir,

@@ -311,3 +311,45 @@ def stop_tunnel(tunnel: RunningTunnel) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(tunnel.process.pid, signal.SIGKILL)
             tunnel.process.wait(timeout=5)
+
+
+def hosted_pair(
+    base: Path, *, tunnel_user: str, pam_service: str
+) -> tuple[Path, Path, Path, dict[str, dict[str, Any]]]:
+    """The tunnel's secrets (made first, so the daemon starts with its public key) and the
+    hosted daemon's config sections. Returns (daemon dir, tunnel dir, daemon socket, sections)."""
+    from tests.support.policy import signed_policy
+
+    daemon_dir, tunnel_dir = base / "daemon", base / "tunnel"
+    daemon_dir.mkdir(mode=0o755)
+    tunnel_dir.mkdir(mode=0o755)
+    sock = daemon_dir / "run" / "daemon.sock"
+    config = write_tunnel_config(
+        tunnel_dir, port=1, daemon_socket=sock, pam_service=pam_service, run_as=tunnel_user
+    )
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "openbus.tunnel.cli",
+            "init",
+            "--config",
+            str(config),
+            "--public-key",
+            str(tunnel_dir / "tunnel.pub"),
+            "--hostname",
+            "localhost",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    sections: dict[str, dict[str, Any]] = {
+        "hosted": {
+            "enabled": True,
+            "tunnel_user": tunnel_user,
+            "tunnel_public_key": str(tunnel_dir / "tunnel.pub"),
+            "operators_group": tunnel_user,
+        },
+        "policy": signed_policy(base / "org"),
+    }
+    return daemon_dir, tunnel_dir, sock, sections
