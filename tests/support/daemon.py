@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
 import pwd
 import signal
 import site
 import socket
+import stat
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping
@@ -133,8 +135,21 @@ def python_for(user: str) -> tuple[str, tuple[tuple[str, str], ...]]:
     system = Path(f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}")
     if not system.exists():
         raise AssertionError(f"{user} cannot run {sys.executable} and there is no {system}")
-    path = os.pathsep.join([*site.getsitepackages(), str(REPO)])
-    return str(system), (("PYTHONPATH", path),)
+    paths = [*site.getsitepackages(), str(REPO)]
+    for place in paths:
+        _let_others_traverse(Path(place))
+    return str(system), (("PYTHONPATH", os.pathsep.join(paths)),)
+
+
+def _let_others_traverse(path: Path) -> None:
+    """A checkout in a private directory (``mktemp -d`` is 0700) cannot be imported by another
+    user: let others list the import path entry itself and search (x, not read) each ancestor
+    that lacks it, and put the modes back when the test run ends."""
+    for directory, wanted in [(path, 0o005), *((parent, 0o001) for parent in path.parents)]:
+        mode = stat.S_IMODE(directory.stat().st_mode)
+        if mode & wanted != wanted:
+            directory.chmod(mode | wanted)
+            atexit.register(directory.chmod, mode)
 
 
 def _as_user(user: str, dirs: list[Path]) -> dict[str, Any]:
