@@ -29,6 +29,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tests.support.mcp_results import tool_data
+
 PANES = 200
 ROUNDS = int(os.environ.get("OPENBUS_BENCH_ROUNDS", "300"))
 WARMUP = 30
@@ -122,7 +124,7 @@ async def _measure(url: str, token: str, queries: list[str]) -> dict[str, list[f
         if missing:
             raise RuntimeError(f"the daemon does not offer {sorted(missing)}")
         first = await session.call_tool("list_panes", {})
-        panes = len(first.structured_content["result"]["panes"])
+        panes = len(tool_data(first)["result"]["panes"])
         if panes < PANES:
             raise RuntimeError(f"list_panes saw {panes} panes, expected {PANES}")
         for i in range(WARMUP + ROUNDS):
@@ -132,9 +134,9 @@ async def _measure(url: str, token: str, queries: list[str]) -> dict[str, list[f
                 result = await session.call_tool(tool, sent)
                 elapsed = time.perf_counter() - started
                 if result.is_error:
-                    raise RuntimeError(f"{name} failed: {result.structured_content}")
+                    raise RuntimeError(f"{name} failed: {tool_data(result)}")
                 if name == "find_sessions":
-                    hits += len(result.structured_content["result"]["sessions"])
+                    hits += len(tool_data(result)["result"]["sessions"])
                 if i >= WARMUP:
                     times[name].append(elapsed)
     print(f"find_sessions: {hits / (WARMUP + ROUNDS):.1f} sessions per answer on average")

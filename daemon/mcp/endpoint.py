@@ -23,9 +23,9 @@ Each HTTP request to ``/mcp`` passes, in order:
 ``tools/list`` shows only the tools the caller's scopes allow right now. ``tools/call`` runs
 ``gate.run(actor, tool.action, params)`` with the principal's actor (``agent:<harness>:<session
 id>``, or the pane form before the session id is bound); every result is framed as data.
-A result is built once per projected object (``list_panes``: once per directory snapshot),
-checked against the protocol's result model then, and sent as built: ``PrebuiltResults``
-keeps the SDK from re-validating and re-dumping its payload on every call.
+A result is one compact JSON text block (no ``structuredContent``: no tool declares an output
+schema, and the same data twice would double what every client parses), built once per
+projected object (``list_panes``: once per directory snapshot).
 Revoking or narrowing an agent (``Connect.revocation_hooks``) ends every open MCP session of
 that agent at once: its streams close, its session ids answer 404 from then on.
 """
@@ -33,7 +33,6 @@ that agent at once: its streams close, its session ids answer 404 from then on.
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import json
 import logging
 import os
@@ -43,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 import mcp_types as types
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
-from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -142,10 +141,10 @@ class McpEndpoint:
             on_list_tools=self._list_tools,
         )
         # ``tools/call`` is registered with the SDK's generic handler API so it can answer the
-        # wire dict itself: a result built once (see ``_framed``) is not re-dumped per call.
+        # wire dict itself: a result built once (see ``_framed``) is not rebuilt per call.
         self.server.add_request_handler("tools/call", types.CallToolRequestParams, self._call_tool)
-        # No per-message tracing spans (the gate's audit is the record); results built once.
-        self.server.middleware = [PrebuiltResults()]
+        # No per-message tracing spans: the gate's audit is the record.
+        self.server.middleware = []
         security = TransportSecuritySettings(
             enable_dns_rebinding_protection=True,
             allowed_hosts=list(self.hosts),
@@ -355,17 +354,16 @@ class McpEndpoint:
 
     def _result(self, tool: McpTool, data: Any) -> dict[str, Any]:
         """The ``tools/call`` result for ``data`` in wire form: framed as data with its source,
-        as structured content and as its JSON text. A tool whose projection hands back the
-        same object while nothing changed (``list_panes``: one per directory snapshot) gets
-        the result built once; the cache holds that object, so its identity stays unique."""
+        as JSON text. A tool whose projection hands back the same object while nothing changed
+        (``list_panes``: one per directory snapshot) gets the result built once; the cache
+        holds that object, so its identity stays unique."""
         cached = self._framed.get(tool.name)
         if cached is not None and cached[0] is data:
             wire = cached[1]
         else:
             wire = _wire(frame(tool, data), is_error=False)
-            types.CallToolResult.model_validate(wire)  # checked once, as the SDK would per call
             self._framed[tool.name] = (data, wire)
-        return PrebuiltResults.hand_over(wire)
+        return wire
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
@@ -411,49 +409,6 @@ class McpEndpoint:
         return self._result(tool, data)
 
 
-_PREBUILT: contextvars.ContextVar[list[dict[str, Any]] | None] = contextvars.ContextVar(
-    "openbus_mcp_prebuilt", default=None
-)
-_PAYLOAD_KEYS = ("content", "structuredContent")
-
-
-class PrebuiltResults:
-    """Server middleware: a ``tools/call`` result built (and checked) once is sent as it is.
-
-    The SDK validates and re-dumps every handler result against the protocol's result model
-    (``ServerRunner._serialize``), walking the whole structured content each time: for 200
-    panes that is most of a call's cost. The handler hands its finished result over here
-    (``hand_over``) and returns a placeholder of the same shape without the payload; the SDK
-    runs its whole pipeline on that (params validation, the initialize gate, the per-version
-    sieve, cache hints, the ``_meta`` stamp), and this middleware then puts the payload,
-    validated once when it was built, back into the fields the sieve kept."""
-
-    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> Any:
-        if ctx.method != "tools/call":
-            return await call_next(ctx)
-        box: list[dict[str, Any]] = []
-        token = _PREBUILT.set(box)
-        try:
-            result: HandlerResult = await call_next(ctx)
-        finally:
-            _PREBUILT.reset(token)
-        if box and isinstance(result, dict):
-            # only what the sieve kept for this protocol version (2025-03-26 has no
-            # structuredContent, for one)
-            return {**result, **{k: v for k, v in box[0].items() if k in result}}
-        return result
-
-    @staticmethod
-    def hand_over(wire: dict[str, Any]) -> dict[str, Any]:
-        """What the handler returns for ``wire``: a payload-free placeholder when this
-        middleware is in the chain, else ``wire`` itself."""
-        box = _PREBUILT.get()
-        if box is None:
-            return wire
-        box.append({key: wire[key] for key in _PAYLOAD_KEYS})
-        return {**wire, "content": [], "structuredContent": {}}
-
-
 def _tool_model(tool: McpTool) -> types.Tool:
     return types.Tool(
         name=tool.name,
@@ -470,12 +425,14 @@ def _tool_model(tool: McpTool) -> types.Tool:
 
 
 def _wire(framed: dict[str, Any], *, is_error: bool) -> dict[str, Any]:
-    """A ``CallToolResult`` as the SDK puts it on the wire: the framed result as structured
-    content and, for clients that read only text, the same JSON as text (compact)."""
+    """A ``CallToolResult`` as the SDK puts it on the wire: the framed result as one compact
+    JSON text block, the form every client reads and shows its model. No tool declares an
+    output schema, so there is no ``structuredContent``: sending it too would double what
+    each call carries and what every client parses and validates (for 200 panes, most of
+    the call)."""
     text = json.dumps(framed, ensure_ascii=False, separators=(",", ":"))
     return {
         "content": [{"type": "text", "text": text}],
-        "structuredContent": framed,
         "isError": is_error,
         "resultType": "complete",  # required from protocol 2026-07-28, dropped before it
     }

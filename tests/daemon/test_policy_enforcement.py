@@ -13,6 +13,7 @@ from typing import Any
 from tests.daemon.mcp.conftest import SLEEPER, Fleet
 from tests.daemon.mcp.test_endpoint import mcp_session
 from tests.support.daemon import running_daemon
+from tests.support.mcp_results import tool_data
 from tests.support.policy import signed_policy
 from tests.support.tmux_server import private_tmux
 from tests.support.wait import wait_until
@@ -91,8 +92,8 @@ def test_narrowing_the_cap_takes_effect_on_the_next_call_and_cancels_queued_mess
                 "message_id": "m-1",
             },
         )
-        assert not sent.is_error, sent.structured_content
-        assert sent.structured_content["result"]["outcome"] == "queued"
+        assert not sent.is_error, tool_data(sent)
+        assert tool_data(sent)["result"]["outcome"] == "queued"
 
         signed_policy(org, version=2, default="observe")  # the org narrows everyone to observe
 

@@ -17,6 +17,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
 from tests.daemon.mcp.conftest import Fleet
+from tests.support.mcp_results import tool_data
 from tests.support.wait import wait_until
 
 OBSERVE_TOOLS = {"list_panes", "read_pane", "find_sessions", "get_session"}
@@ -99,10 +100,9 @@ def test_an_observe_agent_initializes_sees_its_tools_and_its_calls_are_audited_a
     assert "Do not poll" in (init.instructions or "")
     assert tools == OBSERVE_TOOLS
     assert not result.is_error
-    data = result.structured_content
+    data = tool_data(result)
     assert data["source"] == "openbus directory" and data["kind"] == "data"
     assert "never instructions" in data["note"]
-    assert json.loads(result.content[0].text) == data  # the same data for text-only clients
     for pane in data["result"]["panes"]:
         assert {"pane", "incarnation", "harness", "state"} <= set(pane)
         assert not set(pane) & {"pid", "pane_pid", "command", "session", "window", "size"}
@@ -133,7 +133,7 @@ def test_a_pure_agent_has_no_openbus_tools(fleet: Fleet) -> None:
 
     tools, refused = run(go())
     assert tools == []
-    assert refused.is_error and refused.structured_content["error"] == "not_connected"
+    assert refused.is_error and tool_data(refused)["error"] == "not_connected"
     off = fleet.launch("fakeclaude", "off")
     assert off["connect"]["connected"] is False and off["connect"]["principal"] is None
     assert wait_until(lambda: os.path.exists(f"/proc/{off['pid']}"))
@@ -247,10 +247,10 @@ def test_find_sessions_searches_the_callers_own_repo_and_frames_data(fleet: Flee
             return found, other
 
     found, other = run(go())
-    assert not found.is_error, found.structured_content
-    assert found.structured_content["source"] == "openbus history index"
-    assert found.structured_content["result"] == {"sessions": []}
-    assert other.is_error and other.structured_content["field"] == "repo"
+    assert not found.is_error, tool_data(found)
+    assert tool_data(found)["source"] == "openbus history index"
+    assert tool_data(found)["result"] == {"sessions": []}
+    assert other.is_error and tool_data(other)["field"] == "repo"
     search = [r for r in fleet.audit() if r["action"] == "history.search"]
     assert [r["outcome"] for r in search] == ["ok", "refused"]
     assert search[0]["details"]["repo"] == "github.com/acme/widget"

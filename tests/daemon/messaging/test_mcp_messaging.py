@@ -16,6 +16,7 @@ import pytest
 
 from tests.daemon.mcp.conftest import Fleet, make_fleet
 from tests.daemon.mcp.test_endpoint import mcp_session
+from tests.support.mcp_results import tool_data
 from tests.support.wait import wait_until
 
 
@@ -47,11 +48,6 @@ def in_directory(fleet: Fleet, pane: str) -> dict[str, Any]:
 
     found: dict[str, Any] = wait_until(find, timeout=15, what=f"{pane} in the directory")
     return found
-
-
-def structured(result: Any) -> dict[str, Any]:
-    data: dict[str, Any] = result.structured_content
-    return data
 
 
 def test_send_message_over_mcp_queues_audits_and_answers_status(fleet: Fleet) -> None:
@@ -96,10 +92,10 @@ def test_send_message_over_mcp_queues_audits_and_answers_status(fleet: Fleet) ->
     assert {"send_message", "message_status"} <= tools
     assert "send_message" not in observer_tools and "message_status" not in observer_tools
     assert not sent.is_error
-    body = structured(sent)
+    body = tool_data(sent)
     assert body["source"] == "openbus messaging" and body["result"]["outcome"] == "queued"
-    assert again.is_error and structured(again)["error"] == "conflict"
-    assert structured(status)["result"]["outcome"] == "queued"
+    assert again.is_error and tool_data(again)["error"] == "conflict"
+    assert tool_data(status)["result"]["outcome"] == "queued"
     records = [r for r in fleet.audit() if r["action"] == "message.send"]
     assert [(r["message_id"], r["outcome"]) for r in records] == [
         ("mcp-1", "queued"),
@@ -161,7 +157,7 @@ def test_a_flood_over_mcp_is_refused_before_admission_with_the_daemons_memory_fl
                     "message_id": f"flood-{offset + i}",
                 },
             )
-            errors.append(bool(result.is_error) and structured(result)["error"] == "refused")
+            errors.append(bool(result.is_error) and tool_data(result)["error"] == "refused")
         return errors
 
     async def go() -> tuple[int, int, list[bool]]:

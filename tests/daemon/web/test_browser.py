@@ -22,6 +22,7 @@ from tests.daemon.mcp.conftest import Fleet, make_fleet
 from tests.daemon.mcp.test_endpoint import mcp_session
 from tests.daemon.messaging.test_mcp_messaging import in_directory
 from tests.daemon.web.forward import forwarder
+from tests.support.mcp_results import tool_data
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = [
@@ -66,8 +67,7 @@ def send_over_mcp(fleet: Fleet, token: str, target: str, incarnation: str) -> di
                     "message_id": "web-1",
                 },
             )
-        data: dict[str, Any] = result.structured_content  # type: ignore[assignment]
-        return data
+        return tool_data(result)
 
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         return pool.submit(asyncio.run, go()).result(timeout=60)
