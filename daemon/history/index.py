@@ -14,11 +14,11 @@ it produced).
 * ``push`` indexes one transcript now (Claude Code's Stop, SessionEnd and SubagentStop hooks
   pass its path as ``transcript_path`` / ``agent_transcript_path``).
 * ``search`` tokenises the query itself (words only, stopwords dropped; every term is
-  quoted, so user text is never FTS syntax) and ranks by bm25 with column weights, in two
-  phases: sessions holding *all* the terms first, then, if that leaves room under the
-  limit, sessions holding *any*. When more than ``CANDIDATES`` sessions match a phase, the
-  most recently indexed ones are ranked (rowids grow as sessions are indexed; reconcile
-  indexes changed files oldest first), which bounds the work at 100k sessions. The repo
+  quoted, so user text is never FTS syntax) and ranks by bm25 with column weights:
+  sessions holding *all* the terms first, then sessions holding *any*, scored and marked in
+  one statement. When more than ``CANDIDATES`` sessions match, the most recently indexed ones
+  are ranked (rowids grow as sessions are indexed; reconcile indexes changed files oldest
+  first), which bounds the work at 100k sessions. The repo
   filter is a conjunct of the ``MATCH`` in the SQL ``WHERE`` (``repokeys`` holds one hashed
   token per repo key: identity, toplevel path, owner/name), so it narrows the candidates
   before anything is ranked or limited. Each hit carries the query terms its entry holds.
@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import heapq
 import json
 import os
 import re
@@ -80,6 +81,10 @@ TEXT_COLUMNS = "{title prompts repo cwd branches prs}"
 # When more sessions than this match, the most recently indexed ones are ranked (rowids grow
 # as sessions are (re)indexed, and reconcile indexes changed files oldest first).
 CANDIDATES = 1000
+# Every write transaction adds a segment to the full-text index and a search reads them all;
+# after this many sessions written the segments are merged into one (at 100k sessions that
+# takes half a second and makes searches about a quarter faster).
+MERGE_AFTER = 1000
 SCHEMA_VERSION = 2
 
 STOPWORDS = frozenset(
@@ -297,6 +302,7 @@ class HistoryIndex:
         with contextlib.suppress(OSError):
             os.chmod(path, 0o600)
         self.last_reconcile: float | None = None
+        self._unmerged = 0  # sessions written since the full-text segments were last merged
 
     def _create(self) -> None:
         """The schema; an index of an older schema is dropped and rebuilt by reconcile (it
@@ -376,7 +382,18 @@ class HistoryIndex:
             for entry in entries:
                 self._upsert(entry)
                 n += 1
+        self._merge_segments()
         return n
+
+    def _merge_segments(self) -> None:
+        """Merge the full-text index into one segment once ``MERGE_AFTER`` sessions were
+        written since the last merge (FTS5's ``optimize``)."""
+        with self._lock:
+            if self._unmerged < MERGE_AFTER:
+                return
+            with self._tx():
+                self._db.execute("INSERT INTO sessions_fts (sessions_fts) VALUES ('optimize')")
+            self._unmerged = 0
 
     def _upsert(self, e: SessionEntry) -> None:
         """Replace the entry; it gets a fresh (highest) rowid, so rowid order is the order
@@ -406,6 +423,7 @@ class HistoryIndex:
             (*e.key, *values),
         )
         rowid = cur.lastrowid
+        self._unmerged += 1
         keys = {k for k in (e.repo, e.repo_root, _repo_short(e.repo)) if k}
         db.execute(
             "INSERT INTO sessions_fts (rowid, title, prompts, repo, cwd, branches, prs, repokeys)"
@@ -584,6 +602,7 @@ class HistoryIndex:
                 progress(done, total)
         stats.gone = self._forget_gone(known, seen)
         self._retitle_codex(names)
+        self._merge_segments()  # searches meanwhile go off the event loop (a reconcile runs)
         self.last_reconcile = self.clock.monotonic()
         stats.seconds = time.monotonic() - started
         return stats
@@ -718,13 +737,10 @@ class HistoryIndex:
         repo_filter = ""
         if repo is not None and repo.strip():
             repo_filter = f' AND repokeys : "{repo_token(normalize_repo_query(repo))}"'
+        anyterm = f"{TEXT_COLUMNS} : ({fts_query(terms, 'OR')})" + repo_filter
+        every = f"{TEXT_COLUMNS} : ({fts_query(terms, 'AND')})" + repo_filter
         with self._lock:
-            ranked = self._ranked(
-                f"{TEXT_COLUMNS} : ({fts_query(terms, 'AND')})" + repo_filter, limit, {}
-            )
-            if len(ranked) < limit and len(terms) > 1:
-                anyterm = f"{TEXT_COLUMNS} : ({fts_query(terms, 'OR')})" + repo_filter
-                ranked.update(self._ranked(anyterm, limit - len(ranked), ranked))
+            ranked = self._ranked(anyterm, every if len(terms) > 1 else None, limit)
             rows = self._rows(list(ranked))
         hits: list[Hit] = []
         for rowid, score in ranked.items():
@@ -732,25 +748,44 @@ class HistoryIndex:
             hits.append(Hit(entry, score, matched_terms(entry, terms)))
         return hits
 
-    def _ranked(self, match: str, limit: int, exclude: Mapping[int, float]) -> dict[int, float]:
-        """bm25 over the matches (the repo filter is part of ``match``, so it narrows the
-        candidates before anything is ranked or limited); at most ``CANDIDATES`` newest."""
-        floor = self._db.execute(
-            "SELECT rowid FROM sessions_fts WHERE sessions_fts MATCH ?"
-            " ORDER BY rowid DESC LIMIT 1 OFFSET ?",
-            (match, CANDIDATES - 1),
-        ).fetchone()
+    def _ranked(self, anyterm: str, every: str | None, limit: int) -> dict[int, float]:
+        """The ``limit`` best rowids with their bm25 scores: sessions matching every term
+        first, then those matching some, each group by score.
+
+        Candidates are the newest ``CANDIDATES`` sessions matching any term (the repo filter
+        is part of both queries, so it narrows them before anything is ranked or limited),
+        scored and marked full or partial in one statement. When that cut something off, the
+        full matches are instead the newest ``CANDIDATES`` sessions matching every term,
+        scored on their own: full matches reach as far back as if they were ranked alone."""
         weights = ", ".join(str(w) for w in WEIGHTS)
-        rows = self._db.execute(
-            f"SELECT rowid, bm25(sessions_fts, {weights}) AS score FROM sessions_fts"
-            " WHERE sessions_fts MATCH ? AND rowid >= ? ORDER BY score, rowid DESC LIMIT ?",
-            (match, floor[0] if floor else 0, limit + len(exclude)),
-        ).fetchall()
-        out: dict[int, float] = {}
-        for rowid, score in rows:
-            if rowid not in exclude and len(out) < limit:
-                out[rowid] = float(score)
-        return out
+        score = f"bm25(sessions_fts, {weights})"
+        if every is None:  # one term: every match is a full one
+            rows = self._db.execute(
+                f"SELECT rowid, {score}, 1 FROM sessions_fts WHERE sessions_fts MATCH ?"
+                " ORDER BY rowid DESC LIMIT ?",
+                (anyterm, CANDIDATES),
+            ).fetchall()
+        else:
+            rows = self._db.execute(
+                f"SELECT rowid, {score}, rowid IN (SELECT rowid FROM sessions_fts"
+                " WHERE sessions_fts MATCH ?) FROM sessions_fts WHERE sessions_fts MATCH ?"
+                " ORDER BY rowid DESC LIMIT ?",
+                (every, anyterm, CANDIDATES),
+            ).fetchall()
+        full = [(s, -r) for r, s, is_full in rows if is_full]
+        partial = [(s, -r) for r, s, is_full in rows if not is_full]
+        if every is not None and len(rows) == CANDIDATES:
+            full = [
+                (s, -r)
+                for r, s in self._db.execute(
+                    f"SELECT rowid, {score} FROM sessions_fts WHERE sessions_fts MATCH ?"
+                    " ORDER BY rowid DESC LIMIT ?",
+                    (every, CANDIDATES),
+                )
+            ]
+        best = heapq.nsmallest(limit, full)
+        best += heapq.nsmallest(limit - len(best), partial)
+        return {-r: float(s) for s, r in best}
 
     def _rows(self, rowids: Sequence[int]) -> dict[int, SessionEntry]:
         if not rowids:

@@ -12,6 +12,7 @@ import pytest
 
 from openbus.daemon.core.clock import FixedClock
 from openbus.daemon.core.errors import BadRequest, Conflict, NotFound
+from openbus.daemon.history import index as index_module
 from openbus.daemon.history.index import HistoryIndex, fts_query, query_terms
 from openbus.daemon.history.liveness import proc_start
 from openbus.daemon.history.sources import Sources
@@ -310,3 +311,46 @@ def test_an_entry_keeps_its_repo_after_its_cwd_is_gone(world: World) -> None:
     assert path.exists()
     world.index.reconcile()
     assert world.index.get("claude", "c-cwd").repo == "h.example/t/gone"
+
+
+def test_sessions_holding_every_term_rank_before_those_holding_only_some(world: World) -> None:
+    world.claude.session("partial", "/w", ["flaky flaky flaky flaky flaky"], ai_title="flaky")
+    world.claude.session("full", "/w", ["a long note that mentions login once and flaky once"])
+    world.index.reconcile()
+    hits = world.index.search("flaky login")
+    assert [h.entry.session_id for h in hits] == ["full", "partial"]
+    assert hits[1].matched_terms == ("flaky",)
+
+
+def test_a_full_match_older_than_the_candidate_window_still_ranks_first(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(index_module, "CANDIDATES", 3)
+    world.claude.session("old-full", "/w", ["rotate the signing keys and the login tokens"])
+    world.index.reconcile()
+    for i in range(5):  # newer sessions holding one of the two terms
+        world.claude.session(f"new-{i}", "/w", [f"rotate rotate the logs {i}"])
+    world.index.reconcile()
+    hits = world.index.search("rotate login", limit=2)
+    assert hits[0].entry.session_id == "old-full"
+    assert hits[1].entry.session_id.startswith("new-")
+
+
+def _segments(index: HistoryIndex) -> int:
+    with index._lock:
+        row = index._db.execute("SELECT count(DISTINCT segid) FROM sessions_fts_idx").fetchone()
+    return int(row[0])
+
+
+def test_the_full_text_index_is_merged_into_one_segment_after_many_writes(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(index_module, "MERGE_AFTER", 4)
+    for i in range(3):  # one transaction, so one segment, per transcript
+        world.claude.session(f"s-{i}", "/w", [f"first batch {i}"])
+    world.index.reconcile()
+    assert _segments(world.index) == 3  # below the threshold: left to FTS5's own merging
+    world.claude.session("s-3", "/w", ["second batch"])
+    world.index.reconcile()
+    assert _segments(world.index) == 1
+    assert {h.entry.session_id for h in world.index.search("batch")} == {f"s-{i}" for i in range(4)}
