@@ -58,7 +58,9 @@ wheel-check: $(VENV)/.installed
 
 test: system-deps harnesses $(VENV)/.installed lint types wheel-check unit
 
+# nginx only as the tunnel benchmark's peer (a bare TLS proxy); it is never started as a service
 bench: system-deps $(VENV)/.installed
+	@[ -x /usr/sbin/nginx ] || { apt-get update -q && apt-get install -y -q --no-install-recommends nginx-light; } || echo "nginx could not be installed; the tunnel bench runs without its peer"
 	$(PY) -m bench
 
 clean:

@@ -11,19 +11,26 @@ p50s of all rounds together. Also printed, to show where the time goes:
 
 * the tunnel alone: ``GET /login`` (TLS, HTTP parsing, the app; no daemon), interleaved too;
 * CPU per request of each process (tunnel, daemon worker, this client), from ``/proc`` over
-  ``CPU_N`` requests of each kind: unlike latency, it does not depend on what else runs.
+  ``CPU_N`` requests of each kind: unlike latency, it does not depend on what else runs;
+* the peer: nginx (when installed; ``make bench`` installs Debian's nginx-light) as a bare
+  TLS-terminating reverse proxy in front of the same socket, with a kept-alive upstream, no
+  login, no signature: what any TLS hop costs here, interleaved with the other two.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
+import shutil
 import statistics
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+
+import httpx
 
 FLOOR = 1.5
 N = 200
@@ -62,6 +69,73 @@ def cpu_per_request(
     return t, d, c
 
 
+NGINX_CONF = """worker_processes 1;
+daemon off;
+user root;
+pid {base}/nginx.pid;
+error_log {base}/nginx.log;
+events {{ worker_connections 64; }}
+http {{
+    access_log off;
+    upstream openbus {{ server unix:{sock}; keepalive 4; }}
+    server {{
+        listen 127.0.0.1:{port} ssl;
+        ssl_certificate {cert};
+        ssl_certificate_key {key};
+        location / {{
+            proxy_pass http://openbus;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+        }}
+    }}
+}}
+"""
+
+
+@contextlib.contextmanager
+def nginx_peer(base: Path, sock: Path, tunnel_dir: Path) -> Iterator[httpx.Client | None]:
+    """A client of nginx proxying TLS to the daemon's socket (as root, so the daemon sees the
+    same peer as the direct requests), or None when nginx is not installed."""
+    binary = shutil.which("nginx") or (
+        "/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None
+    )
+    if binary is None:
+        yield None
+        return
+    from tests.support.daemon import free_port
+    from tests.support.wait import wait_until
+
+    port = free_port()
+    conf = base / "nginx.conf"
+    conf.write_text(
+        NGINX_CONF.format(
+            base=base,
+            sock=sock,
+            port=port,
+            cert=tunnel_dir / "secrets" / "tls.crt",
+            key=tunnel_dir / "secrets" / "tls.key",
+        )
+    )
+    process = subprocess.Popen(
+        [binary, "-c", str(conf), "-p", str(base)], stderr=subprocess.DEVNULL
+    )
+    client = httpx.Client(base_url=f"https://127.0.0.1:{port}", verify=False, timeout=15)
+
+    def answering() -> bool:
+        try:
+            return client.get("/healthz").status_code < 500
+        except httpx.HTTPError:
+            return False
+
+    try:
+        wait_until(answering, timeout=15, what="nginx to answer")
+        yield client
+    finally:
+        client.close()
+        process.terminate()
+        process.wait(timeout=10)
+
+
 def main() -> None:
     if os.geteuid() != 0:
         print("bench_tunnel: skipped (needs root for a PAM account and a tunnel user)")
@@ -91,7 +165,11 @@ def main() -> None:
                 failed_login_delay=0.0,
             )
             try:
-                with tunnel.client() as client, daemon.human() as desk:
+                with (
+                    tunnel.client() as client,
+                    daemon.human() as desk,
+                    nginx_peer(base, sock, tunnel_dir) as peer,
+                ):
                     logins = []
                     for _ in range(5):
                         client.cookies.clear()
@@ -100,25 +178,38 @@ def main() -> None:
                         logins.append(time.perf_counter() - t0)
                     assert client.get("/api/directory").status_code == 200
                     assert desk.get("/api/directory").status_code == 200
+                    if peer is not None:
+                        assert peer.get("/api/directory").status_code == 200
                     through_all: list[float] = []
                     direct_all: list[float] = []
                     alone_all: list[float] = []
+                    peer_all: list[float] = []
                     for number in range(1, ROUNDS + 1):
                         through: list[float] = []
                         direct: list[float] = []
                         alone: list[float] = []
+                        peered: list[float] = []
                         for _ in range(N):
                             timed(lambda: client.get("/api/directory"), through)
                             timed(lambda: desk.get("/api/directory"), direct)
                             timed(lambda: client.get("/login"), alone)
+                            if peer is not None:
+                                timed(lambda: peer.get("/api/directory"), peered)
                         print(
                             f"round {number}: tunnel p50 {p50(through):.2f} ms, direct "
                             f"{p50(direct):.2f} ms, ratio {p50(through) / p50(direct):.2f}; "
                             f"tunnel alone (GET /login) {p50(alone):.2f} ms"
+                            + (
+                                f"; nginx peer {p50(peered):.2f} ms, ratio "
+                                f"{p50(peered) / p50(direct):.2f}"
+                                if peered
+                                else ""
+                            )
                         )
                         through_all += through
                         direct_all += direct
                         alone_all += alone
+                        peer_all += peered
                     worker = only_child(daemon.process.pid)
                     cpu_through = cpu_per_request(
                         lambda: client.get("/api/directory"), tunnel.process.pid, worker
@@ -133,6 +224,14 @@ def main() -> None:
         print(f"direct GET /api/directory p50 {p50(direct_all):.2f} ms (all rounds)")
         print(f"tunnel alone GET /login p50 {p50(alone_all):.2f} ms (TLS + HTTP, no daemon)")
         print(f"ratio {ratio:.2f} (floor {FLOOR}): {'OK' if ratio <= FLOOR else 'OVER'}")
+        if peer_all:
+            print(
+                f"peer: nginx as a bare TLS proxy to the same socket p50 {p50(peer_all):.2f} ms, "
+                f"ratio {p50(peer_all) / p50(direct_all):.2f} to direct; the tunnel is "
+                f"{p50(through_all) / p50(peer_all):.2f}x the peer"
+            )
+        else:
+            print("peer: nginx is not installed; no bare TLS proxy measured")
         for name, (t, d, c) in (("tunnel", cpu_through), ("direct", cpu_direct)):
             print(
                 f"CPU per request, {name}: tunnel {t:.3f} ms, daemon {d:.3f} ms, "
