@@ -14,7 +14,8 @@ Theory of operation
 * Process identity: pid plus start time (field 22 of ``/proc/<pid>/stat``), so a recycled
   pid is a different process.
 * Git branch: ``.git/HEAD`` read directly from the cwd upward, following a worktree's
-  ``gitdir:`` file; a detached HEAD reads as the short hash. No subprocess.
+  ``gitdir:`` file; a detached HEAD reads as the short hash. No subprocess. A folder the
+  daemon's user cannot search (the agent user's 0700 home in hosted mode) reads as no branch.
 * Claude Code's live status: ``<config>/sessions/<pid>.json``, config from the process's
   ``CLAUDE_CONFIG_DIR`` (``/proc/<pid>/environ`` when readable) else ``~/.claude`` of the
   process's ``HOME``; used only when its ``procStart`` matches the process (or is absent).
@@ -22,16 +23,19 @@ Theory of operation
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from stat import S_ISDIR, S_ISREG
 
 from openbus.daemon.screens import ClaudeStatus
 
 SHELLS = frozenset({"bash", "zsh", "sh", "fish", "dash", "ksh", "mksh", "tcsh", "csh", "ash", "nu"})
 HARNESS_NAMES = ("claude", "codex", "opencode", "omp", "gemini")
 _INTERPRETERS = frozenset({"node", "nodejs", "bun", "deno", "python", "python3", "npx", "tsx"})
+_ABSENT = frozenset({errno.ENOENT, errno.ENOTDIR, errno.ELOOP})  # no .git here: look further up
 _PACKAGE_HINTS = {
     "@anthropic-ai/claude-code": "claude",
     "@openai/codex": "codex",
@@ -254,11 +258,20 @@ def _environ(pid: int) -> dict[str, str]:
 
 
 def _find_gitdir(start: Path) -> Path | None:
+    """The git dir for ``start``, looking upward; None when there is none, or when a folder on
+    the way cannot be searched (a pane in the agent user's 0700 home, seen by the daemon's
+    user): that reads as no branch, without skipping up to a repository further out."""
     for folder in (start, *start.parents):
         dotgit = folder / ".git"
-        if dotgit.is_dir():
+        try:
+            mode = dotgit.stat().st_mode
+        except OSError as exc:
+            if exc.errno in _ABSENT:
+                continue
+            return None
+        if S_ISDIR(mode):
             return dotgit
-        if dotgit.is_file():
+        if S_ISREG(mode):
             raw = _read(str(dotgit), 4096)
             text = raw.decode("utf-8", "replace").strip() if raw else ""
             if text.startswith("gitdir:"):

@@ -5,8 +5,8 @@
   agent user's group, as ``deploy/systemd/sysusers.d`` makes ``openbus`` a member of
   ``openbus-agent``;
 * the tunnel's user alone holds the Ed25519 credential (0400 in a 0700 dir);
-* the agent user runs its own tmux server; like ``openbus-agent.service`` it opens the socket
-  to its group (0660) and grants the daemon's user with ``server-access -a``;
+* the agent user runs its own tmux server from its 0700 home; like ``openbus-agent.service`` it
+  opens the socket to its group (0660) and grants the daemon's user with ``server-access -a``;
 * an operator (in the operators' group) and an outsider (in no group of ours) at the desk.
 
 Everything is removed after the module: processes, users, groups and files.
@@ -98,7 +98,7 @@ def as_user(user: str, argv: list[str], **kw: Any) -> subprocess.CompletedProces
         group=entry.pw_gid,
         extra_groups=os.getgrouplist(user, entry.pw_gid),
         env=env,
-        cwd=str(REPO),
+        cwd=str(kw.pop("cwd", REPO)),
         capture_output=True,
         text=True,
         timeout=60,
@@ -146,6 +146,8 @@ class HostedBox:
 
 
 def _start_agent_tmux(box_root: Path, agent: str, daemon_user: str, sock: Path) -> None:
+    """The agents' server started in the agent user's 0700 home (``WorkingDirectory=~`` in
+    ``openbus-agent.service``), so its first pane sits where the daemon's user cannot look."""
     entry = pwd.getpwnam(agent)
     run_dir, home = sock.parent, box_root / "agent-home"
     for path, mode in ((run_dir, 0o750), (home, 0o700)):
@@ -160,7 +162,7 @@ def _start_agent_tmux(box_root: Path, agent: str, daemon_user: str, sock: Path) 
         [*base, "server-access", "-a", daemon_user],
     ]
     for argv in steps:
-        done = as_user(agent, argv, env=env)
+        done = as_user(agent, argv, env=env, cwd=home)
         if done.returncode != 0:
             raise AssertionError(f"{' '.join(argv)} as {agent} failed: {done.stderr}")
 

@@ -211,6 +211,11 @@ def test_the_daemon_sees_the_agent_users_panes_through_server_access(box: Hosted
         return any(p["pane"] == pane for p in panes)
 
     wait_until(listed, timeout=15, what=f"pane {pane} of the agent user in the directory")
+    with box.daemon.human() as desk:
+        panes = desk.get("/api/directory").json()["panes"]
+    in_home = [p for p in panes if p["cwd"] == str(box.root / "agent-home")]
+    assert in_home, "the session's first pane, in the agent user's home"
+    assert [p["branch"] for p in in_home] == [None]  # a 0700 home the daemon cannot look into
 
 
 def test_an_operator_at_the_desk_reads_the_directory_as_themselves(box: HostedBox) -> None:
