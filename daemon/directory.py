@@ -32,6 +32,7 @@ import asyncio
 import hashlib
 import hmac
 import json
+import logging
 from collections import deque
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
@@ -43,6 +44,8 @@ from openbus.daemon.directory_probe import Detected, ProcIdentity
 from openbus.daemon.screens import ClaudeStatus, Evidence, Reading, parse
 from openbus.daemon.screens.base import screen_lines
 from openbus.daemon.tmux.adapter import PaneInfo, check_pane_id
+
+log = logging.getLogger(__name__)
 
 EVENTS_KEPT = 32
 PR_LINKS_KEPT = 10
@@ -146,6 +149,7 @@ class Directory:
         self.socket = socket
         self.hostname = hostname
         self._entries: dict[str, Entry] = {}
+        self._failing: dict[str, str] = {}  # pane -> the probe error last logged for it
         self._locks: dict[str, asyncio.Lock] = {}
         self._subscribers: set[asyncio.Queue[Change]] = set()
         self.version = 0
@@ -256,12 +260,29 @@ class Directory:
         seen: set[str] = set()
         for info in infos:
             seen.add(info.pane_id)
-            self._upsert(info, None)
+            self._upsert_one(info, None)
         for pane_id in [p for p in self._entries if p not in seen]:
             self._remove(pane_id)
 
     def pane_captured(self, info: PaneInfo, text: str) -> None:
-        self._upsert(info, text)
+        self._upsert_one(info, text)
+
+    def _upsert_one(self, info: PaneInfo, text: str | None) -> None:
+        """One pane's update. When a file its probe reads (``/proc``, ``.git``, a status file)
+        fails, that pane keeps the entry it had (a new one waits for the next listing) and
+        the rest of the fleet is updated all the same."""
+        before = self._entries.get(info.pane_id)
+        try:
+            self._upsert(info, text)
+            self._failing.pop(info.pane_id, None)
+        except OSError as exc:
+            if self._failing.get(info.pane_id) != str(exc):  # once per pane and error
+                self._failing[info.pane_id] = str(exc)
+                log.warning("pane %s not updated: %s", info.pane_id, exc)
+            if before is None:
+                self._entries.pop(info.pane_id, None)
+            else:
+                self._entries[info.pane_id] = before
 
     def pane_gone(self, pane_id: str) -> None:
         if pane_id in self._entries:
@@ -398,6 +419,7 @@ class Directory:
 
     def _remove(self, pane_id: str) -> None:
         self._entries.pop(pane_id, None)
+        self._failing.pop(pane_id, None)
         lock = self._locks.get(pane_id)
         if lock is not None and not lock.locked():
             del self._locks[pane_id]

@@ -263,3 +263,15 @@ def test_the_git_branch_is_read_from_head_and_worktree_files(tmp_path: Path) -> 
     assert probe.git_branch(str(repo / "sub")) == "feature/x"
     assert probe.git_branch(str(worktree)) == "0123456789ab"
     assert probe.git_branch(str(tmp_path)) is None
+
+
+def test_a_pane_whose_files_cannot_be_read_does_not_hide_the_rest_of_the_fleet() -> None:
+    class Denied(FakeProbe):
+        def git_branch(self, cwd: str) -> str | None:
+            if cwd == "/private":
+                raise PermissionError(13, "Permission denied", cwd)
+            return super().git_branch(cwd)
+
+    d, _, _ = make(Denied(harness={10: "claude", 20: "codex"}))
+    d.panes_listed([info("%1", cwd="/private"), info("%2", pid=20)])
+    assert [p["pane"] for p in d.snapshot()["panes"]] == ["%2"]
