@@ -34,11 +34,10 @@ from tests.support.harnesses import (
     submit_prompt,
     type_prompt,
     wait_for_codex_ready,
-    wait_for_screen,
     workdir,
 )
 from tests.support.stub_model import StubModel, call_tool, hold, reply, running_stub_model
-from tests.support.tmux_server import TmuxServer, private_tmux
+from tests.support.tmux import TmuxServer, tmux_server
 from tests.support.wait import wait_until
 
 pytestmark = [pytest.mark.harness, pytest.mark.timeout(120)]
@@ -67,7 +66,7 @@ class Agent:
 
     def start(self) -> None:
         """Run the harness in a new pane (remain-on-exit: its last screen stays)."""
-        self.pane = self.tmux.new_window(self.argv, self.env, self.cwd)
+        self.pane = self.tmux.new_window(self.argv, self.env, self.cwd, remain_on_exit=True)
         self.wait_ready()
 
     def respawn(self) -> None:
@@ -81,7 +80,7 @@ class Agent:
         if self.harness == "codex":
             wait_for_codex_ready(self.tmux, self.pane)
         else:
-            wait_for_screen(self.tmux, self.pane, CLAUDE_IDLE)
+            self.tmux.wait_for(self.pane, CLAUDE_IDLE)
 
     @property
     def quit_command(self) -> str:
@@ -159,7 +158,7 @@ def agent(
     harness: str = request.param
     require_binary(harness)  # skips, printing why, where npm could not install the CLI
     root = tmp_path_factory.mktemp(f"directory-{harness}")
-    with running_stub_model() as stub, private_tmux(root) as tmux:
+    with running_stub_model() as stub, tmux_server(root / "tmux") as tmux:
         argv, env, cwd = _launch(harness, root, stub)
         (root / "daemon").mkdir()
         config = {"tmux": {"socket": str(tmux.socket)}}
@@ -229,12 +228,12 @@ def test_asking_to_run_an_mcp_tool_is_a_menu_until_the_human_answers(agent: Agen
         match="run echo",
     )
     submit_prompt(agent.tmux, agent.pane, "please run echo")
-    wait_for_screen(agent.tmux, agent.pane, agent.approval_prompt)
+    agent.tmux.wait_for(agent.pane, agent.approval_prompt)
     menu = agent.expect("asking for approval", state="menu")
     assert menu["composer_empty"] is None  # the dialog replaced the composer: unknown
     assert menu["harness"] == agent.harness
 
-    agent.tmux.send_keys(agent.pane, "Enter")  # the first option: allow / yes
+    agent.tmux.keys(agent.pane, "Enter")  # the first option: allow / yes
     tool.wait_finished()
     agent.expect(
         "idle after the approved tool ran",

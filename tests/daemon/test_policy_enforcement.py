@@ -15,7 +15,7 @@ from tests.daemon.mcp.test_endpoint import mcp_session
 from tests.support.daemon import running_daemon
 from tests.support.mcp_results import tool_data
 from tests.support.policy import signed_policy
-from tests.support.tmux_server import private_tmux
+from tests.support.tmux import tmux_server
 from tests.support.wait import wait_until
 
 
@@ -26,7 +26,7 @@ def governed_fleet(tmp_path: Path, default: str) -> Iterator[tuple[Fleet, Path]]
     project = tmp_path / "project"
     project.mkdir()
     subprocess.run(["git", "init", "-q", str(project)], check=True)
-    with private_tmux(tmp_path) as tmux:
+    with tmux_server(tmp_path / "tmux") as tmux:
         extra: dict[str, Any] = {
             "tmux": {"socket": str(tmux.socket)},
             "policy": section,

@@ -34,10 +34,9 @@ from tests.support.harnesses import (
     submit_prompt,
     type_prompt,
     wait_for_codex_ready,
-    wait_for_screen,
 )
 from tests.support.stub_model import StubModel, call_tool, hold, reply, running_stub_model
-from tests.support.tmux_server import TmuxServer, private_tmux
+from tests.support.tmux import TmuxServer, tmux_server
 from tests.support.wait import wait_until
 
 OUT = Path(__file__).resolve().parents[1] / "daemon" / "screens" / "captured"
@@ -110,7 +109,7 @@ def world(name: str) -> Iterator[tuple[StubModel, TmuxServer, Path]]:
     root.mkdir(parents=True)
     cwd = root / f"app-{name}"
     cwd.mkdir()
-    with running_stub_model(mcp_token=MCP_TOKEN) as stub, private_tmux(root) as tmux:
+    with running_stub_model(mcp_token=MCP_TOKEN) as stub, tmux_server(root / "tmux") as tmux:
         yield stub, tmux, cwd
 
 
@@ -118,25 +117,25 @@ def capture_claude() -> None:
     with world("cc") as (stub, tmux, cwd):
         claude = make_claude(cwd.parent, stub, cwd)
         argv = claude.tui_argv(*claude.mcp_args("steer", stub.mcp_url, "STEER_TOKEN"))
-        pane = tmux.new_window(argv, claude.env(STEER_TOKEN=MCP_TOKEN), cwd)
+        pane = tmux.new_window(argv, claude.env(STEER_TOKEN=MCP_TOKEN), cwd, remain_on_exit=True)
         cap = Capturer(tmux, pane, "claude", f"Claude Code {CLAUDE_VERSION}")
         cap.claude = claude
-        wait_for_screen(tmux, pane, CLAUDE_IDLE)
+        tmux.wait_for(pane, CLAUDE_IDLE)
         cap.save("claude-idle", "idle", True, "fresh session against the stub, empty composer")
 
         type_prompt(tmux, pane, "hello slow turn please")
         cap.save("claude-draft", "idle", False, "a typed, unsent prompt in the composer")
         turn = stub.script(hold(), reply("STUB-REPLY: held turn released"), match="slow turn")
-        tmux.send_keys(pane, "Enter")
+        tmux.keys(pane, "Enter")
         turn.wait_holding()
-        wait_for_screen(tmux, pane, CLAUDE_BUSY)
+        tmux.wait_for(pane, CLAUDE_BUSY)
         wait_until(lambda: claude.live_status()[0].get("status") == "busy", what="busy status")
         cap.save("claude-busy", "busy", True, "a turn held open by the stub: spinner line")
         cap.save(
             "claude-busy-escapes", "busy", True, "the held turn, captured with -e", escapes=True
         )
         turn.release()
-        wait_for_screen(tmux, pane, "STUB-REPLY: held turn released", CLAUDE_IDLE)
+        tmux.wait_for(pane, "STUB-REPLY: held turn released", CLAUDE_IDLE)
         cap.save("claude-after-turn", "idle", True, "a finished turn: reply and '✻ <Verb>ed for'")
 
         tool = stub.script(
@@ -145,12 +144,12 @@ def capture_claude() -> None:
             match="TOOL:echo",
         )
         submit_prompt(tmux, pane, "TOOL:echo please")
-        wait_for_screen(tmux, pane, CLAUDE_PERMISSION, "1. Yes")
+        tmux.wait_for(pane, CLAUDE_PERMISSION, "1. Yes")
         wait_until(lambda: claude.live_status()[0].get("status") == "waiting", what="waiting")
         cap.save("claude-permission-menu", "menu", None, "MCP tool permission dialog")
-        tmux.send_keys(pane, "Enter")
+        tmux.keys(pane, "Enter")
         tool.wait_finished()
-        wait_for_screen(tmux, pane, "STUB-FINAL: tool returned", CLAUDE_IDLE)
+        tmux.wait_for(pane, "STUB-FINAL: tool returned", CLAUDE_IDLE)
         wait_until(lambda: claude.live_status()[0].get("status") == "idle", what="idle status")
         cap.save("claude-after-tool", "idle", True, "after an approved MCP tool call")
         cap.save(
@@ -168,7 +167,7 @@ def capture_codex() -> None:
         codex = make_codex(cwd.parent, stub, cwd)
         stub.title = "Slow turn check"
         argv = codex.tui_argv(*codex.mcp_args("steer", stub.mcp_url, "STEER_TOKEN"))
-        pane = tmux.new_window(argv, codex.env(STEER_TOKEN=MCP_TOKEN), cwd)
+        pane = tmux.new_window(argv, codex.env(STEER_TOKEN=MCP_TOKEN), cwd, remain_on_exit=True)
         cap = Capturer(tmux, pane, "codex", f"Codex CLI {CODEX_VERSION}")
         wait_for_codex_ready(tmux, pane)
         cap.save("codex-idle", "idle", True, "fresh session against the stub, placeholder shown")
@@ -176,9 +175,9 @@ def capture_codex() -> None:
         type_prompt(tmux, pane, "hello codex slow turn")
         cap.save("codex-draft", "idle", False, "a typed, unsent prompt in the composer")
         turn = stub.script(hold(), reply("STUB-REPLY: held turn released"), match="slow turn")
-        tmux.send_keys(pane, "Enter")
+        tmux.keys(pane, "Enter")
         turn.wait_holding()
-        wait_for_screen(tmux, pane, "Working", CODEX_BUSY)
+        tmux.wait_for(pane, "Working", CODEX_BUSY)
         cap.save(
             "codex-busy",
             "busy",
@@ -193,7 +192,7 @@ def capture_codex() -> None:
             escapes=True,
         )
         turn.release()
-        wait_for_screen(tmux, pane, "STUB-REPLY: held turn released", "Worked for", CODEX_IDLE)
+        tmux.wait_for(pane, "STUB-REPLY: held turn released", "Worked for", CODEX_IDLE)
         cap.save(
             "codex-after-turn",
             "idle",
@@ -207,12 +206,12 @@ def capture_codex() -> None:
             match="TOOL:echo",
         )
         submit_prompt(tmux, pane, "TOOL:echo please")
-        wait_for_screen(tmux, pane, 'Allow the steer MCP server to run tool "echo"?', "1. Allow")
+        tmux.wait_for(pane, 'Allow the steer MCP server to run tool "echo"?', "1. Allow")
         cap.save("codex-mcp-approval-menu", "menu", None, "MCP tool approval prompt")
-        tmux.send_keys(pane, "Enter")
+        tmux.keys(pane, "Enter")
         tool.wait_finished()
-        wait_for_screen(tmux, pane, "STUB-FINAL: tool returned", "Called steer.echo", CODEX_IDLE)
-        wait_for_screen(tmux, pane, "Worked for", absent=[CODEX_BUSY])
+        tmux.wait_for(pane, "STUB-FINAL: tool returned", "Called steer.echo", CODEX_IDLE)
+        tmux.wait_for(pane, "Worked for", absent=[CODEX_BUSY])
         cap.save(
             "codex-after-tool",
             "idle",

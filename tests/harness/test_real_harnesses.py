@@ -23,11 +23,10 @@ from tests.support.harnesses import (
     make_codex,
     submit_prompt,
     wait_for_codex_ready,
-    wait_for_screen,
     workdir,
 )
 from tests.support.stub_model import StubModel, call_tool, hold, reply
-from tests.support.tmux_server import TmuxServer
+from tests.support.tmux import TmuxServer
 from tests.support.wait import wait_until
 
 pytestmark = [pytest.mark.harness, pytest.mark.timeout(90)]
@@ -38,13 +37,13 @@ MCP_TOKEN = "obtest-secret-token-0123456789"
 def test_claude_tui_idles_then_a_typed_prompt_runs_a_turn_held_busy_by_the_stub(
     claude: ClaudeHarness, stub_model: StubModel, harness_tmux: TmuxServer
 ) -> None:
-    pane = harness_tmux.new_window(claude.tui_argv(), claude.env(), claude.cwd)
-    wait_for_screen(harness_tmux, pane, CLAUDE_IDLE)
+    pane = harness_tmux.new_window(claude.tui_argv(), claude.env(), claude.cwd, remain_on_exit=True)
+    harness_tmux.wait_for(pane, CLAUDE_IDLE)
 
     turn = stub_model.script(hold(), reply("STUB-REPLY held then released"), match="slow turn")
     submit_prompt(harness_tmux, pane, "hello slow turn please")
     turn.wait_holding()
-    busy = wait_for_screen(harness_tmux, pane, CLAUDE_BUSY)
+    busy = harness_tmux.wait_for(pane, CLAUDE_BUSY)
     assert CLAUDE_IDLE not in busy
     wait_until(
         lambda: [s for s in claude.live_status() if s.get("status") == "busy"],
@@ -52,7 +51,7 @@ def test_claude_tui_idles_then_a_typed_prompt_runs_a_turn_held_busy_by_the_stub(
     )
 
     turn.release()
-    done = wait_for_screen(harness_tmux, pane, "STUB-REPLY held then released", CLAUDE_IDLE)
+    done = harness_tmux.wait_for(pane, "STUB-REPLY held then released", CLAUDE_IDLE)
     assert "❯ hello slow turn please" in done
     assert [r.prompt for r in stub_model.turns("anthropic")] == ["hello slow turn please"]
     titles = [r for r in stub_model.requests if r.kind == "title"]
@@ -65,8 +64,10 @@ def test_claude_tui_asks_permission_for_an_mcp_tool_whose_token_comes_from_the_e
     stub_model.mcp_token = MCP_TOKEN
     argv = claude.tui_argv(*claude.mcp_args("stubmcp", stub_model.mcp_url, "STUB_MCP_TOKEN"))
     assert MCP_TOKEN not in " ".join(argv)
-    pane = harness_tmux.new_window(argv, claude.env(STUB_MCP_TOKEN=MCP_TOKEN), claude.cwd)
-    wait_for_screen(harness_tmux, pane, CLAUDE_IDLE)
+    pane = harness_tmux.new_window(
+        argv, claude.env(STUB_MCP_TOKEN=MCP_TOKEN), claude.cwd, remain_on_exit=True
+    )
+    harness_tmux.wait_for(pane, CLAUDE_IDLE)
     # The TUI idles before its MCP servers are connected; a prompt typed earlier finds no tool.
     wait_until(
         lambda: stub_model.mcp_calls("tools/list"), timeout=30, what="Claude to list MCP tools"
@@ -78,15 +79,15 @@ def test_claude_tui_asks_permission_for_an_mcp_tool_whose_token_comes_from_the_e
         match="run echo",
     )
     submit_prompt(harness_tmux, pane, "please run echo")
-    menu = wait_for_screen(harness_tmux, pane, CLAUDE_PERMISSION, "1. Yes")
+    menu = harness_tmux.wait_for(pane, CLAUDE_PERMISSION, "1. Yes")
     assert "echo" in menu
     wait_until(
         lambda: [s for s in claude.live_status() if s.get("status") == "waiting"],
         what="the live status file to say waiting",
     )
 
-    harness_tmux.send_keys(pane, "Enter")
-    wait_for_screen(harness_tmux, pane, "STUB-FINAL: tool returned: echo: from-claude", CLAUDE_IDLE)
+    harness_tmux.keys(pane, "Enter")
+    harness_tmux.wait_for(pane, "STUB-FINAL: tool returned: echo: from-claude", CLAUDE_IDLE)
     turn.wait_finished()
     assert turn.tool_results == ["echo: from-claude"]
     assert "mcp__stubmcp__echo" in stub_model.turns("anthropic")[0].offered_tools
@@ -131,16 +132,16 @@ def test_claude_print_mode_answers_and_round_trips_an_allowed_mcp_tool(
 def test_codex_tui_idles_then_a_typed_prompt_runs_a_turn_held_busy_by_the_stub(
     codex: CodexHarness, stub_model: StubModel, harness_tmux: TmuxServer
 ) -> None:
-    pane = harness_tmux.new_window(codex.tui_argv(), codex.env(), codex.cwd)
+    pane = harness_tmux.new_window(codex.tui_argv(), codex.env(), codex.cwd, remain_on_exit=True)
     wait_for_codex_ready(harness_tmux, pane)
 
     turn = stub_model.script(hold(), reply("STUB-REPLY codex released"), match="slow turn")
     submit_prompt(harness_tmux, pane, "hello codex slow turn")
     turn.wait_holding()
-    wait_for_screen(harness_tmux, pane, "Working", CODEX_BUSY)
+    harness_tmux.wait_for(pane, "Working", CODEX_BUSY)
 
     turn.release()
-    wait_for_screen(harness_tmux, pane, "STUB-REPLY codex released", "Worked for", CODEX_IDLE)
+    harness_tmux.wait_for(pane, "STUB-REPLY codex released", "Worked for", CODEX_IDLE)
     assert [r.prompt for r in stub_model.turns("openai")] == ["hello codex slow turn"]
 
 
@@ -150,7 +151,9 @@ def test_codex_tui_asks_approval_for_an_mcp_tool_whose_token_comes_from_the_envi
     stub_model.mcp_token = MCP_TOKEN
     argv = codex.tui_argv(*codex.mcp_args("stubmcp", stub_model.mcp_url, "STUB_MCP_TOKEN"))
     assert MCP_TOKEN not in " ".join(argv)
-    pane = harness_tmux.new_window(argv, codex.env(STUB_MCP_TOKEN=MCP_TOKEN), codex.cwd)
+    pane = harness_tmux.new_window(
+        argv, codex.env(STUB_MCP_TOKEN=MCP_TOKEN), codex.cwd, remain_on_exit=True
+    )
     wait_for_codex_ready(harness_tmux, pane)
 
     turn = stub_model.script(
@@ -159,12 +162,10 @@ def test_codex_tui_asks_approval_for_an_mcp_tool_whose_token_comes_from_the_envi
         match="run echo",
     )
     submit_prompt(harness_tmux, pane, "please run echo")
-    wait_for_screen(
-        harness_tmux, pane, 'Allow the stubmcp MCP server to run tool "echo"?', "1. Allow"
-    )
-    harness_tmux.send_keys(pane, "Enter")
+    harness_tmux.wait_for(pane, 'Allow the stubmcp MCP server to run tool "echo"?', "1. Allow")
+    harness_tmux.keys(pane, "Enter")
     turn.wait_finished()
-    wait_for_screen(harness_tmux, pane, "Called stubmcp.echo", "Worked for", CODEX_IDLE)
+    harness_tmux.wait_for(pane, "Called stubmcp.echo", "Worked for", CODEX_IDLE)
     assert turn.last_tool_result is not None
     assert turn.last_tool_result.endswith("echo: from-codex")
     assert "mcp__stubmcp__echo" in stub_model.turns("openai")[0].offered_tools
@@ -207,7 +208,7 @@ def test_codex_with_paste_burst_disabled_submits_a_long_prompt_sent_with_enter_a
     tmp_path: Path, stub_model: StubModel, harness_tmux: TmuxServer
 ) -> None:
     codex = make_codex(tmp_path, stub_model, workdir(tmp_path), disable_paste_burst=True)
-    pane = harness_tmux.new_window(codex.tui_argv(), codex.env(), codex.cwd)
+    pane = harness_tmux.new_window(codex.tui_argv(), codex.env(), codex.cwd, remain_on_exit=True)
     wait_for_codex_ready(harness_tmux, pane)
     text = "a long prompt, well past forty characters, typed and sent at once"
     harness_tmux.run("send-keys", "-t", pane, "-l", text, ";", "send-keys", "-t", pane, "Enter")

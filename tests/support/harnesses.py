@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from tests.support.stub_model import StubModel
-from tests.support.tmux_server import TmuxServer
+from tests.support.tmux import TmuxServer
 from tests.support.wait import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -285,26 +285,6 @@ CODEX_READY = "Ask Codex to do anything"
 CODEX_BUSY = "esc to interrupt"
 
 
-def wait_for_screen(
-    tmux: TmuxServer, pane: str, *markers: str, timeout: float = 30.0, absent: Sequence[str] = ()
-) -> str:
-    """Wait until the pane shows every marker (and none of ``absent``); return the screen.
-    On timeout the assertion message carries the last screen."""
-    last = ""
-
-    def shows() -> str:
-        nonlocal last
-        last = tmux.capture(pane)
-        if all(m in last for m in markers) and not any(a in last for a in absent):
-            return last
-        return ""
-
-    try:
-        return wait_until(shows, timeout=timeout, what=f"pane {pane} to show {markers!r}")
-    except AssertionError as exc:
-        raise AssertionError(f"{exc}\n--- last screen of {pane} ---\n{last}") from None
-
-
 def _title_spinning(title: str) -> bool:
     return bool(title) and ("\u2800" <= title[0] <= "\u28ff" or title.startswith("[ ! ]"))
 
@@ -313,7 +293,7 @@ def wait_for_codex_ready(tmux: TmuxServer, pane: str, *, timeout: float = 30.0) 
     """Wait until the Codex TUI is at its prompt and done starting up: the composer and footer
     show, and the pane title no longer carries a spinner (it spins while MCP servers start,
     and a prompt typed then is queued, not sent). Return the screen."""
-    screen = wait_for_screen(tmux, pane, CODEX_READY, CODEX_IDLE, "stub-model", timeout=timeout)
+    screen = tmux.wait_for(pane, CODEX_READY, CODEX_IDLE, "stub-model", timeout=timeout)
     wait_until(
         lambda: not _title_spinning(tmux.pane_field(pane, "pane_title")),
         timeout=timeout,
@@ -325,14 +305,14 @@ def wait_for_codex_ready(tmux: TmuxServer, pane: str, *, timeout: float = 30.0) 
 def type_prompt(tmux: TmuxServer, pane: str, text: str, *, timeout: float = 10.0) -> None:
     """Type ``text`` into the composer and wait until it shows (no Enter)."""
     tmux.send_text(pane, text)
-    wait_for_screen(tmux, pane, text[:40], timeout=timeout)
+    tmux.wait_for(pane, text[:40], timeout=timeout)
 
 
 def submit_prompt(tmux: TmuxServer, pane: str, text: str, *, timeout: float = 10.0) -> None:
     """Type ``text``, wait for it to render, pause past Codex's paste-burst window, Enter."""
     type_prompt(tmux, pane, text, timeout=timeout)
     time.sleep(PASTE_BURST_SETTLE_SECONDS)
-    tmux.send_keys(pane, "Enter")
+    tmux.keys(pane, "Enter")
 
 
 __all__: Sequence[str] = (
@@ -347,6 +327,5 @@ __all__: Sequence[str] = (
     "submit_prompt",
     "type_prompt",
     "wait_for_codex_ready",
-    "wait_for_screen",
     "workdir",
 )

@@ -1,4 +1,10 @@
-"""A private tmux server for one test (``tmux -S <tmp>/sock -f /dev/null``) and a fake harness.
+"""A private tmux server per test (``tmux -S <tmp socket> -f /dev/null``) and a fake harness.
+
+``tmux_server(root)`` starts one with session ``main`` (its first pane runs ``sh``) at a fixed
+120x40 with no status line, ``focus-events`` on so Claude Code shows no focus-tracking hint,
+and a small, explicit environment (no inherited TMUX, HOME at ``root``, a UTF-8 locale, ``sh``
+with a ``$ `` prompt), so panes see only what a test passes them. ``TmuxServer`` drives it:
+new windows and sessions, typed text and keys, captures, pane fields, waiting for a screen.
 
 The fake harness is a small Python program that draws screens like a real harness would, for
 deterministic cases: it clears the terminal and prints the screen file named by each line it
@@ -16,6 +22,13 @@ import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+
+import pytest
+
+from tests.support.wait import wait_until
+
+WIDTH = 120
+HEIGHT = 40
 
 FAKE_HARNESS = """\
 import sys, pathlib
@@ -35,23 +48,20 @@ for line in sys.stdin:
 """
 
 
-class Server:
-    def __init__(self, root: Path, *, width: int = 120, height: int = 40) -> None:
-        self.root = root
-        # a short path: unix socket paths are limited to about 100 bytes
-        self._sockdir = Path(tempfile.mkdtemp(prefix="obtmux-"))
-        self.socket = self._sockdir / "sock"
-        self.width = width
-        self.height = height
+class TmuxServer:
+    def __init__(self, socket: Path, home: Path) -> None:
+        self.socket = socket
+        self.home = home
         self.binary = shutil.which("tmux") or "tmux"
         self.env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": str(root),
+            "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
+            "HOME": str(home),
             "LANG": "C.UTF-8",
             "LC_ALL": "C.UTF-8",
             "TERM": "xterm-256color",
             "SHELL": "/bin/sh",
             "PS1": "$ ",
+            "USER": os.environ.get("USER", "root"),
         }
 
     def run(self, *args: str, check: bool = True) -> str:
@@ -64,45 +74,97 @@ class Server:
             check=False,
         )
         if check and done.returncode != 0:
-            raise RuntimeError(f"tmux {args[0]} failed: {done.stderr.strip()}")
+            raise RuntimeError(f"tmux {' '.join(args[:1])} failed: {done.stderr.strip()}")
         return done.stdout
 
-    def start(self, argv: Sequence[str] = ("sh",)) -> str:
-        """Start the server with one session ``main``; return its first pane id."""
-        out = self.run(
-            "new-session", "-d", "-s", "main", "-x", str(self.width), "-y", str(self.height),
-            "-P", "-F", "#{pane_id}", *argv,
+    def start(self) -> None:
+        """Start the server (again, after ``kill``) with session ``main`` running ``sh``."""
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.run(
+            "new-session", "-d", "-s", "main", "-x", str(WIDTH), "-y", str(HEIGHT), "sh",
+            ";", "set", "-g", "focus-events", "on",
+            ";", "set", "-g", "default-size", f"{WIDTH}x{HEIGHT}",
+            ";", "set", "-g", "history-limit", "5000",
+            ";", "set", "-g", "status", "off",
         )  # fmt: skip
-        self.run("set", "-g", "remain-on-exit", "off")
-        return out.strip()
-
-    def window(
-        self, argv: Sequence[str], *, session: str = "main", env: Mapping[str, str] | None = None
-    ) -> str:
-        args = ["new-window", "-d", "-P", "-F", "#{pane_id}", "-t", f"{session}:"]
-        for key, value in (env or {}).items():
-            args += ["-e", f"{key}={value}"]
-        return self.run(*args, *argv).strip()
 
     def session(self, name: str, argv: Sequence[str] = ("sh",)) -> str:
+        """A new session ``name`` running ``argv``; return its pane id."""
         return self.run("new-session", "-d", "-s", name, "-P", "-F", "#{pane_id}", *argv).strip()
 
+    def new_window(
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        cwd: Path | str | None = None,
+        *,
+        remain_on_exit: bool = False,
+    ) -> str:
+        """Run ``argv`` in a new window of ``main``; return its pane id (``%N``). The pane's
+        environment is the server's plus ``env``. With ``remain_on_exit`` an exited process
+        leaves its last screen (and a dead pane) instead of closing the window."""
+        args = ["new-window", "-d", "-P", "-F", "#{pane_id}", "-t", "main:"]
+        if cwd is not None:
+            args += ["-c", str(cwd)]
+        for key, value in (env or {}).items():
+            args += ["-e", f"{key}={value}"]
+        pane = self.run(*args, "--", *argv).strip()
+        if remain_on_exit:
+            self.run("set-option", "-p", "-t", pane, "remain-on-exit", "on")
+        return pane
+
+    def capture(self, pane: str, *, escapes: bool = False) -> str:
+        """The visible screen as plain text (``-e``: with SGR escapes)."""
+        args = ["capture-pane", "-p", "-t", pane]
+        if escapes:
+            args.append("-e")
+        return self.run(*args)
+
+    def wait_for(
+        self, pane: str, *markers: str, timeout: float = 30.0, absent: Sequence[str] = ()
+    ) -> str:
+        """Wait until the pane shows every marker (and none of ``absent``); return the screen.
+        On timeout the assertion message carries the last screen."""
+        last = ""
+
+        def shows() -> str:
+            nonlocal last
+            last = self.capture(pane)
+            if all(m in last for m in markers) and not any(a in last for a in absent):
+                return last
+            return ""
+
+        try:
+            return wait_until(shows, timeout=timeout, what=f"pane {pane} to show {markers!r}")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n--- last screen of {pane} ---\n{last}") from None
+
+    def send_text(self, pane: str, text: str) -> None:
+        """Type ``text`` literally (no key names interpreted)."""
+        self.run("send-keys", "-t", pane, "-l", "--", text)
+
     def keys(self, pane: str, *keys: str) -> None:
+        """Send tmux key names such as ``Enter``, ``Escape``, ``C-c``."""
         self.run("send-keys", "-t", pane, *keys)
 
-    def capture(self, pane: str) -> str:
-        return self.run("capture-pane", "-p", "-t", pane)
+    def pane_field(self, pane: str, field: str) -> str:
+        return self.run("display-message", "-p", "-t", pane, f"#{{{field}}}").strip()
+
+    def pane_pid(self, pane: str) -> int:
+        return int(self.pane_field(pane, "pane_pid"))
+
+    def pane_dead(self, pane: str) -> bool:
+        return self.pane_field(pane, "pane_dead") == "1"
+
+    def kill_pane(self, pane: str) -> None:
+        self.run("kill-pane", "-t", pane, check=False)
 
     def kill(self) -> None:
         self.run("kill-server", check=False)
 
-    def cleanup(self) -> None:
-        self.kill()
-        shutil.rmtree(self._sockdir, ignore_errors=True)
-
     def fake_harness(self, name: str, screens: Path, first: str = "idle") -> list[str]:
         """argv running the fake harness as ``name`` (``claude``, ``codex``) over ``screens``."""
-        folder = self.root / "bin"
+        folder = self.home / "bin"
         folder.mkdir(exist_ok=True)
         script = folder / name
         script.write_text(FAKE_HARNESS)
@@ -110,11 +172,16 @@ class Server:
 
 
 @contextmanager
-def tmux_server(root: Path, argv: Sequence[str] = ("sh",)) -> Iterator[Server]:
-    root.mkdir(parents=True, exist_ok=True)
-    server = Server(root)
-    server.start(argv)
+def tmux_server(root: Path) -> Iterator[TmuxServer]:
+    """A started private server with HOME at ``root``; killed, its socket removed, at exit."""
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is not installed")
+    # A short socket path: unix socket paths are limited to ~107 bytes.
+    socket_dir = Path(tempfile.mkdtemp(prefix="obtmux-", dir="/tmp"))
+    server = TmuxServer(socket_dir / "sock", root)
     try:
+        server.start()
         yield server
     finally:
-        server.cleanup()
+        server.kill()
+        shutil.rmtree(socket_dir, ignore_errors=True)

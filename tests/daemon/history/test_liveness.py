@@ -140,11 +140,11 @@ def test_a_pid_is_walked_up_its_parents_to_the_pane_process() -> None:
 
 def test_a_codex_process_in_a_real_tmux_pane_is_found_in_that_pane(tmp_path: Path) -> None:
     from openbus.daemon.core.clock import SystemClock
-    from tests.support.tmux_server import private_tmux
+    from tests.support.tmux import tmux_server
 
     rollout = CodexHome(tmp_path / "codex").rollout("x-9", "/w", ["hi"])
     holder = "import signal,sys; f=open(sys.argv[1]); signal.pause()"
-    with private_tmux(tmp_path) as tmux:
+    with tmux_server(tmp_path / "tmux") as tmux:
         # a shell with the holder as its child, like a harness started from a pane's shell
         pane = tmux.new_window(["sh", "-c", f'{sys.executable} -c "{holder}" {rollout}; true'])
         pane_pids = {tmux.pane_pid(pane): pane}

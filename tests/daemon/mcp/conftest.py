@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests.support.daemon import RunningDaemon, running_daemon
-from tests.support.tmux_server import TmuxServer, private_tmux
+from tests.support.tmux import TmuxServer, tmux_server
 from tests.support.wait import wait_until
 
 SLEEPER = ["/bin/sh", "-c", "exec sleep 600", "agent"]
@@ -87,7 +87,7 @@ def make_fleet(tmp_path: Path) -> Iterator[Fleet]:
         ],
         check=True,
     )
-    with private_tmux(tmp_path) as tmux:
+    with tmux_server(tmp_path / "tmux") as tmux:
         extra = {
             "tmux": {"socket": str(tmux.socket)},
             "history": {

@@ -20,10 +20,9 @@ from tests.support.harnesses import (
     make_claude,
     make_codex,
     submit_prompt,
-    wait_for_screen,
 )
 from tests.support.stub_model import StubModel, call_tool, hold, reply, running_stub_model
-from tests.support.tmux_server import TmuxServer, private_tmux
+from tests.support.tmux import TmuxServer, tmux_server
 from tests.support.wait import wait_until
 
 pytestmark = [pytest.mark.harness, pytest.mark.timeout(180)]
@@ -61,7 +60,7 @@ def project(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def tmux(tmp_path: Path) -> Iterator[TmuxServer]:
-    with private_tmux(tmp_path) as server:
+    with tmux_server(tmp_path / "tmux") as server:
         yield server
 
 
@@ -139,11 +138,11 @@ def test_claude_tui_launched_with_observe_calls_the_tools_without_asking_the_hum
     with daemon_with(tmp_path, tmux, {"claudetui": claude_launcher(claude)}) as daemon:
         launched = launch(daemon, "claudetui", project, None)
         actor = launched["connect"]["actor"]
-        wait_for_screen(tmux, launched["pane"], CLAUDE_IDLE, timeout=60)
+        tmux.wait_for(launched["pane"], CLAUDE_IDLE, timeout=60)
         submit_prompt(tmux, launched["pane"], f"please run {SCRIPT_WORD}")
         # The turn's final text is the stub's business; what matters here is that both calls
         # ran without a permission prompt (the pane shows them done, no "Do you want to proceed?").
-        wait_for_screen(tmux, launched["pane"], "Called openbus 2 times", CLAUDE_IDLE, timeout=90)
+        tmux.wait_for(launched["pane"], "Called openbus 2 times", CLAUDE_IDLE, timeout=90)
         try:
             got = wait_until(
                 lambda: len(agent_calls(daemon, actor)) >= 2 and agent_calls(daemon, actor),

@@ -29,7 +29,7 @@ from openbus.daemon.core.clock import SystemClock, SystemRandom
 from openbus.daemon.core.scopes import Preset
 from openbus.daemon.messaging.service import MessagingService
 from openbus.daemon.services import Services
-from tests.support.tmux import Server, tmux_server
+from tests.support.tmux import TmuxServer, tmux_server
 from tests.support.wait import async_wait_until
 
 FAKE_AGENT = Path(__file__).parent / "fake_agent.py"
@@ -55,7 +55,7 @@ class Agent:
 
 
 class World:
-    def __init__(self, services: Services, server: Server, root: Path) -> None:
+    def __init__(self, services: Services, server: TmuxServer, root: Path) -> None:
         self.services = services
         self.server = server
         self.root = root
@@ -89,7 +89,7 @@ class World:
 
     async def agent(self, name: str, preset: Preset | None = Preset.COLLABORATE) -> Agent:
         argv, control = self.fake_argv(name)
-        pane = self.server.window(argv)
+        pane = self.server.new_window(argv)
         entry = await self.until(
             lambda: self._idle_entry(pane), f"{name}'s pane idle in the directory"
         )
@@ -186,13 +186,13 @@ Scenario = Callable[[World], Awaitable[None]]
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[Server]:
+def server(tmp_path: Path) -> Iterator[TmuxServer]:
     with tmux_server(tmp_path / "tmux") as running:
         yield running
 
 
 @pytest.fixture
-def run_world(tmp_path: Path, server: Server) -> Callable[[Scenario], None]:
+def run_world(tmp_path: Path, server: TmuxServer) -> Callable[[Scenario], None]:
     def run(scenario: Scenario) -> None:
         config = parse_config(
             {

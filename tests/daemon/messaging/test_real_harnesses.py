@@ -25,10 +25,9 @@ from tests.support.harnesses import (
     make_codex,
     submit_prompt,
     wait_for_codex_ready,
-    wait_for_screen,
 )
 from tests.support.stub_model import StubModel, call_tool, hold, reply, running_stub_model
-from tests.support.tmux_server import TmuxServer, private_tmux
+from tests.support.tmux import TmuxServer, tmux_server
 from tests.support.wait import wait_until
 
 pytestmark = [pytest.mark.harness, pytest.mark.timeout(240)]
@@ -50,7 +49,7 @@ def project(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def tmux(tmp_path: Path) -> Iterator[TmuxServer]:
-    with private_tmux(tmp_path) as server:
+    with tmux_server(tmp_path / "tmux") as server:
         yield server
 
 
@@ -95,7 +94,7 @@ def idle_in_directory(daemon: RunningDaemon, pane: str) -> Any:
 
 
 def claude_ready(t: TmuxServer, pane: str) -> None:
-    wait_for_screen(t, pane, CLAUDE_IDLE, timeout=60)
+    t.wait_for(pane, CLAUDE_IDLE, timeout=60)
 
 
 def codex_ready(t: TmuxServer, pane: str) -> None:
@@ -135,7 +134,7 @@ def run_main_path(
         text = "Please answer with the word PONG-4711 and nothing else."
         stub.script(reply("B-RAN-ITS-TURN"), match="PONG-4711")
         a = launch(daemon, "sender", project)
-        wait_for_screen(tmux, a["pane"], CLAUDE_IDLE, timeout=60)
+        tmux.wait_for(a["pane"], CLAUDE_IDLE, timeout=60)
         args = {
             "target": b["pane"],
             "incarnation": entry["incarnation"],
@@ -150,7 +149,7 @@ def run_main_path(
                 reply("SENT {tool_result}"),
                 match=word,
             )
-            wait_for_screen(tmux, a["pane"], CLAUDE_IDLE, absent=["esc to interrupt"])
+            tmux.wait_for(a["pane"], CLAUDE_IDLE, absent=["esc to interrupt"])
             submit_prompt(tmux, a["pane"], f"please run {word}")
             try:
                 script.wait_finished(timeout=60)
@@ -161,9 +160,9 @@ def run_main_path(
                 break
         if not result.startswith("{"):  # say what Claude Code thinks of its MCP server
             tmux.send_text(a["pane"], "/mcp")
-            wait_for_screen(tmux, a["pane"], "/mcp")
-            tmux.send_keys(a["pane"], "Enter")
-            screen = wait_for_screen(tmux, a["pane"], "Manage MCP servers")
+            tmux.wait_for(a["pane"], "/mcp")
+            tmux.keys(a["pane"], "Enter")
+            screen = tmux.wait_for(a["pane"], "Manage MCP servers")
             raise AssertionError(f"{result}\n--- A's /mcp ---\n{screen}")
         assert json.loads(result)["result"]["outcome"] == "queued", result
 
@@ -207,7 +206,7 @@ def run_main_path(
             )
             screen = tmux.capture(b["pane"])
             assert "[openbus message from" not in screen and draft in screen
-            tmux.send_keys(b["pane"], *(["BSpace"] * len(draft)))  # the human clears it
+            tmux.keys(b["pane"], *(["BSpace"] * len(draft)))  # the human clears it
         if replaced:  # B's process is replaced while the message waits for its idle
             assert busy is not None
             tmux.run("respawn-pane", "-k", "-t", b["pane"], "sleep 600")
@@ -230,12 +229,12 @@ def run_main_path(
             )
             assert "[openbus message from" not in tmux.capture(b["pane"])
             busy.release()
-            wait_for_screen(tmux, b["pane"], "B-DONE-HOLDING", timeout=60)
-        screen = wait_for_screen(
-            tmux, b["pane"], "[openbus message from agent:claude:", "PONG-4711", timeout=60
+            tmux.wait_for(b["pane"], "B-DONE-HOLDING", timeout=60)
+        screen = tmux.wait_for(
+            b["pane"], "[openbus message from agent:claude:", "PONG-4711", timeout=60
         )
         assert "id ask-b-1" in screen
-        wait_for_screen(tmux, b["pane"], "B-RAN-ITS-TURN", timeout=60)
+        tmux.wait_for(b["pane"], "B-RAN-ITS-TURN", timeout=60)
         wait_until(
             lambda: message_audit(daemon, "ask-b-1") == ["queued", "delivered"],
             timeout=30,
@@ -256,7 +255,7 @@ def run_main_path(
                 reply("RETRIED {tool_result}"),
                 match="openbus-retry",
             )
-            wait_for_screen(tmux, a["pane"], CLAUDE_IDLE, absent=["esc to interrupt"])
+            tmux.wait_for(a["pane"], CLAUDE_IDLE, absent=["esc to interrupt"])
             submit_prompt(tmux, a["pane"], "please run openbus-retry")
             again.wait_finished(timeout=60)
             assert "already used" in (again.last_tool_result or "")

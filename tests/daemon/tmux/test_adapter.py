@@ -16,7 +16,7 @@ from openbus.daemon.core.errors import BadRequest, NotFound, Unavailable
 from openbus.daemon.directory_probe import ProcessProbe, classify_argv
 from openbus.daemon.tmux import Tmux
 from openbus.daemon.tmux.adapter import default_socket
-from tests.support.tmux import Server
+from tests.support.tmux import TmuxServer
 from tests.support.wait import wait_until
 
 T = TypeVar("T")
@@ -29,8 +29,8 @@ def run(coro: Awaitable[T]) -> T:
     return asyncio.run(main())
 
 
-def test_list_panes_reports_ids_processes_and_places(server: Server) -> None:
-    pane = server.window(["sh"])
+def test_list_panes_reports_ids_processes_and_places(server: TmuxServer) -> None:
+    pane = server.new_window(["sh"])
     tmux = Tmux(server.socket)
 
     def listed() -> Any:
@@ -45,9 +45,9 @@ def test_list_panes_reports_ids_processes_and_places(server: Server) -> None:
 
 
 def test_send_literal_pastes_text_without_putting_it_in_argv(
-    server: Server, monkeypatch: pytest.MonkeyPatch
+    server: TmuxServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pane = server.window(["sh"])
+    pane = server.new_window(["sh"])
     tmux = Tmux(server.socket)
     argvs: list[tuple[Any, ...]] = []
     real = asyncio.create_subprocess_exec
@@ -59,12 +59,12 @@ def test_send_literal_pastes_text_without_putting_it_in_argv(
     monkeypatch.setattr(asyncio, "create_subprocess_exec", spy)
     run(tmux.send_literal(pane, "echo secret-$((40+2))-text"))
     run(tmux.send_key(pane, "Enter"))
-    wait_until(lambda: "secret-42-text" in server.capture(pane), what="the pasted command's output")
+    server.wait_for(pane, "secret-42-text")
     assert not any("secret" in str(a) for argv in argvs for a in argv)
 
 
 def test_new_window_keeps_environment_values_out_of_every_argv(
-    server: Server, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    server: TmuxServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     tmux = Tmux(server.socket)
     argvs: list[tuple[Any, ...]] = []
@@ -82,13 +82,13 @@ def test_new_window_keeps_environment_values_out_of_every_argv(
         )
     )
     assert pid > 0
-    wait_until(lambda: f"[{value}]" in server.capture(pane), what="the environment value echoed")
+    server.wait_for(pane, f"[{value}]")
     assert not any("tok-" in str(a) for argv in argvs for a in argv)
     info = next(i for i in run(tmux.list_panes()) if i.pane_id == pane)
     assert info.cwd == str(tmp_path) and info.window_name == "job #1" and info.pid == pid
 
 
-def test_new_window_refuses_bad_environment_and_argv(server: Server) -> None:
+def test_new_window_refuses_bad_environment_and_argv(server: TmuxServer) -> None:
     tmux = Tmux(server.socket)
     with pytest.raises(BadRequest) as bad:
         run(tmux.new_window(["sh"], {"BAD KEY": "x"}))
@@ -100,9 +100,9 @@ def test_new_window_refuses_bad_environment_and_argv(server: Server) -> None:
         run(tmux.new_window([]))
 
 
-def test_respawn_and_remain_on_exit_and_kill(server: Server) -> None:
+def test_respawn_and_remain_on_exit_and_kill(server: TmuxServer) -> None:
     tmux = Tmux(server.socket)
-    pane = server.window(["sh"])
+    pane = server.new_window(["sh"])
     run(tmux.set_option(pane, "remain-on-exit", "on"))
     old_pid = next(i.pid for i in run(tmux.list_panes()) if i.pane_id == pane)
     new_pid = run(tmux.respawn_pane(pane, ["sh", "-c", "echo respawned; exit 3"], {"X": "1"}))
@@ -127,7 +127,7 @@ def test_respawn_and_remain_on_exit_and_kill(server: Server) -> None:
     assert pane not in {i.pane_id for i in run(tmux.list_panes())}
 
 
-def test_a_missing_pane_is_not_found_and_bad_keys_are_refused(server: Server) -> None:
+def test_a_missing_pane_is_not_found_and_bad_keys_are_refused(server: TmuxServer) -> None:
     tmux = Tmux(server.socket)
     with pytest.raises(NotFound, match="%999"):
         run(tmux.capture("%999"))
@@ -150,13 +150,13 @@ def test_the_default_socket_follows_tmux_rules() -> None:
     assert default_socket({}) == Path(f"/tmp/tmux-{os.getuid()}/default")
 
 
-def test_harnesses_are_detected_from_the_process_tree(server: Server, tmp_path: Path) -> None:
+def test_harnesses_are_detected_from_the_process_tree(server: TmuxServer, tmp_path: Path) -> None:
     screens = tmp_path / "screens"
     screens.mkdir()
     probe = ProcessProbe()
-    codex = server.window(server.fake_harness("codex", screens))
-    shell = server.window(["sh"])
-    nested = server.window(["sh"])
+    codex = server.new_window(server.fake_harness("codex", screens))
+    shell = server.new_window(["sh"])
+    nested = server.new_window(["sh"])
     claude_argv = " ".join(server.fake_harness("claude", screens))
     server.keys(nested, claude_argv, "Enter")
     tmux = Tmux(server.socket)
@@ -170,11 +170,11 @@ def test_harnesses_are_detected_from_the_process_tree(server: Server, tmp_path: 
     assert harness(shell) == "shell"
 
 
-def test_a_pane_process_is_detected_again_after_it_execs(server: Server) -> None:
+def test_a_pane_process_is_detected_again_after_it_execs(server: TmuxServer) -> None:
     # Like a pane listed between tmux's fork and the exec of its command: the same pid, start
     # time and terminal, first unrecognized, then a shell.
     code = "import os, sys; sys.stdin.readline(); os.execvp('sh', ['sh'])"
-    pane = server.window([sys.executable, "-c", code])
+    pane = server.new_window([sys.executable, "-c", code])
     pid = int(server.run("display-message", "-p", "-t", pane, "#{pane_pid}").strip())
     probe = ProcessProbe()
     wait_until(lambda: "python" in probe_comm(pid), what="the python process")

@@ -13,14 +13,14 @@ from openbus.daemon.directory import Directory
 from openbus.daemon.directory_probe import ProcessProbe
 from openbus.daemon.tmux import Tmux
 from openbus.daemon.tmux.watcher import Watcher
-from tests.support.tmux import Server
+from tests.support.tmux import TmuxServer
 from tests.support.wait import async_wait_until, let_others_run
 
 CASES = Path(__file__).parent.parent / "screens" / "cases"
 
 
 def follow(
-    server: Server, scenario: Callable[[Directory, Watcher], Awaitable[None]], **kw: Any
+    server: TmuxServer, scenario: Callable[[Directory, Watcher], Awaitable[None]], **kw: Any
 ) -> None:
     async def main() -> None:
         directory = Directory(SystemClock(), b"k" * 32, ProcessProbe(), socket=str(server.socket))
@@ -45,9 +45,9 @@ def panes(directory: Directory) -> dict[str, dict[str, Any]]:
     return {p["pane"]: p for p in directory.snapshot()["panes"]}
 
 
-def test_the_directory_shows_every_pane_of_every_session(server: Server) -> None:
+def test_the_directory_shows_every_pane_of_every_session(server: TmuxServer) -> None:
     second = server.session("other")
-    third = server.window(["sh"])
+    third = server.new_window(["sh"])
 
     async def scenario(d: Directory, w: Watcher) -> None:
         await until(lambda: len(panes(d)) == 3, "three panes")
@@ -60,7 +60,7 @@ def test_the_directory_shows_every_pane_of_every_session(server: Server) -> None
     follow(server, scenario)
 
 
-def test_a_change_on_screen_shows_up_in_any_session(server: Server) -> None:
+def test_a_change_on_screen_shows_up_in_any_session(server: TmuxServer) -> None:
     pane = server.session("other")
 
     async def scenario(d: Directory, w: Watcher) -> None:
@@ -73,8 +73,8 @@ def test_a_change_on_screen_shows_up_in_any_session(server: Server) -> None:
     follow(server, scenario)
 
 
-def test_a_killed_pane_disappears(server: Server) -> None:
-    extra = server.window(["sh"])
+def test_a_killed_pane_disappears(server: TmuxServer) -> None:
+    extra = server.new_window(["sh"])
 
     async def scenario(d: Directory, w: Watcher) -> None:
         await until(lambda: extra in panes(d), "the extra pane")
@@ -84,11 +84,11 @@ def test_a_killed_pane_disappears(server: Server) -> None:
     follow(server, scenario)
 
 
-def test_a_pane_vanishing_right_after_output_leaves_no_entry(server: Server) -> None:
+def test_a_pane_vanishing_right_after_output_leaves_no_entry(server: TmuxServer) -> None:
     async def scenario(d: Directory, w: Watcher) -> None:
         await until(lambda: len(panes(d)) == 1, "the first pane")
         for _ in range(5):
-            flash = server.window(["sh", "-c", "echo flash; exit 0"])
+            flash = server.new_window(["sh", "-c", "echo flash; exit 0"])
             del flash
         await until(lambda: len(panes(d)) == 1, "only the first pane")
         assert d.snapshot()["tmux"]["running"] is True
@@ -96,8 +96,8 @@ def test_a_pane_vanishing_right_after_output_leaves_no_entry(server: Server) -> 
     follow(server, scenario)
 
 
-def test_a_respawned_pane_gets_a_new_incarnation(server: Server) -> None:
-    pane = server.window(["sh"])
+def test_a_respawned_pane_gets_a_new_incarnation(server: TmuxServer) -> None:
+    pane = server.new_window(["sh"])
 
     async def scenario(d: Directory, w: Watcher) -> None:
         await until(lambda: pane in panes(d), "the pane")
@@ -111,7 +111,7 @@ def test_a_respawned_pane_gets_a_new_incarnation(server: Server) -> None:
     follow(server, scenario, resync=0.5)
 
 
-def test_the_server_going_away_and_coming_back_is_followed(server: Server) -> None:
+def test_the_server_going_away_and_coming_back_is_followed(server: TmuxServer) -> None:
     async def scenario(d: Directory, w: Watcher) -> None:
         await until(lambda: len(panes(d)) == 1, "the first pane")
         first = next(iter(panes(d).values()))
@@ -128,9 +128,9 @@ def test_the_server_going_away_and_coming_back_is_followed(server: Server) -> No
     follow(server, scenario)
 
 
-def test_a_fake_claude_is_detected_and_read_from_its_screens(server: Server) -> None:
+def test_a_fake_claude_is_detected_and_read_from_its_screens(server: TmuxServer) -> None:
     argv = server.fake_harness("claude", CASES, "claude-idle")
-    pane = server.window(argv)
+    pane = server.new_window(argv)
 
     async def scenario(d: Directory, w: Watcher) -> None:
         await until(lambda: panes(d).get(pane, {}).get("state") == "idle", "idle")
@@ -148,7 +148,7 @@ def test_a_fake_claude_is_detected_and_read_from_its_screens(server: Server) -> 
     follow(server, scenario)
 
 
-def test_output_on_a_pane_triggers_its_capture(server: Server) -> None:
+def test_output_on_a_pane_triggers_its_capture(server: TmuxServer) -> None:
     async def scenario(d: Directory, w: Watcher) -> None:
         await until(lambda: len(panes(d)) == 1 and w.captures >= 1, "the first capture")
         await until(lambda: d.entry(next(iter(panes(d)))).text, "the prompt")
@@ -160,14 +160,14 @@ def test_output_on_a_pane_triggers_its_capture(server: Server) -> None:
 
 
 def test_a_pane_printing_in_bursts_is_paused_between_captures_and_read_to_its_last_line(
-    server: Server,
+    server: TmuxServer,
 ) -> None:
     script = "i=0; while [ $i -lt 300 ]; do i=$((i+1)); echo burst-$i; sleep 0.005; done; "
     script += "echo all-done; exec cat"
 
     async def scenario(d: Directory, w: Watcher) -> None:
         await until(lambda: len(panes(d)) == 1, "the first pane")
-        pane = server.window(["sh", "-c", script])
+        pane = server.new_window(["sh", "-c", script])
         await until(
             lambda: pane in panes(d) and "all-done" in (d.entry(pane).text or ""), "the last line"
         )
