@@ -64,7 +64,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("openbus.launch")
 
 LAUNCH = Action("launch", tier=Tier.HUMAN, mutates=True)
-SWEEP_SECONDS = 1.0
 STALE_ENV_FILE_SECONDS = 60.0
 INCARNATION_POLLS = 20
 INCARNATION_POLL_SECONDS = 0.1
@@ -392,23 +391,12 @@ class LaunchService:
                 if now - path.stat().st_mtime > STALE_ENV_FILE_SECONDS:
                     path.unlink()
 
-    async def start(self) -> None:
-        async def loop() -> None:
-            while True:
-                try:
-                    await self.sweep_once()
-                except Exception:
-                    log.exception("launch sweep failed")
-                await asyncio.sleep(SWEEP_SECONDS)
-
-        self.services.spawn(loop())
-
 
 def install(services: Services) -> LaunchService:
     service = LaunchService(services)
     services.extras["launch"] = service
     services.gate.register(LAUNCH, service.execute)
-    services.started.append(service.start)
+    services.every_second("launch sweep", service.sweep_once)
     endpoint = services.extras.get("mcp")
     if endpoint is not None:
         endpoint.liveness = service.ensure_live

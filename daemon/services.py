@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -30,8 +31,9 @@ from openbus.policy.loader import PolicyRejection
 
 log = logging.getLogger("openbus")
 
-CARD_SWEEP_SECONDS = 1.0
-POLICY_POLL_SECONDS = 1.0
+HOUSEKEEPING_SECONDS = 1.0  # card expiry, message expiry, agents' exits, the policy file
+
+Job = Callable[[], object]  # plain, or returning an awaitable
 
 
 @dataclass
@@ -52,6 +54,7 @@ class Services:
     extras: dict[str, Any] = field(default_factory=dict)  # feature services by name
     health: dict[str, Callable[[], Any]] = field(default_factory=dict)  # /healthz sections
     refusals: RefusalSampler = field(default_factory=RefusalSampler)
+    housekeeping: list[tuple[str, Job]] = field(default_factory=list)
 
     @classmethod
     def build(cls, config: Config, *, clock: Clock, random: Random) -> Services:
@@ -105,40 +108,44 @@ class Services:
         from openbus.daemon import messaging
 
         messaging.install(services)
-        services.started.append(services._start_card_sweep)
-        services.started.append(services._start_policy_watch)
+        services.every_second("card expiry sweep", services._sweep_cards)
+        services.every_second("policy watch", services._watch_policy)
+        services.started.append(services._start_housekeeping)
         return services
 
-    async def _start_policy_watch(self) -> None:
-        """Poll the policy file (two stat calls a second); a new policy cascades at once."""
+    def every_second(self, name: str, job: Job) -> None:
+        """Run ``job`` (plain or async) about once a second, from start until stop, on the one
+        housekeeping tick: one wake-up a second for every sweep, which is most of what an idle
+        daemon costs. A failing job is logged under ``name``; the others still run."""
+        self.housekeeping.append((name, job))
+
+    async def _start_housekeeping(self) -> None:
+        async def tick() -> None:
+            while True:
+                for name, job in list(self.housekeeping):
+                    try:
+                        pending = job()
+                        if inspect.isawaitable(pending):
+                            await pending
+                    except Exception:
+                        log.exception("%s failed", name)
+                await asyncio.sleep(HOUSEKEEPING_SECONDS)
+
+        self.spawn(tick())
+
+    async def _watch_policy(self) -> None:
+        """Poll the policy file (two stat calls); a new policy cascades at once."""
         if self.policy.loaded is None:
             return
+        before = self.connect.effective_presets()
+        if self.policy.check_for_change():
+            await self.connect.policy_changed(before)
 
-        async def loop() -> None:
-            while True:
-                await asyncio.sleep(POLICY_POLL_SECONDS)
-                try:
-                    before = self.connect.effective_presets()
-                    if self.policy.check_for_change():
-                        await self.connect.policy_changed(before)
-                except Exception:
-                    log.exception("policy watch failed")
-
-        self.spawn(loop())
-
-    async def _start_card_sweep(self) -> None:
+    def _sweep_cards(self) -> None:
         from openbus.daemon.consent_actions import sweep_expired
 
-        async def loop() -> None:
-            while True:
-                try:
-                    sweep_expired(self.gate, self.cards)
-                    self.flush_refusals()
-                except Exception:
-                    log.exception("card expiry sweep failed")
-                await asyncio.sleep(CARD_SWEEP_SECONDS)
-
-        self.spawn(loop())
+        sweep_expired(self.gate, self.cards)
+        self.flush_refusals()
 
     def refuse_anonymously(self, key: str, draft: AuditDraft) -> None:
         """Audit a refusal of a caller with no identity, sampled per ``key`` (a flood of them

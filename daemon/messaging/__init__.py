@@ -49,10 +49,7 @@ def install(services: Services) -> MessagingService:
         services.started.append(start)
         services.stopping.append(stop)
 
-    async def start_sweeps() -> None:
-        services.spawn(service.run_sweeps())
-
-    services.started.append(start_sweeps)
+    services.every_second("message sweep", service.sweep)
     services.health["messaging"] = lambda: {
         "queued_bytes": service.book.queued_bytes,
         **service.book.footprint(),

@@ -67,7 +67,6 @@ STATUS = Action("message.status", Scope.MESSAGE, Tier.READ, humans=False)
 LIST = Action("messages.list", None, Tier.HUMAN)
 
 MAX_WAIT_SECONDS = 50.0
-SWEEP_SECONDS = 1.0
 PREVIEW_CHARS = 200
 MESSAGE_CARD_KINDS = frozenset({"message", "hop_limit"})
 
@@ -583,14 +582,6 @@ class MessagingService:
         ]:
             del self._revoked[key]
         return expired
-
-    async def run_sweeps(self) -> None:
-        while True:
-            try:
-                self.sweep()
-            except Exception:
-                log.exception("message sweep failed")
-            await asyncio.sleep(SWEEP_SECONDS)
 
     # ------------------------------------------------------------------ human side
 
