@@ -8,7 +8,7 @@ from pathlib import Path
 from openbus.daemon.config import parse_config
 from openbus.daemon.core.clock import FixedClock, SeededRandom
 from openbus.daemon.services import Services
-from tests.support.wait import wait_until
+from tests.support.wait import let_others_run, wait_until
 
 
 def _services(tmp_path: Path) -> Services:
@@ -29,7 +29,7 @@ def test_every_job_runs_on_the_one_tick_and_a_failing_job_does_not_stop_the_othe
         ran.append("plain")
 
     async def awaited() -> None:
-        await asyncio.sleep(0)
+        await let_others_run()
         ran.append("awaited")
 
     def failing() -> None:
