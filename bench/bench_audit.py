@@ -39,20 +39,20 @@ LENGTH = re.compile(rb"content-length:\s*(\d+)", re.IGNORECASE)
 
 def app_without_audit() -> Any:
     """The daemon's app with the gate's audit append switched off (bench peer only)."""
+    from openbus.daemon import compose
     from openbus.daemon.app import create_app
     from openbus.daemon.config import load_config
     from openbus.daemon.core.clock import SystemClock, SystemRandom
-    from openbus.daemon.services import Services
 
     config = load_config(os.environ.get("OPENBUS_CONFIG") or None)
-    services = Services.build(config, clock=SystemClock(), random=SystemRandom())
+    daemon = compose.build(config, clock=SystemClock(), random=SystemRandom())
 
     async def commit_without_audit(call: Any) -> None:
         for fn in call.after_commit:
             fn()
 
-    services.gate._commit = commit_without_audit  # type: ignore[method-assign]
-    return create_app(config, services=services)
+    daemon.foundation.gate._commit = commit_without_audit  # type: ignore[method-assign]
+    return create_app(config, daemon=daemon)
 
 
 class Daemon:

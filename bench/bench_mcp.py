@@ -2,8 +2,8 @@
 no-op tool on the same SDK stack, measured in one run.
 
 The real daemon runs as a subprocess (gunicorn, one worker) on a private tmux server holding 200
-panes, with ``OPENBUS_MCP_BENCH_NOOP=1`` so it registers a no-op read tool (``noop``, action
-``bench.noop``: same auth, gate and audit record, no work). Its history index is built before it
+panes, served with ``bench.mcp_app``'s extra no-op read tool (``noop``, action ``bench.noop``:
+same auth, gate and audit record, no work). Its history index is built before it
 starts: ``bench_history``'s synthetic corpus (100,000 sessions with realistic prompts over 300
 repos; ``OPENBUS_BENCH_SESSIONS`` to change), the agent's own repo one of them, so every search
 runs with the own-repo filter over a realistic index. One agent is launched with the Observe
@@ -171,7 +171,7 @@ def main() -> None:
                 "argv": ["/bin/sh", "-c", "exec sleep 3600", "agent"],
             },
         }
-        with running_daemon(tmp, extra, env={"OPENBUS_MCP_BENCH_NOOP": "1"}) as daemon:
+        with running_daemon(tmp, extra, serve=("-m", "bench.mcp_app")) as daemon:
             with daemon.human(timeout=60) as client:
                 launched = client.post(
                     "/api/launch",

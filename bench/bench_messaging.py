@@ -24,11 +24,11 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from openbus.daemon import compose  # noqa: E402
 from openbus.daemon.config import parse_config  # noqa: E402
 from openbus.daemon.core.clock import SystemClock, SystemRandom  # noqa: E402
 from openbus.daemon.core.errors import Refused  # noqa: E402
 from openbus.daemon.messaging.fleet import normalize  # noqa: E402
-from openbus.daemon.services import Services  # noqa: E402
 from tests.daemon.messaging.conftest import World  # noqa: E402
 from tests.support.tmux import tmux_server  # noqa: E402
 
@@ -166,12 +166,12 @@ def main() -> None:
 
             async def run() -> None:
                 clock = SkewClock()
-                services = Services.build(config, clock=clock, random=SystemRandom())
-                await services.start()
+                daemon = compose.build(config, clock=clock, random=SystemRandom())
+                await daemon.start()
                 try:
-                    await scenario(World(services, server, root), clock)
+                    await scenario(World(daemon, server, root), clock)
                 finally:
-                    await services.stop()
+                    await daemon.stop()
 
             asyncio.run(run())
 

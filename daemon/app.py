@@ -1,4 +1,4 @@
-"""The app factory: builds the daemon's services and its one ASGI app.
+"""The app factory: builds the daemon (``daemon.compose``) and its one ASGI app.
 
 ``create_app(config)`` is what gunicorn's worker loads (through ``openbus.daemon.serve``) and
 what tests call directly. One app serves both listeners: requests that arrive on the unix
@@ -9,19 +9,24 @@ requests over TCP reach only the agents' side (``/mcp``, ``/healthz``).
 from __future__ import annotations
 
 import logging
+import os
 import pwd
+from collections.abc import Sequence
 from typing import Any
 
 import falcon
 import falcon.asgi
 
-from openbus.daemon.config import Config
+from openbus.daemon import compose
+from openbus.daemon.compose import Daemon, Extra
+from openbus.daemon.config import Config, load_config
 from openbus.daemon.core.clock import Clock, Random, SystemClock, SystemRandom
 from openbus.daemon.core.errors import ConfigError
 from openbus.daemon.core.tunnel_auth import TunnelVerifier, load_public_keys
 from openbus.daemon.http import errors as http_errors
+from openbus.daemon.http import routes
 from openbus.daemon.http.identity import Identity
-from openbus.daemon.services import Services
+from openbus.daemon.mcp.asgi import Dispatcher
 
 log = logging.getLogger("openbus")
 
@@ -31,22 +36,34 @@ def create_app(
     *,
     clock: Clock | None = None,
     random: Random | None = None,
-    services: Services | None = None,
+    daemon: Daemon | None = None,
+    extra: Sequence[Extra] = (),
 ) -> Any:
-    services = services or Services.build(
-        config, clock=clock or SystemClock(), random=random or SystemRandom()
+    """The ASGI app for ``config``: a daemon built here (or the one given) behind falcon and
+    the MCP endpoint; lifespan starts and stops the daemon."""
+    daemon = daemon or compose.build(
+        config, clock=clock or SystemClock(), random=random or SystemRandom(), extra=extra
     )
-    identity = build_identity(config, services)
-    middleware: list[Any] = [services.lifespan_middleware(), identity]
+    identity = build_identity(config, daemon)
+    middleware: list[Any] = [Lifespan(daemon), identity]
     app: falcon.asgi.App[Any, Any] = falcon.asgi.App(middleware=middleware)
     app.req_options.strip_url_path_trailing_slash = True
     http_errors.install(app)
-    from openbus.daemon.http import routes
+    routes.add_routes(app, daemon)
+    return Dispatcher(app, daemon.mcp)  # /mcp over TCP -> MCP; the rest -> falcon
 
-    routes.add_routes(app, services)
-    from openbus.daemon.mcp.asgi import Dispatcher
 
-    return Dispatcher(app, services.extras["mcp"])  # /mcp over TCP -> MCP; the rest -> falcon
+class Lifespan:
+    """falcon's lifespan events start and stop the daemon."""
+
+    def __init__(self, daemon: Daemon) -> None:
+        self.daemon = daemon
+
+    async def process_startup(self, scope: Any, event: Any) -> None:
+        await self.daemon.start()
+
+    async def process_shutdown(self, scope: Any, event: Any) -> None:
+        await self.daemon.stop()
 
 
 def tunnel_trust(config: Config) -> tuple[list[Any], int]:
@@ -73,16 +90,17 @@ def tunnel_trust(config: Config) -> tuple[list[Any], int]:
     return keys, tunnel_uid
 
 
-def build_identity(config: Config, services: Services) -> Identity:
+def build_identity(config: Config, daemon: Daemon) -> Identity:
     """Local mode: the peer uid. Hosted: also the tunnel's signed ``X-Tunnel-User``."""
+    refusals = daemon.foundation.refusals
     if not config.hosted.enabled:
-        return Identity(services.refuse_anonymously)
+        return Identity(refusals.refuse)
     keys, tunnel_uid = tunnel_trust(config)
     verifier = TunnelVerifier(
-        keys, clock=services.clock, window=config.hosted.signature_window_seconds
+        keys, clock=daemon.foundation.clock, window=config.hosted.signature_window_seconds
     )
     return Identity(
-        services.refuse_anonymously,
+        refusals.refuse,
         hosted=True,
         tunnel_uid=tunnel_uid,
         tunnel_verify=verifier.verify,
@@ -91,8 +109,4 @@ def build_identity(config: Config, services: Services) -> Identity:
 
 def app_from_env() -> Any:
     """Entry point for gunicorn: ``openbus.daemon.app:app_from_env()``."""
-    import os
-
-    from openbus.daemon.config import load_config
-
     return create_app(load_config(os.environ.get("OPENBUS_CONFIG") or None))

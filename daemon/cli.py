@@ -7,39 +7,26 @@ line naming what went wrong and exit non-zero; no traceback reaches the user.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
+from openbus.daemon import (
+    cli_audit,
+    cli_consent,
+    cli_directory,
+    cli_history,
+    cli_launch,
+    cli_messages,
+)
+from openbus.daemon.cli_common import EXIT_ERROR, EXIT_USAGE, Handler, add_common
 from openbus.daemon.config import Config, load_config
 from openbus.daemon.core.errors import ConfigError, OpenbusError
 
-Handler = Callable[[argparse.Namespace, Config], int]
-
-EXIT_ERROR = 1
-EXIT_USAGE = 2
-
-
-def emit(args: argparse.Namespace, data: Any, text: Callable[[Any], str]) -> None:
-    if getattr(args, "json", False):
-        json.dump(data, sys.stdout, indent=2, sort_keys=True)
-        sys.stdout.write("\n")
-    else:
-        out = text(data)
-        if out:
-            print(out)
-
-
-def add_common(parser: argparse.ArgumentParser, *, json_output: bool = True) -> None:
-    parser.add_argument(
-        "--config", metavar="FILE", help="config file (else $OPENBUS_CONFIG, else the default)"
-    )
-    if json_output:
-        parser.add_argument("--json", action="store_true", help="print JSON")
+VERBS = (cli_consent, cli_history, cli_audit, cli_directory, cli_launch, cli_messages)
 
 
 def _serve(args: argparse.Namespace, config: Config) -> int:
+    # The preflight builds the app (seconds of imports); no other verb should pay for it.
     from openbus.daemon.serve import serve
 
     serve(config)
@@ -55,9 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("serve", help="run the daemon (gunicorn, one worker)")
     add_common(p, json_output=False)
     p.set_defaults(handler=_serve)
-    from openbus.daemon import cli_verbs
-
-    cli_verbs.register(sub)
+    for verb in VERBS:
+        verb.register(sub)
     return parser
 
 

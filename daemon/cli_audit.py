@@ -16,7 +16,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from openbus.daemon.cli import EXIT_ERROR, add_common, emit
+from openbus.daemon.audit.verify import verify_db, verify_otlp_json
+from openbus.daemon.cli_common import EXIT_ERROR, add_common, emit
+from openbus.daemon.client import DaemonClient
 from openbus.daemon.config import Config
 
 TAIL_DEFAULT = 20
@@ -96,8 +98,6 @@ def format_export(status: dict[str, Any]) -> str:
 
 
 def _tail(args: argparse.Namespace, config: Config) -> int:
-    from openbus.daemon.client import DaemonClient
-
     client = DaemonClient(config)
     try:
         if args.after is not None:
@@ -133,8 +133,6 @@ def _tail(args: argparse.Namespace, config: Config) -> int:
 
 
 def _verify(args: argparse.Namespace, config: Config) -> int:
-    from openbus.daemon.audit.verify import verify_db, verify_otlp_json
-
     pubkey = Path(args.pubkey) if args.pubkey else None
     if args.otlp_json:
         report = verify_otlp_json(Path(args.otlp_json), pubkey)

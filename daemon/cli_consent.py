@@ -6,7 +6,7 @@ import argparse
 import time
 from typing import Any
 
-from openbus.daemon.cli import add_common, emit
+from openbus.daemon.cli_common import add_common, emit
 from openbus.daemon.client import DaemonClient
 from openbus.daemon.config import Config
 

@@ -11,7 +11,7 @@ import time
 from typing import Any
 from urllib.parse import quote
 
-from openbus.daemon.cli import add_common, emit
+from openbus.daemon.cli_common import add_common, emit
 from openbus.daemon.client import DaemonClient
 from openbus.daemon.config import Config
 

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from openbus.daemon.cli import add_common, emit
+from openbus.daemon.cli_common import add_common, emit
 from openbus.daemon.client import DaemonClient
 from openbus.daemon.config import Config
 from openbus.daemon.core.clock import SystemClock

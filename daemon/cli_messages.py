@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from openbus.daemon.cli import add_common, emit
+from openbus.daemon.cli_common import add_common, emit
 from openbus.daemon.client import DaemonClient
 from openbus.daemon.config import Config
 

@@ -11,6 +11,7 @@ the human's call returns.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -24,8 +25,11 @@ from openbus.daemon.gate import Call, Gate
 from openbus.daemon.grants import Grants, Principal
 from openbus.policy.model import CapDecision, no_policy_decision
 
+log = logging.getLogger("openbus")
+
 SET = Action("connect.set", tier=Tier.HUMAN, mutates=True)
 DISCONNECT_ALL = Action("connect.disconnect_all", tier=Tier.HUMAN, mutates=True)
+LIST_CONNECTIONS = Action("connect.list", tier=Tier.HUMAN)
 
 
 CapSource = Callable[[str], CapDecision]
@@ -39,9 +43,23 @@ class Connect:
         self.gate = gate
         self.grants = grants
         self.cap_source = cap_source
-        self.revocation_hooks: list[RevocationHook] = []
+        self._revocation_hooks: list[RevocationHook] = []
         gate.register(SET, self._set)
         gate.register(DISCONNECT_ALL, self._disconnect_all)
+        gate.register(LIST_CONNECTIONS, self._connections)
+
+    def on_revocation(self, hook: RevocationHook) -> None:
+        """Run ``hook(principal, preset)`` whenever an agent is narrowed or revoked, before
+        the human's call returns (features end what the agent had open)."""
+        self._revocation_hooks.append(hook)
+
+    async def revoked(self, principal: Principal, preset: Preset) -> None:
+        """Run every revocation hook for ``principal`` (one failing does not stop the rest)."""
+        for hook in list(self._revocation_hooks):
+            try:
+                await hook(principal, preset)
+            except Exception:
+                log.exception("a revocation hook failed for %s", principal.id)
 
     def check_cap(self, owner: str, preset: Preset) -> CapDecision:
         cap = self.cap_source(owner)
@@ -120,7 +138,33 @@ class Connect:
 
     def _cascade(self, principal: Principal, preset: Preset) -> Callable[[], Awaitable[None]]:
         async def run() -> None:
-            for hook in self.revocation_hooks:
+            for hook in self._revocation_hooks:
                 await hook(principal, preset)
 
         return run
+
+    async def _connections(self, call: Call) -> Any:
+        """The caller's connected agents by pane: preset granted, preset in effect, the cap."""
+        user = call.actor.user
+        assert user is not None
+        cap = self.cap_source(user).preset
+        panes: dict[str, dict[str, Any]] = {}
+        for principal in sorted(self.grants.active(), key=lambda p: p.created):
+            if principal.owner != user or principal.pane_id is None:
+                continue
+            panes[principal.pane_id] = {  # the newest principal on a pane wins
+                "pane": principal.pane_id,
+                "incarnation": principal.incarnation,
+                "harness": principal.harness,
+                "launcher": principal.launcher,
+                "actor": str(principal.actor()),
+                "preset": principal.preset.value,
+                "effective": principal.preset.at_most(cap).value,
+            }
+        call.details["panes"] = len(panes)
+        return {"cap": cap.value, "connections": sorted(panes.values(), key=_pane_order)}
+
+
+def _pane_order(entry: dict[str, Any]) -> tuple[int, str]:
+    pane = str(entry["pane"])
+    return (int(pane[1:]) if pane[1:].isdigit() else 1 << 30, pane)

@@ -87,13 +87,11 @@ def _row(row: tuple[Any, ...]) -> Principal:
 
 
 class Grants:
-    def __init__(
-        self, db: StateDB, clock: Clock, random: Random, cap_for: CapLookup | None = None
-    ) -> None:
+    def __init__(self, db: StateDB, clock: Clock, random: Random, *, cap_for: CapLookup) -> None:
         self.db = db
         self.clock = clock
         self.random = random
-        self.cap_for: CapLookup = cap_for or (lambda owner: Preset.COLLABORATE)
+        self.cap_for = cap_for  # the owner's cap under the org policy, on every scope check
 
     # ------------------------------------------------------------------ reads
 

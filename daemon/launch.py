@@ -17,12 +17,13 @@ executor:
    server, as that server's user; the wrapper unlinks the file and execs the harness, so the
    token is in no argv at any time;
 4. attaches the principal to the new pane and process and returns the pane id and the
-   incarnation (the directory's, when it is installed).
+   incarnation (the directory's, once its watcher has seen the new pane).
 
 The mint and the attach are queued on the gate call, so they commit with the launch's audit
 record or not at all (a window whose token was never committed simply fails to connect).
 
-Afterwards (``LaunchService.sweep`` every second, and ``ensure_live`` on each MCP request):
+Afterwards (``LaunchService.tick`` every second, and ``LiveTokens.verify`` on each MCP
+request):
 
 * a principal whose process is gone (pane exited, or its pane id now runs another process)
   is revoked, audited as ``agent.revoked``, and the revocation hooks run (its MCP sessions
@@ -45,21 +46,23 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from openbus.daemon.config import Launcher
+from openbus.daemon.config import Config, Launcher
+from openbus.daemon.connect import Connect
 from openbus.daemon.core.actions import Action
 from openbus.daemon.core.audit import AuditDraft
+from openbus.daemon.core.clock import Clock, Random
 from openbus.daemon.core.consent import Tier
-from openbus.daemon.core.errors import BadRequest, Conflict, OpenbusError, Unavailable
+from openbus.daemon.core.errors import BadRequest, OpenbusError
 from openbus.daemon.core.scopes import Preset, parse_preset
-from openbus.daemon.gate import Call
-from openbus.daemon.grants import Principal
+from openbus.daemon.directory import Directory
+from openbus.daemon.feature import Feature
+from openbus.daemon.gate import Call, Gate
+from openbus.daemon.grants import Grants, Principal
 from openbus.daemon.launch_plan import TOKEN_ENV, check_cwd, check_prompt, plan_launch
 from openbus.daemon.launch_proc import ProcessIdentity, find_codex_session, identity_of
-
-if TYPE_CHECKING:
-    from openbus.daemon.services import Services
+from openbus.daemon.tmux.adapter import Tmux
 
 log = logging.getLogger("openbus.launch")
 
@@ -81,35 +84,41 @@ class Launched:
     codex_home: str | None = None
 
 
-def _tmux_for(services: Services) -> Any:
-    shared = services.extras.get("tmux")
-    if shared is not None:
-        return shared
-    from openbus.daemon.tmux.adapter import Tmux
+class LaunchService(Feature):
+    name = "launch sweep"
 
-    return Tmux(services.config.tmux.socket)
-
-
-class LaunchService:
-    def __init__(self, services: Services) -> None:
-        self.services = services
+    def __init__(
+        self,
+        *,
+        config: Config,
+        clock: Clock,
+        random: Random,
+        gate: Gate,
+        grants: Grants,
+        connect: Connect,
+        tmux: Tmux,
+        directory: Directory,
+    ) -> None:
+        self.config = config
+        self.clock = clock
+        self.random = random
+        self.gate = gate
+        self.grants = grants
+        self.connect = connect
+        self.tmux = tmux
+        self.directory = directory
         self.launched: dict[str, Launched] = {}  # principal id -> what this daemon launched
-        self.env_dir = services.config.daemon.state_dir / "launch"
+        self.env_dir = config.daemon.state_dir / "launch"
         self._revoking: set[str] = set()
-        self._tmux: Any = None
+        gate.register(LAUNCH, self.execute)
 
     # ------------------------------------------------------------------ helpers
 
     @property
     def mcp_url(self) -> str:
-        d = self.services.config.daemon
+        d = self.config.daemon
         host = d.listen_host if d.listen_host not in ("0.0.0.0", "", "::") else "127.0.0.1"  # noqa: S104
         return f"http://{host}:{d.listen_port}/mcp"
-
-    def tmux(self) -> Any:
-        if self._tmux is None:
-            self._tmux = _tmux_for(self.services)
-        return self._tmux
 
     def cwd_of(self, principal_id: str) -> str | None:
         found = self.launched.get(principal_id)
@@ -118,14 +127,14 @@ class LaunchService:
     def _launcher(self, value: object) -> Launcher:
         if not isinstance(value, str) or not value:
             raise BadRequest("a launcher name is required", field="launcher")
-        launcher = self.services.config.launchers.get(value)
+        launcher = self.config.launchers.get(value)
         if launcher is None:
-            known = ", ".join(sorted(self.services.config.launchers))
+            known = ", ".join(sorted(self.config.launchers))
             raise BadRequest(f"no launcher named {value!r} (configured: {known})", field="launcher")
         return launcher
 
     def _server_is_another_users(self) -> bool:
-        socket = self.services.config.tmux.socket
+        socket = self.config.tmux.socket
         try:
             return socket is not None and socket.stat().st_uid != os.getuid()
         except OSError:
@@ -134,7 +143,7 @@ class LaunchService:
     def _write_env_file(self, env: Mapping[str, str]) -> Path:
         self.env_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         os.chmod(self.env_dir, 0o700)
-        name = "env-" + self.services.random.token_bytes(12).hex() + ".json"
+        name = "env-" + self.random.token_bytes(12).hex() + ".json"
         path = self.env_dir / name
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "w") as handle:
@@ -144,12 +153,11 @@ class LaunchService:
     async def _incarnation(self, pane: str, identity: ProcessIdentity | None, harness: str) -> str:
         """The directory's incarnation for the new pane, once the watcher has seen it run the
         harness (bounded wait); else a local one from the process identity."""
-        directory = self.services.extras.get("directory")
-        if directory is not None and identity is not None:
+        if identity is not None:
             seen: str | None = None
             for _ in range(INCARNATION_POLLS):
-                with contextlib.suppress(Exception):
-                    entry = directory.entry(pane)
+                with contextlib.suppress(OpenbusError):
+                    entry = self.directory.entry(pane)
                     if entry.info.pid == identity.pid:
                         seen = entry.incarnation
                         if entry.harness == harness:
@@ -185,17 +193,17 @@ class LaunchService:
         if prompt is not None:
             call.details["prompt_chars"] = len(prompt)
         if preset is not Preset.OFF:
-            cap = self.services.connect.check_cap(owner, preset)
+            cap = self.connect.check_cap(owner, preset)
             call.details["cap"] = cap.preset.value
 
-        session_id = str(uuid.UUID(bytes=self.services.random.token_bytes(16), version=4))
+        session_id = str(uuid.UUID(bytes=self.random.token_bytes(16), version=4))
         plan = plan_launch(
             launcher, preset=preset, prompt=prompt, mcp_url=self.mcp_url, session_id=session_id
         )
         env = dict(plan.env)
         principal_id: str | None = None
         if plan.connect:
-            principal_id, token, write = self.services.grants.mint(
+            principal_id, token, write = self.grants.mint(
                 harness=launcher.harness,
                 owner=owner,
                 preset=preset,
@@ -214,7 +222,7 @@ class LaunchService:
             # Hosted: the agents' tmux server runs as another user, who could not open a file
             # only the daemon may read. Its environment goes over the control client's stdin
             # (``new-window -e``), which is never argv either.
-            pane, pid = await self.tmux().new_window(
+            pane, pid = await self.tmux.new_window(
                 list(plan.argv), env=env, cwd=str(cwd) if cwd else None, name=launcher.name
             )
         else:
@@ -228,7 +236,7 @@ class LaunchService:
                 *plan.argv,
             ]
             try:
-                pane, pid = await self.tmux().new_window(
+                pane, pid = await self.tmux.new_window(
                     wrapper, cwd=str(cwd) if cwd else None, name=launcher.name
                 )
             except BaseException:
@@ -239,7 +247,7 @@ class LaunchService:
         incarnation = await self._incarnation(pane, identity, launcher.harness)
         call.details.update({"pane": pane, "pid": pid, "incarnation": incarnation})
         if principal_id is not None:
-            call.write(self.services.grants.attach_pane(principal_id, pane, pid, incarnation))
+            call.write(self.grants.attach_pane(principal_id, pane, pid, incarnation))
             codex_home = launcher.env.get("CODEX_HOME") if launcher.harness == "codex" else None
             record = Launched(
                 principal_id,
@@ -248,7 +256,7 @@ class LaunchService:
                 str(cwd) if cwd else None,
                 launcher.name,
                 launcher.harness,
-                self.services.clock.now(),
+                self.clock.now(),
                 codex_home,
             )
             call.after_commit.append(lambda: self.launched.__setitem__(record.principal, record))
@@ -290,6 +298,9 @@ class LaunchService:
             known is not None and known.identity is not None and now.start != known.identity.start
         )
 
+    async def tick(self) -> None:
+        await self.sweep_once()
+
     async def ensure_live(self, principal: Principal) -> bool:
         """False (and the principal revoked) when its process has exited."""
         if self._alive(principal):
@@ -302,10 +313,10 @@ class LaunchService:
             return
         self._revoking.add(principal.id)
         try:
-            current = self.services.grants.get(principal.id)
+            current = self.grants.get(principal.id)
             if not current.active:
                 return
-            self.services.gate.record(
+            self.gate.record(
                 AuditDraft(
                     actor="system",
                     action="agent.revoked",
@@ -317,21 +328,17 @@ class LaunchService:
                         "reason": reason,
                     },
                 ),
-                [self.services.grants.revoke(principal.id)],
+                [self.grants.revoke(principal.id)],
             )
-            for hook in list(self.services.connect.revocation_hooks):
-                try:
-                    await hook(current, Preset.OFF)
-                except Exception:
-                    log.exception("a revocation hook failed for %s", principal.id)
+            await self.connect.revoked(current, Preset.OFF)
         finally:
             self._revoking.discard(principal.id)
             self.launched.pop(principal.id, None)
 
     def bind(self, principal: Principal, session_id: str, how: str) -> None:
         before = principal.actor().name
-        write = self.services.grants.bind_session(principal.id, session_id)
-        self.services.gate.record(
+        write = self.grants.bind_session(principal.id, session_id)
+        self.gate.record(
             AuditDraft(
                 actor="system",
                 action="agent.bind",
@@ -353,13 +360,13 @@ class LaunchService:
         known = self.launched.get(principal.id)
         if known is not None and known.codex_home:
             return known.codex_home
-        launcher = self.services.config.launchers.get(principal.launcher or "")
+        launcher = self.config.launchers.get(principal.launcher or "")
         if launcher is not None and launcher.env.get("CODEX_HOME"):
             return launcher.env["CODEX_HOME"]
         return os.environ.get("CODEX_HOME") or str(Path.home() / ".codex")
 
     async def sweep_once(self) -> None:
-        for principal in self.services.grants.active():
+        for principal in self.grants.active():
             if principal.owner is None or principal.pid is None:
                 continue
             if not self._alive(principal):
@@ -378,29 +385,33 @@ class LaunchService:
                     session_id, how = found
                     try:
                         self.bind(principal, session_id, how)
-                    except (Conflict, OpenbusError) as exc:
+                    except OpenbusError as exc:
                         log.warning("could not bind %s to %s: %s", principal.id, session_id, exc)
         self._remove_stale_env_files()
 
     def _remove_stale_env_files(self) -> None:
         if not self.env_dir.is_dir():
             return
-        now = self.services.clock.now()
+        now = self.clock.now()
         for path in self.env_dir.glob("env-*.json"):
             with contextlib.suppress(OSError):
                 if now - path.stat().st_mtime > STALE_ENV_FILE_SECONDS:
                     path.unlink()
 
 
-def install(services: Services) -> LaunchService:
-    service = LaunchService(services)
-    services.extras["launch"] = service
-    services.gate.register(LAUNCH, service.execute)
-    services.every_second("launch sweep", service.sweep_once)
-    endpoint = services.extras.get("mcp")
-    if endpoint is not None:
-        endpoint.liveness = service.ensure_live
-    return service
+@dataclass(frozen=True)
+class LiveTokens:
+    """The MCP endpoint's verifier: a token's principal while it is active and its process
+    lives (a principal whose process exited is revoked on the spot)."""
+
+    grants: Grants
+    launches: LaunchService
+
+    async def verify(self, token: str) -> Principal | None:
+        principal = self.grants.by_token(token)
+        if principal is None or not principal.active:
+            return None
+        return principal if await self.launches.ensure_live(principal) else None
 
 
-__all__ = ["LAUNCH", "LaunchService", "Unavailable", "install"]
+__all__ = ["LAUNCH", "LaunchService", "LiveTokens"]

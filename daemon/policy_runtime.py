@@ -14,7 +14,8 @@ Theory of operation
 
 After start, ``reload()`` (SIGHUP) and ``check_for_change()`` (a cheap poll of the policy's
 and the signature's inode, size and mtime) try the file again; a refused reload keeps the
-policy in force and calls ``on_rejected`` so the daemon can audit it. ``cap_for(user)`` is on
+policy in force, calls ``on_rejected`` and keeps the rejection for ``take_rejections()``, so the
+daemon's policy watch can audit it. ``cap_for(user)`` is on
 every call's path: the user's groups are looked up through NSS at most once per
 ``group_ttl`` seconds (injected clock), and the decision is cached against the digest of the
 policy in force, so a narrowed policy applies on the very next call.
@@ -83,6 +84,7 @@ class PolicyRuntime:
         self._watch_lock = threading.Lock()
         self._stamps: tuple[FileStamp, FileStamp] = (None, None)
         self._loader: PolicyLoader | None = None
+        self._unreported: list[PolicyRejection] = []
 
         if config.file is None:
             if hosted:
@@ -200,6 +202,12 @@ class PolicyRuntime:
             return False
         return self.reload()
 
+    def take_rejections(self) -> list[PolicyRejection]:
+        """The refused reloads since the last call (each reported once)."""
+        taken, self._unreported = self._unreported, []
+        return taken
+
     def _rejected(self, rejection: PolicyRejection) -> None:
+        self._unreported.append(rejection)
         if self.on_rejected is not None:
             self.on_rejected(rejection)

@@ -14,8 +14,12 @@ import sys
 from pathlib import Path
 
 from openbus.daemon import socket_acl
+from openbus.daemon.app import tunnel_trust
+from openbus.daemon.audit.service import export_settings
 from openbus.daemon.config import Config
+from openbus.daemon.core.clock import SystemClock
 from openbus.daemon.core.errors import Unavailable
+from openbus.daemon.policy_runtime import PolicyRuntime
 
 
 def _clear_stale_socket(path: Path) -> None:
@@ -32,7 +36,10 @@ def _clear_stale_socket(path: Path) -> None:
     raise Unavailable(f"another daemon is already listening on {path}")
 
 
-def gunicorn_argv(config: Config) -> list[str]:
+APP = "openbus.daemon.app:app_from_env()"  # what gunicorn's worker loads
+
+
+def gunicorn_argv(config: Config, app: str = APP) -> list[str]:
     sock = config.daemon.socket
     return [
         sys.executable,
@@ -68,7 +75,7 @@ def gunicorn_argv(config: Config) -> list[str]:
         "dangerous",
         "--limit-request-line",
         "8190",
-        "openbus.daemon.app:app_from_env()",
+        app,
     ]
 
 
@@ -96,8 +103,6 @@ def operators_gid(config: Config) -> int | None:
 def open_socket_directory(config: Config) -> None:
     """Hosted mode: let the tunnel's user and the operators' group (only they) reach the
     socket, through ACLs on its directory that the socket inherits (see ``socket_acl``)."""
-    from openbus.daemon.app import tunnel_trust
-
     _, tunnel_uid = tunnel_trust(config)
     socket_acl.grant(
         config.daemon.socket.parent, tunnel_uid=tunnel_uid, operators_gid=operators_gid(config)
@@ -106,18 +111,14 @@ def open_socket_directory(config: Config) -> None:
 
 def preflight(config: Config) -> None:
     """Everything the worker would refuse at start, reported here as one clear line first."""
-    from openbus.daemon.app import tunnel_trust
-    from openbus.daemon.audit.service import export_settings
-    from openbus.daemon.core.clock import SystemClock
-    from openbus.daemon.policy_runtime import PolicyRuntime
-
     export_settings(config, PolicyRuntime.from_config(config, clock=SystemClock()))
     if config.hosted.enabled:
         tunnel_trust(config)
 
 
-def serve(config: Config) -> None:
-    """Replace this process with gunicorn serving the daemon."""
+def serve(config: Config, app: str = APP) -> None:
+    """Replace this process with gunicorn serving the daemon (``app``: the app spec gunicorn
+    loads; a caller that adds features to the daemon names its own factory)."""
     preflight(config)
     config.daemon.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     config.daemon.socket.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -137,5 +138,5 @@ def serve(config: Config) -> None:
             file=sys.stderr,
             flush=True,
         )
-    argv = gunicorn_argv(config)
+    argv = gunicorn_argv(config, app)
     os.execve(argv[0], argv, env)  # noqa: S606 - gunicorn replaces this process, no shell

@@ -23,12 +23,16 @@ import asyncio
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from openbus.daemon.config import Config
 from openbus.daemon.core.actions import Action
+from openbus.daemon.core.clock import Clock
 from openbus.daemon.core.consent import Tier
 from openbus.daemon.core.errors import BadRequest, NotFound
 from openbus.daemon.core.scopes import Scope
+from openbus.daemon.feature import Feature
+from openbus.daemon.gate import Call, Gate
 from openbus.daemon.history.index import (
     DB_NAME,
     MAX_LIMIT,
@@ -40,10 +44,6 @@ from openbus.daemon.history.liveness import PaneForPid
 from openbus.daemon.history.model import HARNESSES, PENDING_HARNESSES, Liveness, SessionEntry
 from openbus.daemon.history.project import full_for_human, project_for_agent
 from openbus.daemon.history.sources import Sources
-
-if TYPE_CHECKING:
-    from openbus.daemon.gate import Call
-    from openbus.daemon.services import Services
 
 log = logging.getLogger("openbus.history")
 
@@ -58,21 +58,21 @@ SOURCE = "openbus history index (lexical, from harness transcripts)"
 MAX_QUERY_CHARS = 1000
 
 
-class HistoryService:
-    def __init__(self, index: HistoryIndex) -> None:
+class HistoryService(Feature):
+    """The history feature: registers its actions on ``gate`` and reconciles in the
+    background; ``pane_for_pid`` (the directory's) names the pane a live session runs in."""
+
+    name = "history"
+
+    def __init__(self, gate: Gate, index: HistoryIndex, pane_for_pid: PaneForPid) -> None:
         self.index = index
-        self._pane_for_pid: PaneForPid | None = None
         self._cancel = threading.Event()
         self._running: asyncio.Future[ReconcileStats] | None = None
         self.last_stats: ReconcileStats | None = None
-        self.index.liveness_probe.pane_for_pid = self._pane
-
-    def set_pane_for_pid(self, pane_for_pid: PaneForPid | None) -> None:
-        """The directory service hands over its pid -> pane lookup here."""
-        self._pane_for_pid = pane_for_pid
-
-    def _pane(self, pid: int) -> str | None:
-        return self._pane_for_pid(pid) if self._pane_for_pid else None
+        self.index.liveness_probe.pane_for_pid = pane_for_pid
+        gate.register(SEARCH, self.search)
+        gate.register(GET, self.get)
+        gate.register(EXPUNGE, self.expunge)
 
     # ---------------------------------------------------------------- reconcile
 
@@ -203,21 +203,5 @@ def _key(params: Any) -> tuple[str, str]:
     return harness, session_id
 
 
-def open_index(services: Services) -> HistoryIndex:
-    config = services.config
-    return HistoryIndex(
-        config.daemon.state_dir / DB_NAME, Sources.from_config(config), clock=services.clock
-    )
-
-
-def install(services: Services) -> HistoryService:
-    """Register the history actions on the gate and the reconcile on start/stop."""
-    service = HistoryService(open_index(services))
-    services.extras["history"] = service
-    services.gate.register(SEARCH, service.search)
-    services.gate.register(GET, service.get)
-    services.gate.register(EXPUNGE, service.expunge)
-    services.started.append(service.start)
-    services.stopping.append(service.stop)
-    services.health["history"] = service.health
-    return service
+def open_index(config: Config, clock: Clock) -> HistoryIndex:
+    return HistoryIndex(config.daemon.state_dir / DB_NAME, Sources.from_config(config), clock=clock)

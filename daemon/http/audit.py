@@ -18,17 +18,18 @@ from typing import Any
 import falcon.asgi
 
 from openbus.daemon.audit import service as audit_service
+from openbus.daemon.audit.service import AuditExport
+from openbus.daemon.gate import Gate
 from openbus.daemon.http.common import int_param
 from openbus.daemon.http.identity import require_actor
-from openbus.daemon.services import Services
 
 STREAM_BATCH = 500
 KEEPALIVE_SECONDS = 5.0
 
 
 class AuditResource:
-    def __init__(self, services: Services) -> None:
-        self.gate = services.gate
+    def __init__(self, gate: Gate) -> None:
+        self.gate = gate
 
     async def on_get(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
         actor = require_actor(req)
@@ -40,18 +41,19 @@ class AuditResource:
 
 
 class AuditStreamResource:
-    def __init__(self, services: Services) -> None:
-        self.services = services
+    def __init__(self, gate: Gate, export: AuditExport) -> None:
+        self.gate = gate
+        self.export = export
 
     async def on_get(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
         actor = require_actor(req)
         after = int_param(req, "after", 0, minimum=0, maximum=2**62)
-        await self.services.gate.run(actor, audit_service.FOLLOW_ACTION, {"after": after})
+        await self.gate.run(actor, audit_service.FOLLOW_ACTION, {"after": after})
         resp.content_type = "application/x-ndjson"
         resp.stream = self._lines(after)
 
     async def _lines(self, after: int) -> AsyncIterator[bytes]:
-        audit = self.services.audit
+        audit = self.export.audit
         loop = asyncio.get_running_loop()
         wake = asyncio.Event()
 
@@ -62,7 +64,7 @@ class AuditStreamResource:
 
         audit.listeners.append(notice)
         try:
-            while not audit_service.stopping(self.services):
+            while not self.export.stopping:
                 wake.clear()
                 records = audit.read(after, STREAM_BATCH)
                 if records:
@@ -82,7 +84,6 @@ def _line(data: dict[str, Any]) -> bytes:
     return json.dumps(data, sort_keys=True, separators=(",", ":")).encode() + b"\n"
 
 
-def add_routes(app: falcon.asgi.App[Any, Any], services: Services) -> None:
-    audit_service.install(services)
-    app.add_route("/api/audit", AuditResource(services))
-    app.add_route("/api/audit/stream", AuditStreamResource(services))
+def add_routes(app: falcon.asgi.App[Any, Any], gate: Gate, export: AuditExport) -> None:
+    app.add_route("/api/audit", AuditResource(gate))
+    app.add_route("/api/audit/stream", AuditStreamResource(gate, export))

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import falcon.asgi
 
+from openbus.daemon.gate import Gate
 from openbus.daemon.http.common import int_param
 from openbus.daemon.http.identity import require_actor
-from openbus.daemon.services import Services
 
 
 class HistorySearch:
-    def __init__(self, services: Services) -> None:
-        self.gate = services.gate
+    def __init__(self, gate: Gate) -> None:
+        self.gate = gate
 
     async def on_get(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
         actor = require_actor(req)
@@ -29,8 +29,8 @@ class HistorySearch:
 
 
 class HistorySession:
-    def __init__(self, services: Services) -> None:
-        self.gate = services.gate
+    def __init__(self, gate: Gate) -> None:
+        self.gate = gate
 
     async def on_get(
         self, req: falcon.asgi.Request, resp: falcon.asgi.Response, harness: str, session_id: str
@@ -45,8 +45,6 @@ class HistorySession:
         resp.media = await self.gate.run(require_actor(req), "history.expunge", params)
 
 
-def add_routes(
-    app: falcon.asgi.App[falcon.asgi.Request, falcon.asgi.Response], services: Services
-) -> None:
-    app.add_route("/api/history/search", HistorySearch(services))
-    app.add_route("/api/history/sessions/{harness}/{session_id}", HistorySession(services))
+def add_routes(app: falcon.asgi.App[falcon.asgi.Request, falcon.asgi.Response], gate: Gate) -> None:
+    app.add_route("/api/history/search", HistorySearch(gate))
+    app.add_route("/api/history/sessions/{harness}/{session_id}", HistorySession(gate))

@@ -6,14 +6,14 @@ from typing import Any
 
 import falcon.asgi
 
+from openbus.daemon.gate import Gate
 from openbus.daemon.http.common import read_json
 from openbus.daemon.http.identity import require_actor
-from openbus.daemon.services import Services
 
 
 class CardsResource:
-    def __init__(self, services: Services) -> None:
-        self.gate = services.gate
+    def __init__(self, gate: Gate) -> None:
+        self.gate = gate
 
     async def on_get(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
         pending = req.get_param_as_bool("pending", default=True)
@@ -23,8 +23,8 @@ class CardsResource:
 
 
 class CardResource:
-    def __init__(self, services: Services) -> None:
-        self.gate = services.gate
+    def __init__(self, gate: Gate) -> None:
+        self.gate = gate
 
     async def on_post(
         self, req: falcon.asgi.Request, resp: falcon.asgi.Response, card_id: str
@@ -37,8 +37,8 @@ class CardResource:
 
 
 class ConnectResource:
-    def __init__(self, services: Services) -> None:
-        self.gate = services.gate
+    def __init__(self, gate: Gate) -> None:
+        self.gate = gate
 
     async def on_put(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
         actor = require_actor(req)
@@ -49,15 +49,15 @@ class ConnectResource:
 
 
 class DisconnectAllResource:
-    def __init__(self, services: Services) -> None:
-        self.gate = services.gate
+    def __init__(self, gate: Gate) -> None:
+        self.gate = gate
 
     async def on_post(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
         resp.media = await self.gate.run(require_actor(req), "connect.disconnect_all", {})
 
 
-def add_routes(app: falcon.asgi.App[Any, Any], services: Services) -> None:
-    app.add_route("/api/cards", CardsResource(services))
-    app.add_route("/api/cards/{card_id}", CardResource(services))
-    app.add_route("/api/connect", ConnectResource(services))
-    app.add_route("/api/disconnect-all", DisconnectAllResource(services))
+def add_routes(app: falcon.asgi.App[Any, Any], gate: Gate) -> None:
+    app.add_route("/api/cards", CardsResource(gate))
+    app.add_route("/api/cards/{card_id}", CardResource(gate))
+    app.add_route("/api/connect", ConnectResource(gate))
+    app.add_route("/api/disconnect-all", DisconnectAllResource(gate))

@@ -6,16 +6,16 @@ from typing import Any
 
 import falcon.asgi
 
+from openbus.daemon.gate import Gate
 from openbus.daemon.http.common import read_json
 from openbus.daemon.http.identity import require_actor
-from openbus.daemon.services import Services
 
 FIELDS = ("launcher", "cwd", "preset", "prompt")
 
 
 class LaunchResource:
-    def __init__(self, services: Services) -> None:
-        self.gate = services.gate
+    def __init__(self, gate: Gate) -> None:
+        self.gate = gate
 
     async def on_post(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
         actor = require_actor(req)
@@ -28,5 +28,5 @@ class LaunchResource:
         resp.status = falcon.HTTP_201
 
 
-def add_routes(app: falcon.asgi.App[Any, Any], services: Services) -> None:
-    app.add_route("/api/launch", LaunchResource(services))
+def add_routes(app: falcon.asgi.App[Any, Any], gate: Gate) -> None:
+    app.add_route("/api/launch", LaunchResource(gate))

@@ -11,13 +11,13 @@ from typing import Any
 
 import falcon.asgi
 
+from openbus.daemon.gate import Gate
 from openbus.daemon.http.identity import require_actor
-from openbus.daemon.services import Services
 
 
 class MessagesResource:
-    def __init__(self, services: Services) -> None:
-        self.gate = services.gate
+    def __init__(self, gate: Gate) -> None:
+        self.gate = gate
 
     async def on_get(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
         pane = req.get_param("pane") or None
@@ -26,5 +26,5 @@ class MessagesResource:
         )
 
 
-def add_routes(app: falcon.asgi.App[Any, Any], services: Services) -> None:
-    app.add_route("/api/messages", MessagesResource(services))
+def add_routes(app: falcon.asgi.App[Any, Any], gate: Gate) -> None:
+    app.add_route("/api/messages", MessagesResource(gate))

@@ -2,7 +2,7 @@
 
 Human-side routes answer only on the unix socket; the agents' side (TCP) sees ``/healthz``
 and ``/mcp`` alone (enforced by ``daemon.http.identity``). Every resource other than
-``/healthz`` reaches the daemon's services only through the gate; ``tests/daemon/http``
+``/healthz`` reaches the daemon only through the gate; ``tests/daemon/http``
 walks the router to prove it.
 """
 
@@ -12,40 +12,27 @@ from typing import Any
 
 import falcon.asgi
 
-from openbus.daemon.http import human, web
-from openbus.daemon.services import Services
+from openbus.daemon.compose import Daemon
+from openbus.daemon.http import audit, directory, history, human, launch, messages, web
 
 UNAUDITED = frozenset({"/healthz", "/", "/static/{name}"})  # liveness, the page: no fleet data
 
 
 class Health:
-    def __init__(self, services: Services) -> None:
-        self.services = services
+    def __init__(self, daemon: Daemon) -> None:
+        self.daemon = daemon
 
     async def on_get(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
-        seq, _ = self.services.audit.head()
-        body: dict[str, object] = {"ok": True, "audit": {"seq": seq}}
-        for name, status in self.services.health.items():
-            body[name] = status()
-        resp.media = body
+        resp.media = self.daemon.health()
 
 
-def add_routes(app: falcon.asgi.App[Any, Any], services: Services) -> None:
-    app.add_route("/healthz", Health(services))
-    human.add_routes(app, services)
-    from openbus.daemon.http import history
-
-    history.add_routes(app, services)
-    from openbus.daemon.http import audit as audit_http
-
-    audit_http.add_routes(app, services)
-    from openbus.daemon.http import directory as directory_http
-
-    directory_http.add_routes(app, services)
-    from openbus.daemon.http import launch as launch_http
-
-    launch_http.add_routes(app, services)
-    from openbus.daemon.http import messages as messages_http
-
-    messages_http.add_routes(app, services)
-    web.add_routes(app, services)
+def add_routes(app: falcon.asgi.App[Any, Any], daemon: Daemon) -> None:
+    gate = daemon.foundation.gate
+    app.add_route("/healthz", Health(daemon))
+    human.add_routes(app, gate)
+    history.add_routes(app, gate)
+    audit.add_routes(app, gate, daemon.audit_export)
+    directory.add_routes(app, gate, daemon.directory.directory)
+    launch.add_routes(app, gate)
+    messages.add_routes(app, gate)
+    web.add_routes(app, gate)

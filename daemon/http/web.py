@@ -24,12 +24,10 @@ from typing import Any
 import falcon
 import falcon.asgi
 
-from openbus.daemon.core.actions import Action
-from openbus.daemon.core.consent import Tier
+from openbus.daemon.connect import LIST_CONNECTIONS
 from openbus.daemon.core.errors import NotFound
-from openbus.daemon.gate import Call
+from openbus.daemon.gate import Gate
 from openbus.daemon.http.identity import require_actor
-from openbus.daemon.services import Services
 
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; "
@@ -52,8 +50,6 @@ TYPES = {
 PAGE = "index.html"
 STATIC = ("app.js", "app.css", "favicon.svg")
 ROUTES = ("/", "/static/{name}")  # the unaudited, data-free routes (see routes.UNAUDITED)
-
-LIST = Action("connect.list", tier=Tier.HUMAN)
 
 
 class Asset:
@@ -94,47 +90,14 @@ class StaticResource:
 
 
 class ConnectionsResource:
-    def __init__(self, services: Services) -> None:
-        self.gate = services.gate
+    def __init__(self, gate: Gate) -> None:
+        self.gate = gate
 
     async def on_get(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
-        resp.media = await self.gate.run(require_actor(req), LIST.name, {})
+        resp.media = await self.gate.run(require_actor(req), LIST_CONNECTIONS.name, {})
 
 
-def register(services: Services) -> None:
-    grants = services.grants
-    connect = services.connect
-
-    async def connections(call: Call) -> Any:
-        user = call.actor.user
-        assert user is not None
-        cap = connect.cap_source(user).preset
-        panes: dict[str, dict[str, Any]] = {}
-        for principal in sorted(grants.active(), key=lambda p: p.created):
-            if principal.owner != user or principal.pane_id is None:
-                continue
-            panes[principal.pane_id] = {  # the newest principal on a pane wins
-                "pane": principal.pane_id,
-                "incarnation": principal.incarnation,
-                "harness": principal.harness,
-                "launcher": principal.launcher,
-                "actor": str(principal.actor()),
-                "preset": principal.preset.value,
-                "effective": principal.preset.at_most(cap).value,
-            }
-        call.details["panes"] = len(panes)
-        return {"cap": cap.value, "connections": sorted(panes.values(), key=_pane_order)}
-
-    services.gate.register(LIST, connections)
-
-
-def _pane_order(entry: dict[str, Any]) -> tuple[int, str]:
-    pane = str(entry["pane"])
-    return (int(pane[1:]) if pane[1:].isdigit() else 1 << 30, pane)
-
-
-def add_routes(app: falcon.asgi.App[Any, Any], services: Services) -> None:
-    register(services)
+def add_routes(app: falcon.asgi.App[Any, Any], gate: Gate) -> None:
     app.add_route("/", PageResource())
     app.add_route("/static/{name}", StaticResource())
-    app.add_route("/api/connections", ConnectionsResource(services))
+    app.add_route("/api/connections", ConnectionsResource(gate))

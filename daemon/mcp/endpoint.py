@@ -14,7 +14,7 @@ Each HTTP request to ``/mcp`` passes, in order:
    (else 403). The SDK's own check is switched on with the same lists.
 4. **Bearer token**, on every request, not only at initialize: an unknown, revoked or
    malformed token is 401; a token whose agent's process has exited is revoked on the spot
-   and refused (``LaunchService.ensure_live``).
+   and refused (the ``PrincipalVerifier`` port: ``daemon.launch.LiveTokens``).
 5. **Session binding.** A session belongs to the principal whose token opened it. A session
    id presented with another agent's token is answered as if it did not exist (404) and
    audited. (The SDK enforces the same through ``scope["user"]``, which is set here.)
@@ -26,7 +26,7 @@ id>``, or the pane form before the session id is bound); every result is framed 
 A result is one compact JSON text block (no ``structuredContent``: no tool declares an output
 schema, and the same data twice would double what every client parses), built once per
 projected object (``list_panes``: once per directory snapshot).
-Revoking or narrowing an agent (``Connect.revocation_hooks``) ends every open MCP session of
+Revoking or narrowing an agent (``Connect.on_revocation``) ends every open MCP session of
 that agent at once: its streams close, its session ids answer 404 from then on.
 """
 
@@ -35,9 +35,8 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import mcp_types as types
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
@@ -48,16 +47,18 @@ from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 
+from openbus.daemon.config import DaemonConfig
+from openbus.daemon.connect import Connect
 from openbus.daemon.core.audit import AuditDraft
+from openbus.daemon.core.clock import Clock
 from openbus.daemon.core.errors import BadRequest, NotFound, OpenbusError
 from openbus.daemon.core.scopes import Preset
-from openbus.daemon.grants import Principal
+from openbus.daemon.gate import Gate
+from openbus.daemon.grants import Grants, Principal
 from openbus.daemon.http.identity import is_identity_header
 from openbus.daemon.mcp.instructions import INSTRUCTIONS
-from openbus.daemon.mcp.tools import McpTool, ToolContext, frame, registry
-
-if TYPE_CHECKING:
-    from openbus.daemon.services import Services
+from openbus.daemon.mcp.tools import LaunchRecords, McpTool, ToolContext, ToolRegistry, frame
+from openbus.daemon.refusals import AnonymousRefusals
 
 log = logging.getLogger("openbus.mcp")
 
@@ -69,7 +70,12 @@ SERVER_NAME = "openbus"
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
-LivenessCheck = Callable[[Principal], Awaitable[bool]]
+
+
+class PrincipalVerifier(Protocol):
+    async def verify(self, token: str) -> Principal | None:
+        """The active principal holding ``token`` right now (its process alive), else None."""
+        ...
 
 
 def _header(scope: Mapping[str, Any], name: bytes) -> str | None:
@@ -128,10 +134,29 @@ def allowed_hosts(host: str, port: int) -> list[str]:
 class McpEndpoint:
     """The ``/mcp`` ASGI app and the MCP server behind it."""
 
-    def __init__(self, services: Services, *, max_body: int = MAX_BODY) -> None:
-        self.services = services
-        port = services.config.daemon.listen_port
-        self.hosts = allowed_hosts(services.config.daemon.listen_host, port)
+    def __init__(
+        self,
+        *,
+        listen: DaemonConfig,
+        gate: Gate,
+        grants: Grants,
+        connect: Connect,
+        tools: ToolRegistry,
+        verifier: PrincipalVerifier,
+        launches: LaunchRecords,
+        refusals: AnonymousRefusals,
+        clock: Clock,
+        max_body: int = MAX_BODY,
+    ) -> None:
+        self.gate = gate
+        self.grants = grants
+        self.tools = tools
+        self.verifier = verifier
+        self.launches = launches
+        self.refusals = refusals
+        self.clock = clock
+        port = listen.listen_port
+        self.hosts = allowed_hosts(listen.listen_host, port)
         self.origins = [f"http://{h}" for h in self.hosts]
         self.server: Server[Any] = Server(
             SERVER_NAME,
@@ -157,9 +182,8 @@ class McpEndpoint:
             session_idle_timeout=SESSION_IDLE_SECONDS,
         )
         self.owners: dict[str, str] = {}  # MCP session id -> principal id
-        self.liveness: LivenessCheck | None = None
         self._framed: dict[str, tuple[Any, dict[str, Any]]] = {}  # tool -> (data, wire result)
-        services.connect.revocation_hooks.append(self.on_revoked)
+        connect.on_revocation(self.on_revoked)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -193,7 +217,7 @@ class McpEndpoint:
             }
         )
         if claims:
-            self.services.refuse_anonymously(
+            self.refusals.refuse(
                 "identity.refused tcp",
                 AuditDraft(
                     actor="system",
@@ -280,12 +304,7 @@ class McpEndpoint:
         token = bearer_token(scope)
         if token is None:
             return None
-        principal = self.services.grants.by_token(token)
-        if principal is None or not principal.active:
-            return None
-        if self.liveness is not None and not await self.liveness(principal):
-            return None
-        return principal
+        return await self.verifier.verify(token)
 
     def _audit_refusal(
         self,
@@ -307,9 +326,9 @@ class McpEndpoint:
         )
         try:
             if anonymous:  # no token was checked: sampled, so a flood cannot fill the store
-                self.services.refuse_anonymously("mcp.refused query", draft)
+                self.refusals.refuse("mcp.refused query", draft)
             else:
-                self.services.gate.record(draft)
+                self.gate.record(draft)
         except OpenbusError:
             log.warning("could not audit a refused MCP request")
 
@@ -339,7 +358,7 @@ class McpEndpoint:
         principal_id = request.scope.get(PRINCIPAL_SCOPE_KEY) if request is not None else None
         if not principal_id:
             raise NotFound("no authenticated agent on this request")
-        return self.services.grants.get(str(principal_id))
+        return self.grants.get(str(principal_id))
 
     async def _list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
@@ -348,8 +367,8 @@ class McpEndpoint:
             principal = self._principal_of(ctx)
         except OpenbusError:
             return types.ListToolsResult(tools=[])
-        scopes = self.services.grants.scopes_for(principal.actor())
-        listed = registry(self.services).listed(self.services.gate, scopes)
+        scopes = self.grants.scopes_for(principal.actor())
+        listed = self.tools.listed(self.gate, scopes)
         return types.ListToolsResult(tools=[_tool_model(tool) for tool in listed])
 
     def _result(self, tool: McpTool, data: Any) -> dict[str, Any]:
@@ -368,7 +387,7 @@ class McpEndpoint:
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> dict[str, Any]:
-        tool = registry(self.services).get(params.name)
+        tool = self.tools.get(params.name)
         if tool is None:
             return _error_result({"error": "not_found", "message": f"no tool named {params.name}"})
         try:
@@ -381,12 +400,12 @@ class McpEndpoint:
             if ctx.request is not None
             else None
         )
-        tctx = ToolContext(self.services, principal, actor, mcp_session)
+        tool_ctx = ToolContext(principal, actor, self.launches, self.clock, mcp_session)
         args = dict(params.arguments or {})
         try:
-            call_params = tool.params(args, tctx)
+            call_params = tool.params(args, tool_ctx)
         except OpenbusError as exc:
-            self.services.gate.record(
+            self.gate.record(
                 AuditDraft(
                     actor=actor.name,
                     action=tool.action,
@@ -396,14 +415,14 @@ class McpEndpoint:
             )
             return _error_result(exc.to_dict())
         try:
-            result = await self.services.gate.run(
+            result = await self.gate.run(
                 actor,
                 tool.action,
                 call_params,
                 target=tool.target(call_params),
                 message_id=tool.message_id(call_params),
             )
-            data = tool.project(result, tctx)
+            data = tool.project(result, tool_ctx)
         except OpenbusError as exc:
             return _error_result(exc.to_dict())
         return self._result(tool, data)
@@ -440,10 +459,3 @@ def _wire(framed: dict[str, Any], *, is_error: bool) -> dict[str, Any]:
 
 def _error_result(body: Mapping[str, Any]) -> dict[str, Any]:
     return _wire({"source": "openbus", "kind": "error", **body}, is_error=True)
-
-
-BENCH_NOOP_ENV = "OPENBUS_MCP_BENCH_NOOP"
-
-
-def bench_noop_enabled() -> bool:
-    return os.environ.get(BENCH_NOOP_ENV) == "1"

@@ -19,17 +19,15 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from openbus.daemon.core.actors import is_pane_id
 from openbus.daemon.core.errors import BadRequest, NotFound
 from openbus.daemon.grants import Principal
 from openbus.daemon.history.project import AGENT_FIELDS
+from openbus.daemon.history.repo import find_repo
 from openbus.daemon.mcp.masking import Masker
-from openbus.daemon.mcp.tools import McpTool, ToolContext, add_tool
-
-if TYPE_CHECKING:
-    from openbus.daemon.services import Services
+from openbus.daemon.mcp.tools import McpTool, ToolContext
 
 HISTORY_FIELDS = AGENT_FIELDS  # seed 000: "History is index fields only"
 SESSION_TEXT_FIELDS = frozenset(("repo", "title", "cwd", "branches", "prs"))
@@ -91,9 +89,7 @@ def _proc_cwd(pid: int | None) -> str | None:
 
 def launch_cwd(ctx: ToolContext) -> str | None:
     """Where the caller was launched: the launch record, else its root process's cwd."""
-    launches = ctx.services.extras.get("launch")
-    cwd = launches.cwd_of(ctx.principal.id) if launches is not None else None
-    return cwd or _proc_cwd(ctx.principal.pid)
+    return ctx.launches.cwd_of(ctx.principal.id) or _proc_cwd(ctx.principal.pid)
 
 
 # A launch directory's repo, read from its .git at most every REPO_TTL seconds: an origin
@@ -108,8 +104,6 @@ def repo_of(cwd: str, now: float) -> str:
     cached = _repos.get(cwd)
     if cached is not None and 0.0 <= now - cached[0] < REPO_TTL:
         return cached[1]
-    from openbus.daemon.history.repo import find_repo
-
     info = find_repo(cwd)
     repo = info.repo if info is not None else cwd
     if len(_repos) >= _REPOS_KEPT:
@@ -122,7 +116,7 @@ def own_repo(ctx: ToolContext) -> str | None:
     cwd = launch_cwd(ctx)
     if cwd is None:
         return None
-    return repo_of(cwd, ctx.services.clock.monotonic())
+    return repo_of(cwd, ctx.clock.monotonic())
 
 
 def not_widened(principal: Principal) -> bool:
@@ -353,8 +347,3 @@ GET_SESSION = McpTool(
 )
 
 OBSERVE_TOOLS = (LIST_PANES, READ_PANE, FIND_SESSIONS, GET_SESSION)
-
-
-def install(services: Services) -> None:
-    for tool in OBSERVE_TOOLS:
-        add_tool(services, tool)

@@ -37,6 +37,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from openbus.daemon.core.errors import OpenbusError, Refused
@@ -71,20 +72,22 @@ def payload(message: Message) -> str:
     return provenance(message) + "\n" + message.text
 
 
+@dataclass(frozen=True)
+class DeliveryTimeouts:
+    paste: float = PASTE_TIMEOUT  # the pasted text shows in the composer
+    confirm: float = CONFIRM_TIMEOUT  # after Enter, the composer empties or the turn starts
+
+
+DEFAULT_TIMEOUTS = DeliveryTimeouts()
+
+
 class DeliveryEngine:
-    def __init__(
-        self,
-        service: MessagingService,
-        fleet: Fleet,
-        *,
-        paste_timeout: float = PASTE_TIMEOUT,
-        confirm_timeout: float = CONFIRM_TIMEOUT,
-    ) -> None:
+    def __init__(self, service: MessagingService, fleet: Fleet, timeouts: DeliveryTimeouts) -> None:
         self.service = service
         self.book = service.book
         self.fleet = fleet
-        self.paste_timeout = paste_timeout
-        self.confirm_timeout = confirm_timeout
+        self.paste_timeout = timeouts.paste
+        self.confirm_timeout = timeouts.confirm
         self._drains: dict[str, asyncio.Task[None]] = {}
         self._again: set[str] = set()
         self.attempts = 0

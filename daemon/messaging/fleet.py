@@ -111,7 +111,16 @@ class DirectoryFleet:
         return self._view(entry)
 
     def resolve(self, handle: str) -> list[PaneView]:
-        return [self._view(e) for e in self.directory.resolve_handle(handle)]
+        """The panes answering to ``handle``; for ``control`` with no live control-role pane,
+        the panes of the tmux session named ``control``."""
+        found = [self._view(e) for e in self.directory.resolve_handle(handle)]
+        if handle.casefold() == "control" and all(v.state == "exited" for v in found):
+            found = [
+                self._view(e)
+                for e in self.directory.entries()
+                if getattr(e.info, "session_name", None) == "control"
+            ]
+        return found
 
     def send_lock(self, pane: str) -> asyncio.Lock:
         lock: asyncio.Lock = self.directory.send_lock(pane)

@@ -9,14 +9,11 @@ the call: the answer is ``queued`` (the only interim outcome) or a refusal, and
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from openbus.daemon.core.errors import BadRequest
-from openbus.daemon.mcp.tools import McpTool, ToolContext, add_tool
+from openbus.daemon.mcp.tools import McpTool, ToolContext
 from openbus.daemon.messaging.service import MAX_WAIT_SECONDS
-
-if TYPE_CHECKING:
-    from openbus.daemon.services import Services
 
 SOURCE = "openbus messaging"
 
@@ -95,6 +92,4 @@ MESSAGE_STATUS = McpTool(
 )
 
 
-def install(services: Services) -> None:
-    add_tool(services, SEND_MESSAGE)
-    add_tool(services, MESSAGE_STATUS)
+MESSAGING_TOOLS = (SEND_MESSAGE, MESSAGE_STATUS)

@@ -16,7 +16,7 @@ of the daemon:
 * ``messages.list`` (human): every pane's sent and received messages with outcomes.
 * Card decisions arrive through ``Cards.listeners``: approve queues the message for delivery,
   decline/expiry/cancellation finalizes it.
-* Revocation (``Connect.revocation_hooks``): narrowing or revoking either end takes each
+* Revocation (``Connect.on_revocation``): narrowing or revoking either end takes each
   affected pane's send lock, cancels the principal's open messages and message cards, sent
   or received, and forgets its pair approvals, before the human's toggle returns.
 * The sweep (once a second): messages whose hour is over are recorded ``expired`` (the
@@ -29,14 +29,18 @@ Every final outcome gets exactly one more audit record with the message id
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import getpass
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from openbus.daemon.cards import Cards
+from openbus.daemon.connect import Connect
 from openbus.daemon.core.actions import Action
 from openbus.daemon.core.actors import Actor, is_pane_id
 from openbus.daemon.core.audit import AuditDraft
+from openbus.daemon.core.clock import Clock
 from openbus.daemon.core.consent import Approval, ApprovalKind, Card, CardState, Tier
 from openbus.daemon.core.errors import BadRequest, NotConnected, NotFound, OpenbusError, Refused
 from openbus.daemon.core.messaging import (
@@ -52,13 +56,12 @@ from openbus.daemon.core.messaging import (
     check_text,
 )
 from openbus.daemon.core.scopes import Preset, Scope
-from openbus.daemon.gate import Call
-from openbus.daemon.grants import Principal
+from openbus.daemon.feature import Feature
+from openbus.daemon.gate import Call, Gate
+from openbus.daemon.grants import Grants, Principal
+from openbus.daemon.messaging.delivery import DEFAULT_TIMEOUTS, DeliveryEngine, DeliveryTimeouts
 from openbus.daemon.messaging.fleet import Fleet, PaneView
-
-if TYPE_CHECKING:
-    from openbus.daemon.messaging.delivery import DeliveryEngine
-    from openbus.daemon.services import Services
+from openbus.daemon.policy_runtime import PolicyRuntime
 
 log = logging.getLogger("openbus.messaging")
 
@@ -71,45 +74,81 @@ PREVIEW_CHARS = 200
 MESSAGE_CARD_KINDS = frozenset({"message", "hop_limit"})
 
 
-class MessagingService:
-    def __init__(self, services: Services, fleet: Fleet | None = None) -> None:
-        self.services = services
-        self.gate = services.gate
-        self.grants = services.grants
-        self.cards = services.cards
-        self.clock = services.clock
+class MessagingService(Feature):
+    """The messaging feature: its gate actions, the queue and, on ``fleet``, delivery."""
+
+    name = "messaging"
+
+    def __init__(
+        self,
+        *,
+        gate: Gate,
+        grants: Grants,
+        cards: Cards,
+        connect: Connect,
+        clock: Clock,
+        policy: PolicyRuntime,
+        fleet: Fleet,
+        timeouts: DeliveryTimeouts = DEFAULT_TIMEOUTS,
+    ) -> None:
+        self.gate = gate
+        self.grants = grants
+        self.cards = cards
+        self.clock = clock
+        self.policy = policy
         self._limits_from: object = None
         self._limits_now = MessageLimits()
-        self.book = MessageBook(services.clock, self._limits())
+        self.book = MessageBook(clock, self._limits())
         self.fleet = fleet
-        self.delivery: DeliveryEngine | None = None
+        self.delivery = DeliveryEngine(self, fleet, timeouts)
+        self._delivering: asyncio.Task[None] | None = None
         self._events: dict[tuple[str, str], asyncio.Event] = {}
         self._revoked: dict[str, asyncio.Event] = {}
         self._owner: dict[tuple[str, str], str] = {}
         self._preview: dict[tuple[str, str], str] = {}
         self._unrecorded: set[tuple[str, str]] = set()  # outcomes whose record failed
         self.cards.listeners.append(self._on_card)
+        gate.register(SEND, self.send)
+        gate.register(STATUS, self.status)
+        gate.register(LIST, self.list_messages)
+        connect.on_revocation(self.on_revocation)
+
+    # ------------------------------------------------------------------ feature
+
+    async def start(self) -> None:
+        self._delivering = asyncio.get_running_loop().create_task(
+            self.delivery.run(), name="message delivery"
+        )
+
+    async def stop(self) -> None:
+        await self.delivery.close()
+        task, self._delivering = self._delivering, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def tick(self) -> None:
+        self.sweep()
+
+    def health(self) -> dict[str, Any]:
+        return {"queued_bytes": self.book.queued_bytes, **self.book.footprint()}
+
+    def pane_section(self, pane: str) -> dict[str, Any]:
+        """The messages a pane sent and received, for a human's view of that pane."""
+        return {"messages": self.for_pane(pane)}
 
     # ------------------------------------------------------------------ plumbing
 
     def _limits(self) -> MessageLimits:
         """The limits in force: the built-in maxima as tightened by the org policy now."""
-        policy = getattr(self.services, "policy", None) or self.services.extras.get("policy")
-        limits = getattr(policy, "limits", None)
-        if limits is None:
-            return MessageLimits()
+        limits = self.policy.limits
         if limits is not self._limits_from:
             self._limits_from, self._limits_now = limits, MessageLimits.from_limits(limits)
         return self._limits_now
 
-    def _fleet(self) -> Fleet:
-        if self.fleet is None:
-            raise Refused("the fleet directory is not available", field="target")
-        return self.fleet
-
     def _kick(self, pane: str) -> None:
-        if self.delivery is not None:
-            self.delivery.kick(pane)
+        self.delivery.kick(pane)
 
     # ------------------------------------------------------------------ addressing
 
@@ -122,7 +161,7 @@ class MessagingService:
                 field="target",
             )
         target = target.strip()
-        fleet = self._fleet()
+        fleet = self.fleet
         if target.startswith("%"):
             if not is_pane_id(target):
                 raise BadRequest(f"not a pane id: {target!r}", field="target")
@@ -161,24 +200,7 @@ class MessagingService:
         return Target(handle=target), found[0]
 
     def resolve_handle(self, handle: str) -> list[PaneView]:
-        fleet = self._fleet()
-        if handle.casefold() == "control":
-            return [
-                v for v in fleet.resolve("control") if v.state != "exited"
-            ] or self._control_panes()
-        return [v for v in fleet.resolve(handle) if v.state not in ("exited",)]
-
-    def _control_panes(self) -> list[PaneView]:
-        directory = self.services.extras.get("directory")
-        if directory is None or self.fleet is None:
-            return []
-        out = []
-        for entry in directory.entries():
-            if getattr(entry.info, "session_name", None) == "control":
-                view = self.fleet.view(entry.pane_id)
-                if view is not None:
-                    out.append(view)
-        return out
+        return [v for v in self.fleet.resolve(handle) if v.state != "exited"]
 
     def recipient_for(self, view: PaneView, *, control_sender: bool) -> Recipient:
         """The recipient at ``view``, refused if peers may not reach it."""
@@ -523,9 +545,7 @@ class MessagingService:
         panes = {m.recipient.pane for m in self.book.involving(principal.id)}
         if principal.pane_id:
             panes.add(principal.pane_id)
-        locks = []
-        if self.fleet is not None:
-            locks = [self.fleet.send_lock(p) for p in sorted(panes)]
+        locks = [self.fleet.send_lock(p) for p in sorted(panes)]
         for lock in locks:
             await lock.acquire()
         try:

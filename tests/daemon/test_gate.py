@@ -28,7 +28,7 @@ def build(tmp_path: Path) -> tuple[Gate, AuditLog, Grants]:
     clock = FixedClock()
     db = StateDB(tmp_path / "state.db")
     audit = AuditLog(db, clock)
-    grants = Grants(db, clock, SeededRandom())
+    grants = Grants(db, clock, SeededRandom(), cap_for=lambda owner: Preset.COLLABORATE)
     return Gate(audit, grants), audit, grants
 
 

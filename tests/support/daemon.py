@@ -12,7 +12,7 @@ import socket
 import stat
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -173,8 +173,10 @@ def start_daemon(
     env: Mapping[str, str] | None = None,
     port: int | None = None,
     user: str | None = None,
+    serve: Sequence[str] = ("-m", "openbus.daemon.cli", "serve"),
 ) -> RunningDaemon:
-    """Start the daemon; with ``user`` (tests run as root) it runs as that system user."""
+    """Start the daemon; with ``user`` (tests run as root) it runs as that system user.
+    ``serve`` is how the interpreter is told to serve (a bench serves its own app factory)."""
     port = port or free_port()
     state = tmp / "state"
     sock = tmp / "run" / "daemon.sock"
@@ -195,7 +197,7 @@ def start_daemon(
         base_env.update(python_env, HOME=str(state))
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            [python, "-m", "openbus.daemon.cli", "serve", "--config", str(config_path)],
+            [python, *serve, "--config", str(config_path)],
             stdout=log,
             stderr=subprocess.STDOUT,
             env={**base_env, **(env or {})},
@@ -217,8 +219,9 @@ def running_daemon(
     extra: Mapping[str, Mapping[str, Any]] | None = None,
     env: Mapping[str, str] | None = None,
     user: str | None = None,
+    serve: Sequence[str] = ("-m", "openbus.daemon.cli", "serve"),
 ) -> Iterator[RunningDaemon]:
-    daemon = start_daemon(tmp, extra, env, user=user)
+    daemon = start_daemon(tmp, extra, env, user=user, serve=serve)
     try:
         yield daemon
     finally:

@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from openbus.daemon import compose
+from openbus.daemon.compose import Daemon
 from openbus.daemon.config import parse_config
 from openbus.daemon.core import actors
 from openbus.daemon.core.clock import FixedClock, SeededRandom
@@ -17,8 +19,6 @@ from openbus.daemon.core.errors import Forbidden, NotConnected, NotFound
 from openbus.daemon.core.scopes import Scope
 from openbus.daemon.history.model import Liveness, LiveState
 from openbus.daemon.history.project import AGENT_FIELDS, project_for_agent
-from openbus.daemon.history.service import HistoryService
-from openbus.daemon.services import Services
 from tests.daemon.history.homes import ClaudeHome, CodexHome
 
 
@@ -28,7 +28,7 @@ class HistoryOnly:
 
 
 @pytest.fixture
-def services(tmp_path: Path) -> Iterator[Services]:
+def daemon(tmp_path: Path) -> Iterator[Daemon]:
     claude = ClaudeHome(tmp_path / "claude")
     codex = CodexHome(tmp_path / "codex")
     claude.session(
@@ -49,16 +49,15 @@ def services(tmp_path: Path) -> Iterator[Services]:
         },
         "<test>",
     )
-    built = Services.build(config, clock=FixedClock(), random=SeededRandom(1))
-    history: HistoryService = built.extras["history"]
-    history.index.reconcile()
+    built = compose.build(config, clock=FixedClock(), random=SeededRandom(1))
+    built.history.index.reconcile()
     yield built
-    history.index.close()
-    built.db.close()
+    built.history.index.close()
+    built.foundation.db.close()
 
 
-def _audit(services: Services) -> list[tuple[Any, ...]]:
-    db = sqlite3.connect(services.config.db_path)
+def _audit(daemon: Daemon) -> list[tuple[Any, ...]]:
+    db = sqlite3.connect(daemon.config.db_path)
     try:
         return db.execute(
             "SELECT actor, action, outcome, target FROM audit ORDER BY seq"
@@ -96,33 +95,33 @@ def test_the_projection_holds_exactly_the_allowlist() -> None:
 
 
 def test_an_agent_search_returns_only_the_allowlisted_fields_and_is_audited(
-    services: Services,
+    daemon: Daemon,
 ) -> None:
-    services.gate.scopes = HistoryOnly()
+    daemon.foundation.gate.scopes = HistoryOnly()
     agent = actors.agent_session("claude", "me-123", "p1")
-    result = asyncio.run(services.gate.run(agent, "history.search", {"q": "flaky login"}))
+    result = asyncio.run(daemon.foundation.gate.run(agent, "history.search", {"q": "flaky login"}))
     assert result["data_only"] is True and "source" in result
     [hit] = result["results"]
     assert tuple(hit) == AGENT_FIELDS
     assert hit["session_id"] == "c-1" and hit["matched_terms"] == ["flaky", "login"]
     assert hit["prs"] == ["https://github.com/acme/app/pull/7"]
-    assert ("agent:claude:me-123", "history.search", "ok", None) in _audit(services)
+    assert ("agent:claude:me-123", "history.search", "ok", None) in _audit(daemon)
 
 
-def test_an_agent_get_returns_only_the_allowlisted_fields(services: Services) -> None:
-    services.gate.scopes = HistoryOnly()
+def test_an_agent_get_returns_only_the_allowlisted_fields(daemon: Daemon) -> None:
+    daemon.foundation.gate.scopes = HistoryOnly()
     agent = actors.agent_session("codex", "me-9", "p2")
     result = asyncio.run(
-        services.gate.run(agent, "history.get", {"harness": "codex", "session_id": "x-1"})
+        daemon.foundation.gate.run(agent, "history.get", {"harness": "codex", "session_id": "x-1"})
     )
     assert tuple(result["session"]) == AGENT_FIELDS
-    assert ("agent:codex:me-9", "history.get", "ok", "codex:x-1") in _audit(services)
+    assert ("agent:codex:me-9", "history.get", "ok", "codex:x-1") in _audit(daemon)
 
 
-def test_a_human_gets_the_full_entry_with_prompts_and_resume_argv(services: Services) -> None:
+def test_a_human_gets_the_full_entry_with_prompts_and_resume_argv(daemon: Daemon) -> None:
     human = actors.human("root")
     result = asyncio.run(
-        services.gate.run(human, "history.get", {"harness": "claude", "session_id": "c-1"})
+        daemon.foundation.gate.run(human, "history.get", {"harness": "claude", "session_id": "c-1"})
     )
     session = result["session"]
     assert session["prompts"] == ["fix the flaky login test"]
@@ -130,25 +129,24 @@ def test_a_human_gets_the_full_entry_with_prompts_and_resume_argv(services: Serv
     assert session["liveness"]["state"] == "not_running"
 
 
-def test_an_agent_without_the_history_scope_is_not_connected(services: Services) -> None:
+def test_an_agent_without_the_history_scope_is_not_connected(daemon: Daemon) -> None:
     agent = actors.agent_session("claude", "me-1", "p3")
     with pytest.raises(NotConnected):
-        asyncio.run(services.gate.run(agent, "history.search", {"q": "login"}))
-    assert ("agent:claude:me-1", "history.search", "refused", None) in _audit(services)
+        asyncio.run(daemon.foundation.gate.run(agent, "history.search", {"q": "login"}))
+    assert ("agent:claude:me-1", "history.search", "refused", None) in _audit(daemon)
 
 
-def test_expunge_is_never_offered_to_an_agent(services: Services) -> None:
-    services.gate.scopes = HistoryOnly()
+def test_expunge_is_never_offered_to_an_agent(daemon: Daemon) -> None:
+    daemon.foundation.gate.scopes = HistoryOnly()
     agent = actors.agent_session("claude", "me-1", "p3")
     params = {"harness": "claude", "session_id": "c-1"}
     with pytest.raises(Forbidden):
-        asyncio.run(services.gate.run(agent, "history.expunge", params))
-    history: HistoryService = services.extras["history"]
-    assert history.index.get("claude", "c-1")
+        asyncio.run(daemon.foundation.gate.run(agent, "history.expunge", params))
+    assert daemon.history.index.get("claude", "c-1")
 
 
-def test_a_get_restricted_to_another_repo_does_not_find_the_session(services: Services) -> None:
+def test_a_get_restricted_to_another_repo_does_not_find_the_session(daemon: Daemon) -> None:
     human = actors.human("root")
     params = {"harness": "claude", "session_id": "c-1", "repo": "/somewhere/else"}
     with pytest.raises(NotFound):
-        asyncio.run(services.gate.run(human, "history.get", params))
+        asyncio.run(daemon.foundation.gate.run(human, "history.get", params))

@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from openbus.daemon import compose
 from openbus.daemon.app import create_app
 from openbus.daemon.config import parse_config
 from openbus.daemon.core.clock import FixedClock, SeededRandom
-from openbus.daemon.services import Services
 from tests.support.asgi import call
 
 
@@ -21,9 +21,10 @@ def test_forged_identities_beyond_the_burst_are_counted_in_one_summary(tmp_path:
         "<test>",
     )
     clock = FixedClock()
-    services = Services.build(config, clock=clock, random=SeededRandom())
-    app = create_app(config, services=services)
-    burst = services.refusals.burst
+    daemon = compose.build(config, clock=clock, random=SeededRandom())
+    app = create_app(config, daemon=daemon)
+    refusals = daemon.foundation.refusals
+    burst = refusals.sampler.burst
     forged = [(b"x-tunnel-user", b"root")]
 
     async def flood(count: int) -> set[int]:
@@ -34,11 +35,11 @@ def test_forged_identities_beyond_the_burst_are_counted_in_one_summary(tmp_path:
         return statuses
 
     assert asyncio.run(flood(burst + 50)) == {401}  # every one refused
-    records = services.audit.read(0, 10_000)
+    records = daemon.foundation.audit.read(0, 10_000)
     assert [r.action for r in records] == ["identity.refused"] * burst
-    clock.advance(services.refusals.window)
-    services.flush_refusals()
-    [summary] = services.audit.read(records[-1].seq)
+    clock.advance(refusals.sampler.window)
+    refusals.tick()
+    [summary] = daemon.foundation.audit.read(records[-1].seq)
     assert (summary.action, summary.target, summary.details["count"]) == (
         "refusals.suppressed",
         "identity.refused tcp",

@@ -10,11 +10,12 @@ from typing import Any
 import falcon.asgi
 import pytest
 
+from openbus.daemon import compose
 from openbus.daemon.app import create_app
+from openbus.daemon.compose import Daemon
 from openbus.daemon.config import parse_config
 from openbus.daemon.core.clock import FixedClock, SeededRandom
 from openbus.daemon.http.routes import UNAUDITED
-from openbus.daemon.services import Services
 from tests.support.asgi import call
 
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
@@ -43,7 +44,7 @@ def routes(app: falcon.asgi.App) -> list[tuple[str, str]]:
 
 
 @pytest.fixture
-def services(tmp_path: Path) -> Services:
+def daemon(tmp_path: Path) -> Daemon:
     config = parse_config(
         {
             "daemon": {"state_dir": str(tmp_path / "state"), "socket": str(tmp_path / "d.sock")},
@@ -51,21 +52,21 @@ def services(tmp_path: Path) -> Services:
         },
         "<test>",
     )
-    return Services.build(config, clock=FixedClock(), random=SeededRandom())
+    return compose.build(config, clock=FixedClock(), random=SeededRandom())
 
 
-def test_every_route_goes_through_the_gate_and_leaves_one_record(services: Services) -> None:
-    app = create_app(services.config, services=services)
+def test_every_route_goes_through_the_gate_and_leaves_one_record(daemon: Daemon) -> None:
+    app = create_app(daemon.config, daemon=daemon)
     table = routes(falcon_app(app))
     assert ("GET", "/api/cards") in table and ("PUT", "/api/connect") in table
     for method, template in table:
         if template in UNAUDITED:
             continue
         path = re.sub(r"\{[^}]+\}", "x1", template)
-        calls_before, (seq_before, _) = services.gate.calls, services.audit.head()
+        calls_before, (seq_before, _) = daemon.foundation.gate.calls, daemon.foundation.audit.head()
         status, body = asyncio.run(call(app, method, path, {} if method != "GET" else None))
-        seq_after, _ = services.audit.head()
-        assert services.gate.calls == calls_before + 1, (
+        seq_after, _ = daemon.foundation.audit.head()
+        assert daemon.foundation.gate.calls == calls_before + 1, (
             f"{method} {template} did not call the gate ({status} {body})"
         )
         assert seq_after == seq_before + 1, (
@@ -74,7 +75,7 @@ def test_every_route_goes_through_the_gate_and_leaves_one_record(services: Servi
         assert status < 500 or status == 503, f"{method} {template} answered {status}: {body}"
 
 
-def test_a_route_with_no_identity_is_refused(services: Services) -> None:
-    app = create_app(services.config, services=services)
+def test_a_route_with_no_identity_is_refused(daemon: Daemon) -> None:
+    app = create_app(daemon.config, daemon=daemon)
     status, _ = asyncio.run(call(app, "GET", "/api/cards", peer=False))  # type: ignore[arg-type]
     assert status == 404  # the agents' side serves only /mcp and /healthz

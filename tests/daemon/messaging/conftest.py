@@ -1,8 +1,8 @@
-"""A daemon's services in-process over a real tmux server, with fake agent panes.
+"""A daemon in-process over a real tmux server, with fake agent panes.
 
-``world(tmp_path)`` builds the real ``Services`` (gate, audit, cards, grants, directory,
-watcher, messaging) on a private tmux server, starts them inside the test's event loop and
-hands a ``World`` to the scenario: ``agent()`` starts a fake agent pane (``fake_agent.py``,
+``world(tmp_path)`` builds the real daemon (``compose.build``: gate, audit, cards, grants,
+directory, watcher, messaging) on a private tmux server, starts them inside the test's event
+loop and hands a ``World`` to the scenario: ``agent()`` starts a fake agent pane (``fake_agent.py``,
 detected as Claude Code) and grants it a preset; ``send``, ``status``, ``decide`` and
 ``connect`` go through the gate like the MCP tools and the human API do.
 """
@@ -22,13 +22,14 @@ from typing import Any
 
 import pytest
 
+from openbus.daemon import compose
+from openbus.daemon.compose import Daemon
 from openbus.daemon.config import parse_config
 from openbus.daemon.core.actors import Actor, human
 from openbus.daemon.core.audit import AuditDraft
 from openbus.daemon.core.clock import SystemClock, SystemRandom
 from openbus.daemon.core.scopes import Preset
 from openbus.daemon.messaging.service import MessagingService
-from openbus.daemon.services import Services
 from tests.support.tmux import TmuxServer, tmux_server
 from tests.support.wait import async_wait_until
 
@@ -55,22 +56,22 @@ class Agent:
 
 
 class World:
-    def __init__(self, services: Services, server: TmuxServer, root: Path) -> None:
-        self.services = services
+    def __init__(self, daemon: Daemon, server: TmuxServer, root: Path) -> None:
+        self.daemon = daemon
+        self.services = daemon.foundation
         self.server = server
         self.root = root
         self.user = getpass.getuser()
         self.human = human(self.user)
-        self.gate = services.gate
+        self.gate = daemon.foundation.gate
 
     @property
     def messaging(self) -> MessagingService:
-        found: MessagingService = self.services.extras["messaging"]
-        return found
+        return self.daemon.messaging
 
     @property
     def directory(self) -> Any:
-        return self.services.extras["directory"]
+        return self.daemon.directory.directory
 
     async def until(self, predicate: Callable[[], object], what: str, timeout: float = 15) -> Any:
         async def check() -> object:
@@ -207,12 +208,12 @@ def run_world(tmp_path: Path, server: TmuxServer) -> Callable[[Scenario], None]:
         )
 
         async def main() -> None:
-            services = Services.build(config, clock=SystemClock(), random=SystemRandom())
-            await services.start()
+            daemon = compose.build(config, clock=SystemClock(), random=SystemRandom())
+            await daemon.start()
             try:
-                await scenario(World(services, server, tmp_path))
+                await scenario(World(daemon, server, tmp_path))
             finally:
-                await services.stop()
+                await daemon.stop()
 
         asyncio.run(main())
 

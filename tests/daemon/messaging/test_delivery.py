@@ -297,7 +297,7 @@ def test_the_human_sees_each_panes_sent_and_received_messages(run_world: Run) ->
         everything = await w.gate.run(w.human, "messages.list", {})
         assert everything["panes"][a.pane]["sent"][0]["message_id"] == "hello-1"
         json.dumps(everything)
-        [hook] = w.services.extras["pane_detail_hooks"]
-        assert hook(a.pane)["messages"]["sent"][0]["outcome"] == "delivered"
+        detail = await w.gate.run(w.human, "directory.pane", {"pane": a.pane})
+        assert detail["messages"]["sent"][0]["outcome"] == "delivered"
 
     run_world(scenario)

@@ -20,11 +20,11 @@ from openbus.daemon.core.audit import AuditDraft
 from openbus.daemon.core.clock import FixedClock, SeededRandom
 from openbus.daemon.core.errors import Unavailable
 from openbus.daemon.core.scopes import Preset
-from openbus.daemon.messaging.delivery import DeliveryEngine
+from openbus.daemon.foundation import Foundation
+from openbus.daemon.messaging.delivery import DeliveryTimeouts
 from openbus.daemon.messaging.fleet import FleetChange, PaneView
 from openbus.daemon.messaging.service import MessagingService
 from openbus.daemon.screens import Reading
-from openbus.daemon.services import Services
 from tests.support.wait import let_others_run
 
 
@@ -109,7 +109,7 @@ class ScriptedFleet:
 
 @dataclass
 class Setup:
-    services: Services
+    services: Foundation
     clock: FixedClock
     fleet: ScriptedFleet
     messaging: MessagingService
@@ -144,7 +144,7 @@ class Setup:
 
 @pytest.fixture
 def make(tmp_path: Path) -> Iterator[Callable[..., Any]]:
-    built: list[Services] = []
+    built: list[Foundation] = []
 
     def build() -> Setup:
         config = parse_config(
@@ -155,13 +155,18 @@ def make(tmp_path: Path) -> Iterator[Callable[..., Any]]:
             "<test>",
         )
         clock = FixedClock()
-        services = Services.build(config, clock=clock, random=SeededRandom(3))
+        services = Foundation.build(config, clock=clock, random=SeededRandom(3))
         built.append(services)
         fleet = ScriptedFleet()
-        messaging: MessagingService = services.extras["messaging"]
-        messaging.fleet = fleet
-        messaging.delivery = DeliveryEngine(
-            messaging, fleet, paste_timeout=0.05, confirm_timeout=0.05
+        messaging = MessagingService(
+            gate=services.gate,
+            grants=services.grants,
+            cards=services.cards,
+            connect=services.connect,
+            clock=clock,
+            policy=services.policy,
+            fleet=fleet,
+            timeouts=DeliveryTimeouts(paste=0.05, confirm=0.05),
         )
         actors, principals = {}, {}
         for n, name in enumerate(["a", "b", "c"], start=1):
@@ -239,7 +244,7 @@ def test_a_failed_paste_is_unconfirmed_and_the_id_stays_used(make: Callable[[], 
         s.fleet.panes["%2"].fail_paste = True
         await s.send("a", "%2", "m-1")
         await approve(s, "a", "m-1")
-        await s.messaging.delivery._drains["%2"]  # type: ignore[union-attr]
+        await s.messaging.delivery._drains["%2"]
         message = s.message("a", "m-1")
         assert message.outcome.value == "unconfirmed"
         assert "paste failed" in message.reason
@@ -256,7 +261,7 @@ def test_a_screen_leaving_idle_before_the_text_lands_is_unconfirmed_without_ente
         s.fleet.panes["%2"].steal_focus = True
         await s.send("a", "%2", "m-1")
         await approve(s, "a", "m-1")
-        await s.messaging.delivery._drains["%2"]  # type: ignore[union-attr]
+        await s.messaging.delivery._drains["%2"]
         assert s.message("a", "m-1").outcome.value == "unconfirmed"
         assert s.fleet.panes["%2"].submitted == []  # no Enter into the menu
 
@@ -355,7 +360,7 @@ def test_an_org_policy_tightens_the_limits_on_the_next_call(make: Callable[[], S
     async def main() -> None:
         s = make()
         await s.send("a", "%2", "m-1", text="x" * 50)
-        real = s.services.policy
+        real = s.messaging.policy
 
         class Tightened:
             limits = Limits(message_bytes=20)
@@ -363,7 +368,7 @@ def test_an_org_policy_tightens_the_limits_on_the_next_call(make: Callable[[], S
             def __getattr__(self, name: str) -> Any:
                 return getattr(real, name)
 
-        s.services.policy = Tightened()  # type: ignore[assignment]
+        s.messaging.policy = Tightened()  # type: ignore[assignment]
         with pytest.raises(Refused, match="20-byte cap"):
             await s.send("a", "%2", "m-2", text="x" * 50)
         assert s.message("a", "m-2") is None
@@ -380,7 +385,7 @@ def test_revocation_waits_for_a_typing_attempt_and_nothing_lands_after_it_return
         slow.gate = asyncio.Event()
         await s.send("a", "%2", "m-1")
         await approve(s, "a", "m-1")
-        drain = s.messaging.delivery._drains["%2"]  # type: ignore[union-attr]
+        drain = s.messaging.delivery._drains["%2"]
         await _until(lambda: s.message("a", "m-1").phase.value == "typing")
         await s.send("c", "%2", "m-2")  # waits for its card
         toggle = asyncio.ensure_future(

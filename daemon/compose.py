@@ -1,0 +1,184 @@
+"""The composition root: what one daemon process is made of, in start order.
+
+Theory of operation
+-------------------
+``build(config, clock=, random=, extra=())`` is the one place that names every feature. Each
+feature is built from the ports it uses and nothing else, registers its gate actions while it
+is built, and is never changed afterwards:
+
+1. the foundation: state db, audit log, org policy, grants (capped by the policy), the gate,
+   cards and the human's consent actions, Connect, anonymous-refusal sampling;
+2. the card-expiry sweep and the policy watch;
+3. the fleet directory (tmux adapter, directory, watcher; ``directory.list``);
+4. the history index (its pane lookup is the directory's);
+5. the audit export (checkpoints and the OTLP shipper), whether or not HTTP is served;
+6. launch (structured launchers, tokens, the liveness of launched agents);
+7. messaging on the directory's fleet, then the pane detail with messaging's section;
+8. the MCP endpoint over every feature's tools, its tokens verified by launch;
+9. ``extra``: features supplied by the caller (``bench/`` adds its no-op tool this way).
+
+The ``Daemon`` starts the features in this order, stops them in reverse, runs their ``tick``
+on one housekeeping tick and gathers their ``health`` for ``/healthz``. A feature that cannot
+be built stops the start with the error that says why; none runs quietly without its ports.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from openbus.daemon.audit.service import AuditExport
+from openbus.daemon.audit.shipper import Exporter
+from openbus.daemon.config import Config
+from openbus.daemon.core.clock import Clock, Random
+from openbus.daemon.directory_service import DirectoryFeature, register_pane_detail
+from openbus.daemon.feature import Feature, Housekeeping
+from openbus.daemon.foundation import CardExpiry, Foundation, PolicyWatch
+from openbus.daemon.history.service import HistoryService, open_index
+from openbus.daemon.launch import LaunchService, LiveTokens
+from openbus.daemon.mcp.endpoint import McpEndpoint
+from openbus.daemon.mcp.observe import OBSERVE_TOOLS
+from openbus.daemon.mcp.tools import McpTool, ToolRegistry
+from openbus.daemon.messaging.fleet import DirectoryFleet
+from openbus.daemon.messaging.mcp_tools import MESSAGING_TOOLS
+from openbus.daemon.messaging.service import MessagingService
+
+log = logging.getLogger("openbus")
+
+
+@dataclass(frozen=True)
+class Extra:
+    """A feature the caller adds (built from the foundation), with the MCP tools it offers."""
+
+    build: Callable[[Foundation], Feature]
+    tools: Sequence[McpTool] = ()
+
+
+@dataclass(frozen=True)
+class Options:
+    """Knobs of the audit export that tests and the benchmarks set (defaults: production)."""
+
+    exporter: Exporter | None = None
+    backoff_cap: float = 10.0
+    batch_size: int = 512
+
+
+@dataclass
+class Daemon:
+    foundation: Foundation
+    directory: DirectoryFeature
+    history: HistoryService
+    audit_export: AuditExport
+    launch: LaunchService
+    messaging: MessagingService
+    mcp: McpEndpoint
+    features: tuple[Feature, ...]
+    housekeeping: Housekeeping
+    _started: list[Feature] = field(default_factory=list)
+
+    @property
+    def config(self) -> Config:
+        return self.foundation.config
+
+    async def start(self) -> None:
+        for feature in self.features:
+            await feature.start()
+            self._started.append(feature)
+        self.housekeeping.start()
+
+    async def stop(self) -> None:
+        await self.housekeeping.stop()
+        for feature in reversed(self._started):
+            try:
+                await feature.stop()
+            except Exception:
+                log.exception("%s: error while stopping", feature.name)
+        self._started.clear()
+        self.foundation.db.close()
+
+    def health(self) -> dict[str, Any]:
+        seq, _ = self.foundation.audit.head()
+        body: dict[str, Any] = {"ok": True, "audit": {"seq": seq}}
+        for feature in self.features:
+            section: Mapping[str, Any] | None = feature.health()
+            if section is not None:
+                body[feature.name] = dict(section)
+        return body
+
+
+def build(
+    config: Config,
+    *,
+    clock: Clock,
+    random: Random,
+    extra: Sequence[Extra] = (),
+    options: Options = Options(),
+) -> Daemon:
+    base = Foundation.build(config, clock=clock, random=random)
+    gate = base.gate
+    sweeps: tuple[Feature, ...] = (
+        CardExpiry(gate, base.cards),
+        PolicyWatch(base.policy, base.connect, gate),
+        base.refusals,
+    )
+    directory = DirectoryFeature(gate, config, clock, random)
+    history = HistoryService(gate, open_index(config, clock), directory.pane_for_pid)
+    audit_export = AuditExport(
+        config,
+        clock,
+        base.audit,
+        base.policy,
+        gate,
+        exporter=options.exporter,
+        backoff_cap=options.backoff_cap,
+        batch_size=options.batch_size,
+    )
+    launch = LaunchService(
+        config=config,
+        clock=clock,
+        random=random,
+        gate=gate,
+        grants=base.grants,
+        connect=base.connect,
+        tmux=directory.tmux,
+        directory=directory.directory,
+    )
+    messaging = MessagingService(
+        gate=gate,
+        grants=base.grants,
+        cards=base.cards,
+        connect=base.connect,
+        clock=clock,
+        policy=base.policy,
+        fleet=DirectoryFleet(directory.directory, directory.tmux),
+    )
+    register_pane_detail(gate, directory.directory, [messaging.pane_section])
+    added = tuple(e.build(base) for e in extra)
+    tools = ToolRegistry(
+        [*OBSERVE_TOOLS, *MESSAGING_TOOLS, *(tool for e in extra for tool in e.tools)]
+    )
+    mcp = McpEndpoint(
+        listen=config.daemon,
+        gate=gate,
+        grants=base.grants,
+        connect=base.connect,
+        tools=tools,
+        verifier=LiveTokens(base.grants, launch),
+        launches=launch,
+        refusals=base.refusals,
+        clock=clock,
+    )
+    features = (*sweeps, directory, history, audit_export, launch, messaging, *added)
+    return Daemon(
+        foundation=base,
+        directory=directory,
+        history=history,
+        audit_export=audit_export,
+        launch=launch,
+        messaging=messaging,
+        mcp=mcp,
+        features=features,
+        housekeeping=Housekeeping(features),
+    )

@@ -1,0 +1,104 @@
+"""The fleet directory as a feature: the tmux adapter, the directory, the watcher, and the two
+read actions over them.
+
+``DirectoryFeature`` builds the tmux adapter on the configured server, the directory (with its
+incarnation secret, kept 0600 in the state dir so incarnations survive a daemon restart) and
+the watcher that follows the server; it registers ``directory.list`` (scope ``read``). The
+pane detail (``directory.pane``) is registered by ``register_pane_detail`` once the features
+that add sections to a human's view of a pane (messaging) exist; the root calls it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket as socketlib
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from openbus.daemon.config import Config
+from openbus.daemon.core.actions import Action
+from openbus.daemon.core.clock import Clock, Random
+from openbus.daemon.core.consent import Tier
+from openbus.daemon.core.scopes import Scope
+from openbus.daemon.directory import Directory
+from openbus.daemon.directory_probe import ProcessProbe
+from openbus.daemon.feature import Feature
+from openbus.daemon.gate import Call, Gate
+from openbus.daemon.history.liveness import walk_to_pane
+from openbus.daemon.tmux.adapter import Tmux, check_pane_id
+from openbus.daemon.tmux.watcher import Watcher
+
+LIST = Action("directory.list", Scope.READ, Tier.READ)
+PANE = Action("directory.pane", Scope.READ, Tier.READ)
+SECRET_FILE = "directory.secret"  # noqa: S105 - a file name, not a secret
+
+PaneSection = Callable[[str], Mapping[str, Any]]  # pane id -> more of a human's pane detail
+
+
+def incarnation_secret(state_dir: Path, random: Random) -> bytes:
+    """The per-daemon secret keying incarnation tokens (0600 in the state dir)."""
+    path = state_dir / SECRET_FILE
+    with contextlib.suppress(FileNotFoundError):
+        data = path.read_bytes()
+        if len(data) >= 32:
+            return data
+    data = random.token_bytes(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    return data
+
+
+class DirectoryFeature(Feature):
+    name = "tmux"
+
+    def __init__(self, gate: Gate, config: Config, clock: Clock, random: Random) -> None:
+        self.tmux = Tmux(config.tmux.socket)
+        self.directory = Directory(
+            clock,
+            incarnation_secret(config.daemon.state_dir, random),
+            ProcessProbe(),
+            socket=str(self.tmux.socket),
+            hostname=socketlib.gethostname(),
+        )
+        self.watcher = Watcher(self.tmux, self.directory)
+        gate.register(LIST, self._list)
+
+    async def _list(self, call: Call) -> Any:
+        snapshot = self.directory.snapshot()
+        call.details["panes"] = len(snapshot["panes"])
+        return snapshot
+
+    def pane_for_pid(self, pid: int) -> str | None:
+        """The pane whose process is ``pid`` or one of its ancestors."""
+        roots = {entry.info.pid: entry.pane_id for entry in self.directory.entries()}
+        return walk_to_pane(pid, roots)
+
+    async def start(self) -> None:
+        await self.watcher.start()
+
+    async def stop(self) -> None:
+        await self.watcher.stop()
+
+    def health(self) -> Mapping[str, Any]:
+        return {
+            "running": self.directory.server_running,
+            "panes": len(self.directory.entries()),
+        }
+
+
+def register_pane_detail(gate: Gate, directory: Directory, sections: Sequence[PaneSection]) -> None:
+    """``directory.pane``: one pane in detail; a human also sees each section's part."""
+
+    async def one_pane(call: Call) -> Any:
+        pane = check_pane_id(call.params.get("pane"), "pane")  # type: ignore[arg-type]
+        detail = directory.pane(pane)
+        if call.actor.is_human:
+            detail = dict(detail)
+            for section in sections:
+                detail.update(section(pane))
+        return detail
+
+    gate.register(PANE, one_pane)
