@@ -22,8 +22,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from openbus.daemon.core.clock import SystemClock
-from openbus.daemon.history.index import HistoryIndex, query_terms, tokens
+from openbus.daemon.history.index import HistoryIndex
 from openbus.daemon.history.model import SessionEntry
+from openbus.daemon.history.query import query_terms, tokens
 from openbus.daemon.history.sources import Sources
 
 SESSIONS = 100_000

@@ -14,9 +14,14 @@ behind a topic, a branch or a PR, then resume it or address its live pane), neve
   names). **omp is pending**: its transcript format has not been observed on this project's
   machines, so it is not indexed yet (``openbus history`` says so).
 * ``repo``: the git toplevel and origin of a cwd, read from the ``.git`` files directly.
-* ``index``: the SQLite database ``history.db`` (WAL) under the state dir, FTS5 with bm25,
-  incremental reconcile keyed on (size, mtime_ns, inode), ``push`` for Claude Code hooks,
-  search with the repo filter inside the SQL, get, expunge.
+* ``sources``: where the harnesses keep transcripts, and finding one by session id.
+* ``query``: the pure search language: words, stopwords, quoted FTS5 terms, repo keys.
+* ``store``: the SQLite database ``history.db`` (WAL) under the state dir, FTS5 with bm25,
+  ranked search with the repo filter inside the SQL.
+* ``reconcile``: incremental reconcile keyed on (size, mtime_ns, inode), ``push`` for Claude
+  Code hooks.
+* ``expunge``: an entry, its transcript file(s) and its lines in the harness's own files.
+* ``index``: ``HistoryIndex``, the one object over all of these (search, get, expunge, ...).
 * ``liveness``: running / not_running / running_unknown, and the pane when known.
 * ``project``: the allowlisted projection agents see (seed 000, "History is index fields only").
 * ``service``: the gate actions ``history.search``, ``history.get``, ``history.expunge``.

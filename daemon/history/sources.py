@@ -3,6 +3,11 @@
 ``[history] claude_config_dirs`` and ``codex_homes`` when set, else the harnesses' own
 defaults (``$CLAUDE_CONFIG_DIR`` or ``~/.claude``; ``$CODEX_HOME`` or ``~/.codex``), plus every
 dir a launcher sets in its ``env`` (``CLAUDE_CONFIG_DIR``, ``CODEX_HOME``), deduplicated.
+
+Under a config dir, Claude Code keeps ``projects/<project>/<session id>.jsonl`` (subagents in
+``<session id>/subagents/agent-<id>.jsonl`` or, older, ``agent-<id>.jsonl``); under a Codex
+home, Codex keeps ``sessions/`` and ``archived_sessions/`` of ``rollout-*<session id>.jsonl``.
+A transcript outside every root is known by its name alone.
 """
 
 from __future__ import annotations
@@ -86,6 +91,50 @@ class Sources:
             if text.startswith(prefix):
                 return harness, root
         return None
+
+    def transcript_at(self, path: Path) -> Transcript | None:
+        """The transcript at ``path``: under the root it is in, else, when its name says
+        which harness wrote it, under its own folder."""
+        owner = self.root_of(path)
+        if owner is None:
+            harness = _guess_harness(path)
+            if harness is None:
+                return None
+            owner = (harness, path.parent)
+        return Transcript(owner[0], path, owner[1])
+
+    def find_transcript(self, harness: str, session_id: str) -> Transcript | None:
+        """A session's transcript, looked for under every root of its harness."""
+        if harness == CLAUDE:
+            for root in self.claude_dirs:
+                projects = root / "projects"
+                if not projects.is_dir():
+                    continue
+                for proj in sorted(projects.iterdir()):
+                    for candidate in (
+                        proj / f"{session_id}.jsonl",
+                        proj / f"agent-{session_id}.jsonl",
+                    ):
+                        if candidate.is_file():
+                            return Transcript(CLAUDE, candidate, root)
+                    for candidate in proj.glob(f"*/subagents/agent-{session_id}.jsonl"):
+                        return Transcript(CLAUDE, candidate, root)
+        elif harness == CODEX:
+            for root in self.codex_homes:
+                for sub in ("sessions", "archived_sessions"):
+                    base = root / sub
+                    if base.is_dir():
+                        for candidate in sorted(base.rglob(f"rollout-*{session_id}.jsonl")):
+                            return Transcript(CODEX, candidate, root)
+        return None
+
+
+def _guess_harness(path: Path) -> str | None:
+    if path.name.startswith("rollout-") and path.suffix == ".jsonl":
+        return CODEX
+    if path.suffix == ".jsonl" and "projects" in path.parts:
+        return CLAUDE
+    return None
 
 
 def _walk(top: Path, keep: Callable[[str], bool]) -> Iterator[Path]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from openbus.daemon.config import parse_config
-from openbus.daemon.history.sources import Sources
+from openbus.daemon.history.sources import Sources, Transcript
 from tests.daemon.history.homes import ClaudeHome, CodexHome
 
 
@@ -48,3 +48,34 @@ def test_transcripts_are_found_under_projects_subagents_and_dated_session_dirs(
     (codex.root / "sessions" / "2026" / "01" / "02" / "notes.txt").write_text("not a rollout")
     found = {(t.harness, t.path) for t in Sources((claude.root,), (codex.root,)).transcripts()}
     assert found == {("claude", top), ("claude", sub), ("codex", roll)}
+
+
+def test_a_sessions_transcript_is_found_by_its_id_under_its_harnesss_roots(
+    tmp_path: Path,
+) -> None:
+    claude = ClaudeHome(tmp_path / "claude")
+    codex = CodexHome(tmp_path / "codex")
+    top = claude.session("s", "/w", ["x"])
+    sub = claude.subagent("s", "a1", "/w", "task")
+    old_sub = claude.subagent("s", "a2", "/w", "task", nested=False)
+    roll = codex.rollout("t", "/w", ["y"], day="2026/01/02")
+    sources = Sources((claude.root,), (codex.root,))
+    assert sources.find_transcript("claude", "s") == Transcript("claude", top, claude.root)
+    assert sources.find_transcript("claude", "a1") == Transcript("claude", sub, claude.root)
+    assert sources.find_transcript("claude", "a2") == Transcript("claude", old_sub, claude.root)
+    assert sources.find_transcript("codex", "t") == Transcript("codex", roll, codex.root)
+    assert sources.find_transcript("codex", "s") is None
+    assert sources.find_transcript("claude", "nope") is None
+
+
+def test_a_transcript_outside_every_root_is_known_by_its_name(tmp_path: Path) -> None:
+    claude = ClaudeHome(tmp_path / "claude")
+    top = claude.session("s", "/w", ["x"])
+    sources = Sources((claude.root,), ())
+    assert sources.transcript_at(top) == Transcript("claude", top, claude.root)
+    elsewhere = tmp_path / "elsewhere"
+    rollout = elsewhere / "rollout-2026-01-02T03-04-05-t.jsonl"
+    project = elsewhere / "projects" / "-w" / "s.jsonl"
+    assert sources.transcript_at(rollout) == Transcript("codex", rollout, rollout.parent)
+    assert sources.transcript_at(project) == Transcript("claude", project, project.parent)
+    assert sources.transcript_at(elsewhere / "notes.jsonl") is None

@@ -1,0 +1,111 @@
+"""Expunging a session: its entry, its transcript file(s) and its lines in the harness's files.
+
+A running session is refused. For a Claude Code session its subagents go too (their entries
+and transcripts, and the ``<session id>/`` folder beside its transcript, which also holds tool
+results). Then the session's lines leave the harness's prompt history (``history.jsonl``) and,
+for Codex, the thread-name index (``session_index.jsonl``): each file is rewritten without
+them through a temporary file, and replaced only if nobody appended meanwhile (else the
+rewrite starts again).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from openbus.daemon.core.errors import Conflict
+from openbus.daemon.history.model import Liveness, LiveState, SessionEntry
+from openbus.daemon.history.sources import CLAUDE, CODEX, Sources
+from openbus.daemon.history.store import HistoryStore
+
+
+def expunge_entry(
+    store: HistoryStore, sources: Sources, entry: SessionEntry, liveness: Liveness
+) -> list[str]:
+    """Remove the entry and its transcript file(s); returns the paths removed."""
+    harness, session_id = entry.key
+    if liveness.state is LiveState.RUNNING:
+        raise Conflict(f"{harness} session {session_id} is running; end it before expunging it")
+    subagents: list[SessionEntry] = []
+    if harness == CLAUDE and not entry.subagent:
+        subagents = store.subagents(CLAUDE, session_id)
+    removed: list[str] = []
+    for victim in (entry, *subagents):
+        for path in transcript_files(victim):
+            try:
+                if path.is_dir():
+                    shutil.rmtree(path)
+                else:
+                    path.unlink()
+            except FileNotFoundError:
+                continue
+            removed.append(str(path))
+    store.remove(entry, subagents)
+    drop_history_lines(sources, entry)
+    return removed
+
+
+def transcript_files(entry: SessionEntry) -> list[Path]:
+    """The files and folders holding a session's transcript."""
+    if not entry.transcript:
+        return []
+    path = Path(entry.transcript)
+    files = [path]
+    if entry.harness == CLAUDE and not entry.subagent:
+        companion = path.with_suffix("")  # <session>/ holds subagents and tool results
+        if companion.is_dir() and companion.name == entry.session_id:
+            files.append(companion)
+    return files
+
+
+def drop_history_lines(sources: Sources, entry: SessionEntry) -> None:
+    """The session's lines in the harness's prompt history and thread-name index."""
+    sid = entry.session_id
+    if entry.harness == CLAUDE:
+        for root in sources.claude_dirs:
+            _drop_lines(root / "history.jsonl", lambda rec: rec.get("sessionId") == sid)
+    elif entry.harness == CODEX:
+        for root in sources.codex_homes:
+            _drop_lines(root / "history.jsonl", lambda rec: rec.get("session_id") == sid)
+            _drop_lines(root / "session_index.jsonl", lambda rec: rec.get("id") == sid)
+
+
+def _drop_lines(path: Path, doomed: Callable[[dict[str, Any]], bool], attempts: int = 5) -> None:
+    """Rewrite a JSONL file without the doomed lines, atomically, and only if nobody
+    appended meanwhile (else try again)."""
+    for _ in range(attempts):
+        try:
+            before = path.stat()
+            raw = path.read_bytes()
+        except OSError:
+            return
+        kept: list[bytes] = []
+        dropped = False
+        for line in raw.splitlines(keepends=True):
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                kept.append(line)
+                continue
+            if isinstance(rec, dict) and doomed(rec):
+                dropped = True
+            else:
+                kept.append(line)
+        if not dropped:
+            return
+        tmp = path.with_name(f".{path.name}.openbus-expunge")
+        tmp.write_bytes(b"".join(kept))
+        os.chmod(tmp, before.st_mode & 0o7777)
+        try:
+            after = path.stat()
+        except OSError:
+            tmp.unlink(missing_ok=True)
+            return
+        if (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns):
+            os.replace(tmp, path)
+            return
+        tmp.unlink(missing_ok=True)

@@ -1,0 +1,112 @@
+"""The search language of the history index, pure (no database).
+
+A query is cut into words the way the index's FTS5 tokenizer cuts text (unicode61, diacritics
+removed), deduplicated, stopwords dropped unless that leaves nothing. Every term is quoted as
+an FTS5 string, so user text is never FTS syntax, and the terms are joined twice over the text
+columns: any term (the candidates) and every term (the full matches). A repo filter is one
+more conjunct on ``repokeys``, which holds one opaque token per repo key of an entry (its
+identity, toplevel path and owner/name); ``in_repo`` answers the same question for one entry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from collections.abc import Sequence
+
+from openbus.daemon.history.model import SessionEntry
+from openbus.daemon.history.repo import normalize_repo_query
+
+MAX_QUERY_TERMS = 16
+TEXT_COLUMNS = "{title prompts repo cwd branches prs}"  # of sessions_fts (store.py)
+
+STOPWORDS = frozenset(
+    """a an and are as at be but by can do does for from has have how i if in into is it its
+    me my no not of on or our please so that the their them then there these this to us was
+    we were what when where which who why will with you your""".split()  # noqa: SIM905 (a word list reads better as text)
+)
+
+_TOKEN = re.compile(r"[^\W_]+")
+
+
+def _fold(text: str) -> str:
+    decomposed = unicodedata.normalize("NFKD", text)
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch)).casefold()
+
+
+def tokens(text: str) -> list[str]:
+    """Words as the index sees them (close to FTS5's unicode61 with diacritics removed)."""
+    if text.isascii():
+        return _TOKEN.findall(text.lower())
+    return _TOKEN.findall(_fold(text))
+
+
+def query_terms(query: str) -> list[str]:
+    """The search terms of a query: words, deduplicated, stopwords dropped unless that
+    leaves nothing, at most ``MAX_QUERY_TERMS``."""
+    seen: list[str] = []
+    for term in tokens(query):
+        if term not in seen:
+            seen.append(term)
+    content = [t for t in seen if t not in STOPWORDS]
+    return (content or seen)[:MAX_QUERY_TERMS]
+
+
+def fts_query(terms: Sequence[str], op: str = "OR") -> str:
+    """Every term quoted as an FTS5 string, joined by AND or OR: user text never becomes
+    FTS syntax."""
+    assert op in ("AND", "OR")
+    return f" {op} ".join('"' + t.replace('"', '""') + '"' for t in terms)
+
+
+def match_expressions(terms: Sequence[str], repo: str | None) -> tuple[str, str | None]:
+    """The ``MATCH`` expressions of a search: any term, and every term (``None`` for one
+    term, where every match is a full one), each within ``repo`` when one is given."""
+    repo_filter = ""
+    if repo is not None and repo.strip():
+        repo_filter = f' AND repokeys : "{repo_token(normalize_repo_query(repo))}"'
+    anyterm = f"{TEXT_COLUMNS} : ({fts_query(terms, 'OR')})" + repo_filter
+    every = f"{TEXT_COLUMNS} : ({fts_query(terms, 'AND')})" + repo_filter
+    return anyterm, every if len(terms) > 1 else None
+
+
+def repo_token(key: str) -> str:
+    """One opaque word standing for a repo key (identity, toplevel path or owner/name)."""
+    return "r" + hashlib.sha256(key.encode()).hexdigest()[:24]
+
+
+def repo_short(repo: str | None) -> str | None:
+    """The owner/name of a ``host/owner/name`` identity (none for a toplevel path)."""
+    if not repo or repo.startswith("/"):
+        return None
+    parts = repo.split("/")
+    return "/".join(parts[-2:]) if len(parts) >= 3 else None
+
+
+def repo_keys(entry: SessionEntry) -> set[str]:
+    """The keys a repo filter finds ``entry`` by: identity, toplevel path, owner/name."""
+    return {k for k in (entry.repo, entry.repo_root, repo_short(entry.repo)) if k}
+
+
+def matched_terms(entry: SessionEntry, terms: Sequence[str]) -> tuple[str, ...]:
+    """The terms ``entry`` holds, in query order."""
+    words: set[str] = set()
+    for text in (
+        entry.title or "",
+        *entry.prompts,
+        entry.repo or "",
+        entry.repo_root or "",
+        entry.origin or "",
+        entry.cwd or "",
+        *entry.branches,
+        *entry.prs,
+    ):
+        words.update(tokens(text))
+    return tuple(t for t in terms if t in words)
+
+
+def in_repo(entry: SessionEntry, repo: str) -> bool:
+    """Whether ``entry`` is in ``repo`` (an identity, toplevel path or owner/name), by the
+    same keys the search filter uses."""
+    return normalize_repo_query(repo) in repo_keys(entry)

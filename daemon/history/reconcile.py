@@ -1,0 +1,279 @@
+"""Keeping the history index in step with the transcripts.
+
+``reconcile`` walks the sources and re-parses only the files whose (size, mtime_ns, inode)
+changed since the last pass, oldest first so the newest sessions get the highest rowids (the
+store ranks the most recently indexed first). A file that disappeared leaves its entry in
+place but without a transcript (so without a resume argv). Codex thread names are re-read from
+each home's ``session_index.jsonl`` and re-title the entries they name, whether or not their
+rollouts changed. One pass runs at a time; each file is its own transaction.
+
+A push indexes one transcript now, found by its path or by its harness and session id:
+Claude Code's Stop, SessionEnd and SubagentStop hooks pass its path as ``transcript_path`` /
+``agent_transcript_path``, or only the session id.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from openbus.daemon.core.clock import Clock
+from openbus.daemon.core.errors import BadRequest, NotFound
+from openbus.daemon.history.model import PENDING_HARNESSES, ParsedSession, SessionEntry
+from openbus.daemon.history.parse import (
+    make_title,
+    parse_claude,
+    parse_codex,
+    parse_codex_thread_names,
+    resume_argv,
+)
+from openbus.daemon.history.repo import RepoInfo, RepoResolver
+from openbus.daemon.history.sources import CLAUDE, CODEX, Sources, Transcript
+from openbus.daemon.history.store import FileKey, HistoryStore, KnownFile
+
+Progress = Callable[[int, int], None]
+Resolve = Callable[[str | None], RepoInfo | None]
+
+
+@dataclass
+class ReconcileStats:
+    scanned: int = 0
+    changed: int = 0
+    indexed: int = 0
+    skipped: int = 0  # changed but not a session (empty, unparseable)
+    gone: int = 0
+    errors: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "scanned": self.scanned,
+            "changed": self.changed,
+            "indexed": self.indexed,
+            "skipped": self.skipped,
+            "gone": self.gone,
+            "errors": list(self.errors),
+            "seconds": round(self.seconds, 3),
+            "pending_harnesses": list(PENDING_HARNESSES),
+        }
+
+
+class Reconciler:
+    def __init__(self, store: HistoryStore, sources: Sources, *, clock: Clock) -> None:
+        self.store = store
+        self.sources = sources
+        self.clock = clock
+        self.last: float | None = None  # clock.monotonic() at the end of the last full pass
+        self._running = threading.Lock()
+
+    def reconcile(
+        self, progress: Progress | None = None, cancel: threading.Event | None = None
+    ) -> ReconcileStats:
+        """Re-parse the transcripts that changed since the last pass; one pass at a time.
+        ``progress(done, total)`` is called as files are parsed; ``cancel`` stops early."""
+        with self._running:
+            return self._reconcile(progress, cancel)
+
+    def running(self) -> bool:
+        return self._running.locked()
+
+    def _reconcile(
+        self, progress: Progress | None, cancel: threading.Event | None
+    ) -> ReconcileStats:
+        started = time.monotonic()
+        stats = ReconcileStats()
+        known = self.store.files()
+        found: list[tuple[Transcript, FileKey]] = []
+        seen: set[str] = set()
+        for t in self.sources.transcripts():
+            try:
+                st = t.path.stat()
+            except OSError:
+                continue
+            seen.add(str(t.path))
+            found.append((t, _file_key(st)))
+        stats.scanned = len(found)
+        changed = [
+            (key[1], t) for t, key in found if known.get(str(t.path), (None,) * 5)[:3] != key
+        ]
+        changed.sort(key=lambda pair: pair[0])  # oldest first: newest sessions get top rowids
+        stats.changed = len(changed)
+        names = {str(home): thread_names(home) for home in self.sources.codex_homes}
+        resolve = RepoResolver()
+        total = len(changed)
+        if progress:
+            progress(0, total)
+        for done, (_mtime, t) in enumerate(changed, 1):
+            if cancel is not None and cancel.is_set():
+                stats.seconds = time.monotonic() - started
+                return stats
+            try:
+                entry = self._index_file(t, names.get(str(t.root), {}), resolve)
+            except (OSError, sqlite3.Error) as exc:
+                stats.errors.append(f"{t.path}: {exc}")
+            else:
+                if entry is None:
+                    stats.skipped += 1
+                else:
+                    stats.indexed += 1
+            if progress:
+                progress(done, total)
+        stats.gone = self._forget_gone(known, seen)
+        self._retitle_codex(names)
+        self.store.merge_segments()  # searches meanwhile go off the event loop (a reconcile runs)
+        self.last = self.clock.monotonic()
+        stats.seconds = time.monotonic() - started
+        return stats
+
+    def _forget_gone(self, known: Mapping[str, KnownFile], seen: set[str]) -> int:
+        gone = 0
+        for path, (_s, _m, _i, harness, session_id) in known.items():
+            if path in seen or self.sources.root_of(Path(path)) is None:
+                continue
+            if os.path.exists(path):
+                continue
+            gone += 1
+            self.store.forget_file(path, harness, session_id)
+        return gone
+
+    def _retitle_codex(self, names: Mapping[str, Mapping[str, str]]) -> None:
+        for home_names in names.values():
+            for session_id, name in home_names.items():
+                old = self.store.find(CODEX, session_id)
+                if old is None:
+                    continue
+                title = make_title(name, old.prompts)
+                if title != old.title:
+                    self.store.upsert(replace(old, title=title))
+
+    # ---------------------------------------------------------------- push (hooks)
+
+    def push_path(self, transcript_path: str | Path) -> SessionEntry | None:
+        """Index the transcript at a path now."""
+        path = Path(transcript_path).expanduser()
+        found = self.sources.transcript_at(path)
+        if found is None:
+            raise BadRequest(
+                f"{path} is not a Claude Code or Codex transcript", field="transcript_path"
+            )
+        return self._push(found)
+
+    def push_session(self, harness: str | None, session_id: str | None) -> SessionEntry | None:
+        """Index a session's transcript now, found by its harness and session id."""
+        if not harness or not session_id:
+            raise BadRequest("give a transcript path, or a harness and a session id")
+        found = self.sources.find_transcript(harness, session_id)
+        if found is None:
+            raise NotFound(f"no transcript for {harness} session {session_id}")
+        return self._push(found)
+
+    def _push(self, t: Transcript) -> SessionEntry | None:
+        if not t.path.is_file():
+            raise NotFound(f"no transcript at {t.path}", field="transcript_path")
+        names = thread_names(t.root) if t.harness == CODEX else {}
+        return self._index_file(t, names, RepoResolver())
+
+    def push_hook(self, hook: Mapping[str, Any]) -> list[SessionEntry]:
+        """The JSON a Claude Code hook passes on stdin (Stop, SessionEnd, SubagentStop)."""
+        if not isinstance(hook, Mapping):
+            raise BadRequest("the hook input must be a JSON object")
+        paths: list[str] = []
+        for key in ("agent_transcript_path", "transcript_path"):
+            value = hook.get(key)
+            if isinstance(value, str) and value and value not in paths:
+                paths.append(value)
+        entries: list[SessionEntry] = []
+        if paths:
+            for p in paths:
+                if Path(p).expanduser().is_file():
+                    entry = self.push_path(p)
+                    if entry is not None:
+                        entries.append(entry)
+            return entries
+        session_id = hook.get("session_id")
+        if isinstance(session_id, str) and session_id:
+            entry = self.push_session(CLAUDE, session_id)
+            return [entry] if entry else []
+        raise BadRequest("the hook input names no transcript_path or session_id")
+
+    # ---------------------------------------------------------------- one file
+
+    def _index_file(
+        self, t: Transcript, names: Mapping[str, str], resolve: Resolve
+    ) -> SessionEntry | None:
+        parsed, key = parse_transcript(t, names)
+        entry = self._entry_from(parsed, t.path, resolve) if parsed is not None else None
+        self.store.record_file(t.path, t.harness, key, entry)
+        return entry
+
+    def _entry_from(
+        self, parsed: ParsedSession, transcript: Path, resolve: Resolve
+    ) -> SessionEntry:
+        info = resolve(parsed.cwd)
+        repo = repo_root = None
+        origin = parsed.origin
+        if info is not None:
+            repo, repo_root, origin = info.repo, info.root, info.origin or parsed.origin
+        else:
+            old = self.store.find(parsed.harness, parsed.session_id)
+            if old is not None and old.cwd == parsed.cwd:
+                repo, repo_root, origin = old.repo, old.repo_root, old.origin or origin
+            elif origin:
+                repo = RepoInfo(root="", origin=origin).repo
+        return SessionEntry(
+            harness=parsed.harness,
+            session_id=parsed.session_id,
+            repo=repo,
+            repo_root=repo_root,
+            origin=origin,
+            cwd=parsed.cwd,
+            branches=parsed.branches,
+            prs=parsed.prs,
+            title=parsed.title,
+            prompts=parsed.prompts,
+            started=parsed.started,
+            last_active=parsed.last_active,
+            resume_argv=resume_argv(parsed.harness, parsed.session_id, subagent=parsed.subagent),
+            subagent=parsed.subagent,
+            parent_session_id=parsed.parent_session_id,
+            transcript=str(transcript),
+        )
+
+
+def parse_transcript(
+    t: Transcript, names: Mapping[str, str]
+) -> tuple[ParsedSession | None, FileKey]:
+    """The session a transcript holds (``None`` if none), and the file's key as read."""
+    st = t.path.stat()
+    lines = _read_lines(t.path)
+    parsed: ParsedSession | None
+    if t.harness == CLAUDE:
+        parsed = parse_claude(lines, file_name=t.path.name)
+    else:
+        parsed = parse_codex(lines, thread_names=names)
+    if parsed is not None and parsed.last_active is None:
+        parsed = replace(parsed, last_active=st.st_mtime, started=parsed.started or st.st_mtime)
+    return parsed, _file_key(st)
+
+
+def thread_names(home: Path) -> dict[str, str]:
+    """Codex's thread names of a home, by session id (none when it has no index)."""
+    try:
+        return parse_codex_thread_names(_read_lines(home / "session_index.jsonl"))
+    except OSError:
+        return {}
+
+
+def _file_key(st: os.stat_result) -> FileKey:
+    return (st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+def _read_lines(path: Path) -> list[bytes]:
+    with path.open("rb") as handle:
+        return handle.readlines()

@@ -1,0 +1,428 @@
+"""The history index's own SQLite database (``history.db``, WAL) with FTS5 and bm25.
+
+Tables: ``sessions`` (one row per (harness, session id): the entry), ``sessions_fts`` (FTS5
+over title, prompts, repo, cwd, branches, PRs and the repo keys; rowid = ``sessions.id``) and
+``files`` (one row per transcript file seen: its (size, mtime_ns, inode) at the last parse,
+and the session it produced). An entry is written with a fresh, highest rowid, so rowid order
+is the order sessions were last indexed in. An index of another schema version is dropped and
+rebuilt by reconcile: it holds only what the transcripts can give again.
+
+A ranked search scores the newest ``CANDIDATES`` sessions matching any term by bm25 with
+column weights and marks those matching every term in the same statement; full matches rank
+first, then partial ones, so the work is bounded however many sessions match. When the window
+cut something off, the full matches are scored on their own, reaching as far back as if they
+were ranked alone.
+
+One connection, shared by the daemon's event loop and a reconcile thread under a lock; each
+transcript's update is its own short transaction, so a search waits at most one file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import json
+import os
+import re
+import sqlite3
+import threading
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from openbus.daemon.core.errors import BadRequest, NotFound, Unavailable
+from openbus.daemon.history.model import HARNESSES, PENDING_HARNESSES, SessionEntry
+from openbus.daemon.history.parse import resume_argv
+from openbus.daemon.history.query import repo_keys, repo_short, repo_token
+
+FileKey = tuple[int, int, int]  # (size, mtime_ns, inode)
+KnownFile = tuple[int, int, int, str, str | None]  # FileKey, harness, session id
+
+DB_NAME = "history.db"
+# bm25 weights: title, prompts, repo, cwd, branches, prs, repokeys (filter only)
+WEIGHTS = (4.0, 1.0, 2.0, 1.0, 3.0, 3.0, 0.0)
+# When more sessions than this match, the most recently indexed ones are ranked.
+CANDIDATES = 1000
+# Every write transaction adds a segment to the full-text index and a search reads them all;
+# merge after this many sessions written (bench/bench_history.py measures the trade).
+MERGE_AFTER = 1000
+SCHEMA_VERSION = 2
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions (
+    id INTEGER PRIMARY KEY,
+    harness TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    repo TEXT,
+    repo_root TEXT,
+    repo_short TEXT,
+    origin TEXT,
+    cwd TEXT,
+    branches TEXT NOT NULL,
+    prs TEXT NOT NULL,
+    title TEXT,
+    prompts TEXT NOT NULL,
+    started REAL,
+    last_active REAL,
+    subagent INTEGER NOT NULL,
+    parent_session_id TEXT,
+    transcript TEXT,
+    UNIQUE (harness, session_id)
+);
+CREATE INDEX IF NOT EXISTS sessions_repo ON sessions (repo);
+CREATE INDEX IF NOT EXISTS sessions_repo_root ON sessions (repo_root);
+CREATE INDEX IF NOT EXISTS sessions_repo_short ON sessions (repo_short);
+CREATE INDEX IF NOT EXISTS sessions_parent ON sessions (harness, parent_session_id);
+CREATE TABLE IF NOT EXISTS files (
+    path TEXT PRIMARY KEY,
+    harness TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    inode INTEGER NOT NULL,
+    session_id TEXT
+);
+CREATE VIRTUAL TABLE IF NOT EXISTS sessions_fts USING fts5(
+    title, prompts, repo, cwd, branches, prs, repokeys,
+    tokenize = 'unicode61 remove_diacritics 2'
+);
+"""
+
+_COLUMNS = (
+    "id, harness, session_id, repo, repo_root, origin, cwd, branches, prs, title, prompts, "
+    "started, last_active, subagent, parent_session_id, transcript"
+)
+
+
+class HistoryStore:
+    def __init__(self, path: Path) -> None:
+        self._lock = threading.RLock()
+        self._unmerged = 0  # sessions written since the full-text segments were last merged
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self._db = sqlite3.connect(
+                str(path), check_same_thread=False, isolation_level=None, timeout=10.0
+            )
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA busy_timeout=10000")
+            with self._tx():
+                self._create()
+        except sqlite3.Error as exc:
+            raise Unavailable(f"cannot open the history index {path}: {exc}") from None
+        with contextlib.suppress(OSError):
+            os.chmod(path, 0o600)
+
+    def _create(self) -> None:
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        if version != SCHEMA_VERSION:
+            for table in ("sessions_fts", "sessions", "files"):
+                self._db.execute(f"DROP TABLE IF EXISTS {table}")
+        for statement in _SCHEMA.split(";"):
+            if statement.strip():
+                self._db.execute(statement)
+        self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def _tx(self) -> _Transaction:
+        return _Transaction(self._db, self._lock)
+
+    # ---------------------------------------------------------------- reading
+
+    def count(self) -> int:
+        with self._lock:
+            row = self._db.execute("SELECT count(*) FROM sessions").fetchone()
+        return int(row[0])
+
+    def get(self, harness: str, session_id: str) -> SessionEntry:
+        _check_key(harness, session_id)
+        entry = self.find(harness, session_id)
+        if entry is None:
+            raise NotFound(f"no {harness} session {session_id} in the history index")
+        return entry
+
+    def find(self, harness: str, session_id: str) -> SessionEntry | None:
+        with self._lock:
+            row = self._db.execute(
+                f"SELECT {_COLUMNS} FROM sessions WHERE harness = ? AND session_id = ?",
+                (harness, session_id),
+            ).fetchone()
+        return _row_entry(row) if row else None
+
+    def recent(self, limit: int = 20) -> list[SessionEntry]:
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT {_COLUMNS} FROM sessions ORDER BY last_active DESC LIMIT ?",
+                (limit,),
+            ).fetchall()
+        return [_row_entry(r) for r in rows]
+
+    def subagents(self, harness: str, session_id: str) -> list[SessionEntry]:
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT {_COLUMNS} FROM sessions"
+                " WHERE harness = ? AND parent_session_id = ? AND subagent = 1",
+                (harness, session_id),
+            ).fetchall()
+        return [_row_entry(r) for r in rows]
+
+    def ranked(
+        self, anyterm: str, every: str | None, limit: int
+    ) -> list[tuple[SessionEntry, float]]:
+        """The ``limit`` best entries with their bm25 scores (lower is better) for the
+        ``MATCH`` expressions of any term and of every term (``None``: one term)."""
+        with self._lock:
+            ranked = self._ranked(anyterm, every, limit)
+            rows = self._rows(list(ranked))
+        return [(rows[rowid], score) for rowid, score in ranked.items()]
+
+    def _ranked(self, anyterm: str, every: str | None, limit: int) -> dict[int, float]:
+        weights = ", ".join(str(w) for w in WEIGHTS)
+        score = f"bm25(sessions_fts, {weights})"
+        if every is None:  # one term: every match is a full one
+            rows = self._db.execute(
+                f"SELECT rowid, {score}, 1 FROM sessions_fts WHERE sessions_fts MATCH ?"
+                " ORDER BY rowid DESC LIMIT ?",
+                (anyterm, CANDIDATES),
+            ).fetchall()
+        else:
+            rows = self._db.execute(
+                f"SELECT rowid, {score}, rowid IN (SELECT rowid FROM sessions_fts"
+                " WHERE sessions_fts MATCH ?) FROM sessions_fts WHERE sessions_fts MATCH ?"
+                " ORDER BY rowid DESC LIMIT ?",
+                (every, anyterm, CANDIDATES),
+            ).fetchall()
+        full = [(s, -r) for r, s, is_full in rows if is_full]
+        partial = [(s, -r) for r, s, is_full in rows if not is_full]
+        if every is not None and len(rows) == CANDIDATES:
+            full = [
+                (s, -r)
+                for r, s in self._db.execute(
+                    f"SELECT rowid, {score} FROM sessions_fts WHERE sessions_fts MATCH ?"
+                    " ORDER BY rowid DESC LIMIT ?",
+                    (every, CANDIDATES),
+                )
+            ]
+        best = heapq.nsmallest(limit, full)
+        best += heapq.nsmallest(limit - len(best), partial)
+        return {-r: float(s) for s, r in best}
+
+    def _rows(self, rowids: Sequence[int]) -> dict[int, SessionEntry]:
+        if not rowids:
+            return {}
+        marks = ",".join("?" * len(rowids))
+        found = self._db.execute(
+            f"SELECT {_COLUMNS} FROM sessions WHERE id IN ({marks})",
+            list(rowids),
+        ).fetchall()
+        return {row[0]: _row_entry(row) for row in found}
+
+    def files(self) -> dict[str, KnownFile]:
+        """Every transcript file seen, by path."""
+        with self._lock:
+            return {
+                row[0]: (row[1], row[2], row[3], row[4], row[5])
+                for row in self._db.execute(
+                    "SELECT path, size, mtime_ns, inode, harness, session_id FROM files"
+                )
+            }
+
+    # ---------------------------------------------------------------- writing
+
+    def upsert(self, entry: SessionEntry) -> None:
+        with self._tx():
+            self._upsert(entry)
+
+    def upsert_many(self, entries: Iterable[SessionEntry]) -> int:
+        n = 0
+        with self._tx():
+            for entry in entries:
+                self._upsert(entry)
+                n += 1
+        self.merge_segments()
+        return n
+
+    def record_file(
+        self, path: Path, harness: str, key: FileKey, entry: SessionEntry | None
+    ) -> None:
+        """The entry a transcript gave (if any) and the file's key, in one transaction."""
+        with self._tx():
+            if entry is not None:
+                self._upsert(entry)
+            self._db.execute(
+                "INSERT INTO files (path, harness, size, mtime_ns, inode, session_id)"
+                " VALUES (?,?,?,?,?,?) ON CONFLICT(path) DO UPDATE SET size=excluded.size,"
+                " mtime_ns=excluded.mtime_ns, inode=excluded.inode,"
+                " session_id=excluded.session_id",
+                (str(path), harness, *key, entry.session_id if entry else None),
+            )
+
+    def forget_file(self, path: str, harness: str, session_id: str | None) -> None:
+        """A transcript file that is gone: its row, and its entry's transcript (the entry
+        stays, without a resume argv)."""
+        with self._tx():
+            self._db.execute("DELETE FROM files WHERE path = ?", (path,))
+            if session_id:
+                self._db.execute(
+                    "UPDATE sessions SET transcript = NULL"
+                    " WHERE harness = ? AND session_id = ? AND transcript = ?",
+                    (harness, session_id, path),
+                )
+
+    def forget_files(self) -> None:
+        """Make the next reconcile re-parse every transcript."""
+        with self._tx():
+            self._db.execute("DELETE FROM files")
+
+    def remove(self, entry: SessionEntry, subagents: Sequence[SessionEntry] = ()) -> None:
+        """The entry and its subagents' entries, with every file row of theirs."""
+        with self._tx():
+            for victim in (entry, *subagents):
+                self._delete(victim.harness, victim.session_id)
+                if victim.transcript:
+                    self._db.execute("DELETE FROM files WHERE path = ?", (victim.transcript,))
+            self._db.execute(
+                "DELETE FROM files WHERE session_id = ? AND harness = ?",
+                (entry.session_id, entry.harness),
+            )
+
+    def merge_segments(self) -> None:
+        """Merge the full-text index into one segment once ``MERGE_AFTER`` sessions were
+        written since the last merge (FTS5's ``optimize``)."""
+        with self._lock:
+            if self._unmerged < MERGE_AFTER:
+                return
+            with self._tx():
+                self._db.execute("INSERT INTO sessions_fts (sessions_fts) VALUES ('optimize')")
+            self._unmerged = 0
+
+    def _upsert(self, e: SessionEntry) -> None:
+        """Replace the entry; it gets a fresh (highest) rowid."""
+        db = self._db
+        self._delete(*e.key)
+        values = (
+            e.repo,
+            e.repo_root,
+            repo_short(e.repo),
+            e.origin,
+            e.cwd,
+            json.dumps(list(e.branches)),
+            json.dumps(list(e.prs)),
+            e.title,
+            json.dumps(list(e.prompts)),
+            e.started,
+            e.last_active,
+            int(e.subagent),
+            e.parent_session_id,
+            e.transcript,
+        )
+        cur = db.execute(
+            "INSERT INTO sessions (harness, session_id, repo, repo_root, repo_short, origin,"
+            " cwd, branches, prs, title, prompts, started, last_active, subagent,"
+            " parent_session_id, transcript) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (*e.key, *values),
+        )
+        rowid = cur.lastrowid
+        self._unmerged += 1
+        db.execute(
+            "INSERT INTO sessions_fts (rowid, title, prompts, repo, cwd, branches, prs, repokeys)"
+            " VALUES (?,?,?,?,?,?,?,?)",
+            (
+                rowid,
+                e.title or "",
+                "\n".join(e.prompts),
+                " ".join(x for x in (e.repo, e.repo_root, e.origin) if x),
+                e.cwd or "",
+                " ".join(e.branches),
+                " ".join(e.prs),
+                " ".join(sorted(repo_token(k) for k in repo_keys(e))),
+            ),
+        )
+
+    def _delete(self, harness: str, session_id: str) -> None:
+        row = self._db.execute(
+            "SELECT id FROM sessions WHERE harness = ? AND session_id = ?", (harness, session_id)
+        ).fetchone()
+        if row is None:
+            return
+        self._db.execute("DELETE FROM sessions_fts WHERE rowid = ?", (row[0],))
+        self._db.execute("DELETE FROM sessions WHERE id = ?", (row[0],))
+
+
+class _Transaction:
+    """``BEGIN IMMEDIATE`` … ``COMMIT`` (``ROLLBACK`` on an exception) under the store's
+    lock; nested inside an open transaction it joins that one."""
+
+    def __init__(self, db: sqlite3.Connection, lock: threading.RLock) -> None:
+        self.db = db
+        self.lock = lock
+        self.depth_outer = False
+
+    def __enter__(self) -> None:
+        self.lock.acquire()
+        self.depth_outer = not self.db.in_transaction
+        if self.depth_outer:
+            self.db.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, kind: object, exc: object, tb: object) -> None:
+        try:
+            if self.depth_outer:
+                self.db.execute("ROLLBACK" if kind is not None else "COMMIT")
+        finally:
+            self.lock.release()
+
+
+def _row_entry(row: Sequence[Any]) -> SessionEntry:
+    (
+        _id,
+        harness,
+        session_id,
+        repo,
+        repo_root,
+        origin,
+        cwd,
+        branches,
+        prs,
+        title,
+        prompts,
+        started,
+        last_active,
+        subagent,
+        parent,
+        transcript,
+    ) = row
+    return SessionEntry(
+        harness=harness,
+        session_id=session_id,
+        repo=repo,
+        repo_root=repo_root,
+        origin=origin,
+        cwd=cwd,
+        branches=tuple(json.loads(branches)),
+        prs=tuple(json.loads(prs)),
+        title=title,
+        prompts=tuple(json.loads(prompts)),
+        started=started,
+        last_active=last_active,
+        resume_argv=resume_argv(harness, session_id, subagent=bool(subagent))
+        if transcript
+        else None,
+        subagent=bool(subagent),
+        parent_session_id=parent,
+        transcript=transcript,
+    )
+
+
+def _check_key(harness: str, session_id: str) -> None:
+    if harness not in HARNESSES:
+        raise BadRequest(
+            f"harness must be one of {', '.join(HARNESSES)}"
+            + (f" ({harness} is pending)" if harness in PENDING_HARNESSES else ""),
+            field="harness",
+        )
+    if not isinstance(session_id, str) or not re.fullmatch(
+        r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}", session_id
+    ):
+        raise BadRequest("not a valid session id", field="session_id")

@@ -1,0 +1,146 @@
+"""Reconcile and push: the index follows the transcripts, parsing only what changed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from openbus.daemon.core.errors import BadRequest
+from openbus.daemon.history import reconcile
+from tests.daemon.history.conftest import World, populate
+
+
+def test_reconcile_indexes_every_session_with_repo_branches_prs_and_resume(world: World) -> None:
+    populate(world)
+    stats = world.index.reconcile()
+    assert (stats.scanned, stats.indexed, stats.errors) == (5, 5, [])
+    login = world.index.get("claude", "c-login")
+    assert login.repo == "github.com/acme/widget"
+    assert login.repo_root == str(world.widget)
+    assert login.branches == ("fix/login-flake",)
+    assert login.prs == ("https://github.com/acme/widget/pull/4955",)
+    assert login.title == "Fix flaky login test"
+    assert login.resume_argv == ("claude", "--resume", "c-login")
+    sub = world.index.get("claude", "agent1")
+    assert sub.subagent and sub.parent_session_id == "c-login" and sub.resume_argv is None
+    assert sub.prompts == ("Find every caller of authenticate()",)
+    billing = world.index.get("codex", "x-billing")
+    assert billing.title == "Billing migration"
+    assert billing.repo == "github.com/acme/gadget"
+    assert billing.resume_argv == ("codex", "resume", "x-billing")
+    assert world.index.get("codex", "x-exec").prompts == ("run the linter and report",)
+
+
+def test_a_second_reconcile_parses_only_the_files_that_changed(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    populate(world)
+    world.index.reconcile()
+    parsed: list[Path] = []
+    original = reconcile.parse_transcript
+
+    def spy(t, names):  # type: ignore[no-untyped-def]
+        parsed.append(t.path)
+        return original(t, names)
+
+    monkeypatch.setattr(reconcile, "parse_transcript", spy)
+    assert world.index.reconcile().changed == 0
+    assert parsed == []
+
+    changed = world.claude.session(
+        "c-docs", str(world.gadget), ["write the release notes for version two", "add a changelog"]
+    )
+    progress: list[tuple[int, int]] = []
+    stats = world.index.reconcile(progress=lambda done, total: progress.append((done, total)))
+    assert (stats.scanned, stats.changed, stats.indexed) == (5, 1, 1)
+    assert parsed == [changed]
+    assert progress == [(0, 1), (1, 1)]
+    assert world.index.get("claude", "c-docs").prompts[-1] == "add a changelog"
+
+
+def test_a_replaced_file_with_the_same_size_and_mtime_is_still_seen_by_its_inode(
+    world: World,
+) -> None:
+    path = world.claude.session("c-x", "/w", ["alpha"])
+    world.index.reconcile()
+    st = path.stat()
+    replacement = path.with_suffix(".new")
+    replacement.write_bytes(path.read_bytes().replace(b"alpha", b"omega"))
+    os.utime(replacement, ns=(st.st_atime_ns, st.st_mtime_ns))
+    os.replace(replacement, path)
+    assert world.index.reconcile().changed == 1
+    assert world.index.get("claude", "c-x").prompts == ("omega",)
+
+
+def test_a_vanished_transcript_keeps_its_entry_but_loses_its_resume_argv(world: World) -> None:
+    path = world.claude.session("c-gone", "/w", ["something to remember"])
+    world.index.reconcile()
+    path.unlink()
+    assert world.index.reconcile().gone == 1
+    entry = world.index.get("claude", "c-gone")
+    assert entry.transcript is None and entry.resume_argv is None
+    assert entry.prompts == ("something to remember",)
+
+
+def test_a_renamed_codex_thread_is_retitled_without_its_rollout_changing(world: World) -> None:
+    populate(world)
+    world.index.reconcile()
+    world.codex.name("x-billing", "Postgres billing cutover")
+    world.index.reconcile()
+    assert world.index.get("codex", "x-billing").title == "Postgres billing cutover"
+    assert world.index.search("cutover")[0].entry.session_id == "x-billing"
+
+
+def test_a_stop_hook_push_indexes_that_transcript_at_once(world: World) -> None:
+    path = world.claude.session("c-hook", "/w", ["pushed by the hook"])
+    entries = world.index.push_hook(
+        {"session_id": "c-hook", "transcript_path": str(path), "hook_event_name": "Stop"}
+    )
+    assert [e.session_id for e in entries] == ["c-hook"]
+    assert world.index.search("pushed")[0].entry.session_id == "c-hook"
+    assert world.index.reconcile().changed == 0  # the push recorded the file too
+
+
+def test_a_subagent_stop_hook_push_indexes_the_subagent_and_its_parent(world: World) -> None:
+    parent = world.claude.session("c-par", "/w", ["parent work"])
+    child = world.claude.subagent("c-par", "ag7", "/w", "child task")
+    entries = world.index.push_hook(
+        {
+            "session_id": "c-par",
+            "transcript_path": str(parent),
+            "agent_id": "ag7",
+            "agent_transcript_path": str(child),
+            "hook_event_name": "SubagentStop",
+        }
+    )
+    assert {e.session_id for e in entries} == {"c-par", "ag7"}
+
+
+def test_a_hook_push_by_session_id_alone_finds_the_transcript(world: World) -> None:
+    world.claude.session("c-byid", "/w", ["found by id"])
+    entries = world.index.push_hook({"session_id": "c-byid", "hook_event_name": "SessionEnd"})
+    assert [e.session_id for e in entries] == ["c-byid"]
+
+
+def test_a_hook_push_without_a_transcript_or_session_is_refused(world: World) -> None:
+    with pytest.raises(BadRequest):
+        world.index.push_hook({"hook_event_name": "Stop"})
+
+
+def test_an_entry_keeps_its_repo_after_its_cwd_is_gone(world: World) -> None:
+    cwd = world.tmp / "src" / "gone"
+    cwd.mkdir()
+    subprocess.run(["git", "init", "-q", str(cwd)], check=True)
+    subprocess.run(
+        ["git", "-C", str(cwd), "remote", "add", "origin", "https://h.example/t/gone"], check=True
+    )
+    path = world.claude.session("c-cwd", str(cwd), ["one"])
+    world.index.reconcile()
+    subprocess.run(["rm", "-rf", str(cwd)], check=True)
+    world.claude.session("c-cwd", str(cwd), ["one", "two"])
+    assert path.exists()
+    world.index.reconcile()
+    assert world.index.get("claude", "c-cwd").repo == "h.example/t/gone"
