@@ -3,7 +3,8 @@
 Core code raises these; only the edges (HTTP in ``daemon.http.errors``, MCP in the MCP
 adapter, the CLI) translate them into status codes, tool errors or exit codes. Each error
 carries a short machine-readable ``code``, a human sentence, and where it applies the
-``field`` of the request it is about. Messages never contain secrets.
+``field`` of the request it is about. Messages never contain secrets. The one exception
+outside the hierarchy is ``InvalidTransition``: a bug in the caller, never sent to a client.
 """
 
 from __future__ import annotations
@@ -94,3 +95,15 @@ class ConfigError(OpenbusError):
         super().__init__(where + message, field=key)
         self.path = path
         self.key = key
+
+
+class InvalidTransition(ValueError):
+    """A bug in the caller; never sent to a client.
+
+    Raised when code asks a state machine (the message lifecycle in ``core.messaging``) for a
+    move its table does not allow. It is deliberately not an ``OpenbusError``: the edges
+    translate those into 4xx answers and tool errors and the gate audits them as refusals,
+    while this one must reach them as an unexpected exception (logged with its traceback, a
+    plain 500 or internal error, audited ``error``). It stays a ``ValueError`` for callers
+    that already treat a misuse of the book as one.
+    """

@@ -1,57 +1,49 @@
-"""Peer messages: admission, at-most-once ids, consent, hops and outcomes, as a pure book.
+"""Peer messages: admission, at-most-once ids, hops, consent and outcomes, as a pure book.
 
 Theory of operation
 -------------------
-A ``MessageBook`` holds every message the daemon knows about, in memory, and no I/O: the
-clock is injected, and the adapters (``daemon.messaging``) do the typing, the cards and the
-audit records around the decisions it returns.
+A ``MessageBook`` holds every message of one daemon lifetime in memory, with no I/O (the
+clock is injected); the adapters (``daemon.messaging``) type, raise cards and write audit
+records around the decisions it returns.
 
-**Admission** happens before anything is stored: ``check`` judges a message and returns an
-``Admission`` without touching the book; ``commit`` stores it (the adapter commits right after
-the call's audit record is written, so an action that could not be audited leaves nothing
-behind); ``admit`` is both. In order ``check`` tests
-the message id's form, that the id is not already held by this sender, the text (printable
-characters and newlines only: ESC, CR, TAB, every other Cc/Cf character, bidirectional
-overrides and isolates, line/paragraph separators, private-use and unassigned code points
-are refused, see ``check_text``), the byte cap, the sender's and the pair's rate (a sliding
-window of the admissions in the last minute), the recipient's and the daemon's queued-byte
-budget and the sender's id cap. A refusal raises ``Refused`` (or ``Conflict`` for a held id)
-naming the field; it stores nothing, consumes no id and adds nothing to any rate window, so
-a flood of refusals holds no memory and a retry with the same id is judged afresh.
+**Admission.** ``check`` judges a message and stores nothing: the id's form
+(``core.message_text``) and that this sender does not hold it (``Conflict``), the text, the
+byte cap, the sender's and the pair's rate (admissions in a sliding minute), the recipient's
+and the daemon's queued bytes, the sender's id cap. A refusal names the field and consumes no
+id or rate sample, so a retry is judged afresh. ``commit`` stores the checked message; the
+adapter calls it right after the call's audit record is written.
 
-**Ids.** An admitted message holds its id, keyed by (sender principal, message id), for one
-hour from admission. An unexpired id is never evicted: at the cap new messages are refused.
-A message still waiting when its hour ends is finalized ``expired`` by ``due()``; the adapter
-records that outcome and only then calls ``release()``, so no retry can queue a second copy
-beside the original.
+**Ids** are held per (sender principal, message id) for an hour from admission and never
+evicted early. A message still waiting when its hour ends is ended ``expired``
+(``expire_due``); the adapter records that outcome and only then ``release``s the id.
 
-**Conversations and hops** are assigned here, never taken from the caller: a message from a
-principal that received one within ``reply_window`` seconds joins that message's
-conversation with the next hop; otherwise it opens a new conversation at hop 0. A message
-whose hop exceeds ``hop_limit`` needs a card even for an approved pair.
+**Hops and cards.** A message from a principal that received one within ``reply_window``
+joins that conversation at the next hop, else it opens one at hop 0. ``_card_need``: a hop
+over the limit needs a card even for an approved pair (HOP); else control or an approved pair
+needs none; else a new pair needs one (PAIR). A message is admitted QUEUED if it needs no
+card, else CONSENT.
 
-**Consent.** Control needs no card below the hop limit; any other sender needs one for a
-pair the human has not approved. The message waits in ``CONSENT`` until the card is decided.
+**Lifecycle.** ``phase`` changes only through ``_move``, along ``MOVES``; any other move is
+an ``InvalidTransition`` (a bug in the caller). An event is a ``Step`` or the final
+``Outcome`` a message ends with (``end_waiting``, ``end_typing``)::
 
-**Message state machine** (``phase``; the answer a sender sees is ``outcome``)::
+    CONSENT --approve--> QUEUED    the human approved its card
+    CONSENT --attach--> CONSENT    its card was raised
+    CONSENT --covered--> QUEUED    its handle moved to a recipient consent covers
+    CONSENT --card--> CONSENT      its handle moved to another new pair: a new card
+    CONSENT --declined|refused|cancelled|expired--> FINAL
+    QUEUED --type--> TYPING        the one typing attempt begins
+    QUEUED --covered--> QUEUED     its handle moved to a recipient consent covers
+    QUEUED --card--> CONSENT       its handle moved to a new pair
+    QUEUED --refused|cancelled|expired--> FINAL
+    TYPING --delivered|unconfirmed--> FINAL
+    FINAL --release--> FINAL       its hour is over and its outcome recorded: the id is free
 
-    admit --(card needed)--> CONSENT --approve--> QUEUED
-      \\                         |--decline--> FINAL(declined)
-       \\                        |--card expired/cancelled, revoked--> FINAL(expired/cancelled)
-        \\--(covered)---------> QUEUED --begin_typing--> TYPING --finish--> FINAL(delivered
-                                  |                                           | unconfirmed)
-                                  |--retarget (handle moved)--> QUEUED or CONSENT
-                                  |--incarnation changed, revoked--> FINAL(cancelled)
-                                  |--new recipient refused--> FINAL(refused)
-    CONSENT or QUEUED --hour over (due)--> FINAL(expired) --release--> (id free)
-    FINAL --hour over (due)--> release
-
-``queued`` is the only interim outcome (CONSENT, QUEUED and TYPING all answer ``queued``);
-``delivered``, ``declined``, ``refused``, ``cancelled``, ``expired`` and ``unconfirmed`` are
-final, and a message reaches exactly one of them. ``begin_typing`` is allowed once per
-admitted message: no id is ever typed twice. A TYPING message is never cancelled or expired
-from outside: the adapter types under the pane's send lock, which revocation also takes, so
-the attempt finishes first and the cancellation sees a final message.
+Nothing leads back out of TYPING, so no id is ever typed twice. ``queued`` is the one interim
+outcome (CONSENT, QUEUED and TYPING all answer it); each message reaches exactly one final
+outcome. ``end_waiting`` on a message that has moved on (being typed, already final, or
+declined once it no longer waits for its card) changes nothing and returns False: the adapter
+types under the pane's send lock, which revocation also takes, so an attempt finishes first.
 
 Limits default to the built-in maxima (``openbus.policy.limits``) and an org policy can only
 tighten them; ``MessageLimits.from_limits`` maps the policy's limits onto the book's.
@@ -60,14 +52,15 @@ tighten them; ``MessageLimits.from_limits`` maps the policy's limits onto the bo
 from __future__ import annotations
 
 import enum
-import re
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from types import MappingProxyType
+from typing import TypeAlias
 
 from openbus.daemon.core.clock import Clock
-from openbus.daemon.core.errors import BadRequest, Conflict, Refused
+from openbus.daemon.core.errors import Conflict, InvalidTransition, Refused
+from openbus.daemon.core.message_text import check_message_id, check_text
 from openbus.policy.limits import BUILTIN_LIMITS, Limits
 
 ID_TTL_SECONDS = 3600.0
@@ -75,74 +68,6 @@ REPLY_WINDOW_SECONDS = 300.0
 RATE_WINDOW_SECONDS = 60.0
 TOTAL_QUEUE_BYTES = 8 * 1024 * 1024
 EXPIRY_REASON = "its hour ran out before it could be delivered"
-
-_MESSAGE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
-
-# Spaces other than U+0020 are printable text; everything else str.isprintable() rejects
-# (Cc, Cf, Cs, Co, Cn, Zl, Zp) is refused, and the newline is the one control allowed.
-_SPACES = "\u00a0\u1680" + "".join(chr(c) for c in range(0x2000, 0x200B)) + "\u202f\u205f\u3000"
-_TO_PRINTABLE = str.maketrans(dict.fromkeys([*_SPACES, "\n"], " "))
-_NAMED = {
-    "\x1b": "escape",
-    "\r": "carriage return",
-    "\t": "tab",
-    "\x00": "NUL",
-    "\x7f": "delete",
-    "\u2028": "line separator",
-    "\u2029": "paragraph separator",
-    "\u200e": "left-to-right mark",
-    "\u200f": "right-to-left mark",
-    "\u061c": "arabic letter mark",
-}
-_BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c")
-
-
-def _describe(ch: str) -> str:
-    if ch in _NAMED:
-        return _NAMED[ch]
-    if ch in _BIDI:
-        return "bidirectional override"
-    if ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0:
-        return "control character"
-    return "non-printable character"
-
-
-def check_text(text: object, max_bytes: int) -> int:
-    """The UTF-8 size of an admissible message text; raise ``Refused``/``BadRequest`` if not."""
-    if not isinstance(text, str):
-        raise BadRequest("text must be a string", field="text")
-    if not text:
-        raise BadRequest("text must not be empty", field="text")
-    if len(text) > max_bytes:  # every character is at least one byte: refuse before encoding
-        raise Refused(f"text is longer than the {max_bytes}-byte cap", field="text")
-    try:
-        size = len(text.encode("utf-8"))
-    except UnicodeEncodeError:
-        size = -1
-    if size > max_bytes:
-        raise Refused(f"text is {size} bytes, above the {max_bytes}-byte cap", field="text")
-    flat = text.translate(_TO_PRINTABLE)
-    if not flat.isprintable():
-        for offset, ch in enumerate(flat):
-            if not ch.isprintable():
-                raise Refused(
-                    f"text holds U+{ord(ch):04X} ({_describe(ch)}) at offset {offset}: only "
-                    "printable text and newlines are allowed",
-                    field="text",
-                )
-    if size < 0:  # pragma: no cover - a lone surrogate is not printable, refused above
-        raise Refused("text is not valid Unicode", field="text")
-    return size
-
-
-def check_message_id(message_id: object) -> str:
-    if not isinstance(message_id, str) or not _MESSAGE_ID.fullmatch(message_id):
-        raise BadRequest(
-            "message_id must be 1-128 characters of letters, digits and . _ : - "
-            "(starting with a letter or digit)",
-            field="message_id",
-        )
-    return message_id
 
 
 class Outcome(enum.StrEnum):
@@ -167,6 +92,67 @@ class Phase(enum.StrEnum):
     QUEUED = "queued"  # covered by consent, waiting for an idle pane
     TYPING = "typing"  # the one typing attempt is under way
     FINAL = "final"
+
+
+class Step(enum.StrEnum):
+    """The events that are not endings (an ending's event is its final ``Outcome``)."""
+
+    APPROVE = "approve"
+    ATTACH = "attach"
+    COVERED = "covered"
+    CARD = "card"
+    TYPE = "type"
+    RELEASE = "release"
+
+
+Event: TypeAlias = Step | Outcome
+
+_C, _Q, _T, _F = Phase.CONSENT, Phase.QUEUED, Phase.TYPING, Phase.FINAL
+
+MOVES: Mapping[tuple[Phase, Event], Phase] = MappingProxyType(
+    {
+        (_C, Step.APPROVE): _Q,
+        (_C, Step.ATTACH): _C,
+        (_C, Step.COVERED): _Q,
+        (_C, Step.CARD): _C,
+        (_C, Outcome.DECLINED): _F,
+        (_C, Outcome.REFUSED): _F,
+        (_C, Outcome.CANCELLED): _F,
+        (_C, Outcome.EXPIRED): _F,
+        (_Q, Step.TYPE): _T,
+        (_Q, Step.COVERED): _Q,
+        (_Q, Step.CARD): _C,
+        (_Q, Outcome.REFUSED): _F,
+        (_Q, Outcome.CANCELLED): _F,
+        (_Q, Outcome.EXPIRED): _F,
+        (_T, Outcome.DELIVERED): _F,
+        (_T, Outcome.UNCONFIRMED): _F,
+        (_F, Step.RELEASE): _F,
+    }
+)
+
+
+def _ends(*phases: Phase) -> frozenset[Outcome]:
+    return frozenset(e for p, e in MOVES if p in phases and isinstance(e, Outcome))
+
+
+WAITING_ENDS = _ends(Phase.CONSENT, Phase.QUEUED)  # declined, refused, cancelled, expired
+TYPING_ENDS = _ends(Phase.TYPING)  # delivered, unconfirmed
+
+
+def _next(message: Message, event: Event) -> Phase:
+    """The phase ``event`` takes ``message`` to, along ``MOVES``; else ``InvalidTransition``."""
+    try:
+        return MOVES[message.phase, event]
+    except KeyError:
+        raise InvalidTransition(
+            f"message {message.message_id}: no move {event.value!r} from {message.phase.value}"
+        ) from None
+
+
+def _move(message: Message, event: Event) -> None:
+    """The one place a message's phase changes."""
+    message.phase = _next(message, event)
 
 
 @dataclass(frozen=True)
@@ -420,12 +406,7 @@ class MessageBook:
                 field="message_id",
             )
         conversation, hop = self._hop_for(sender, now)
-        if hop > limits.hop_limit:
-            need = CardNeed.HOP
-        elif control or pair_approved:
-            need = CardNeed.NONE
-        else:
-            need = CardNeed.PAIR
+        need = self._card_need(hop, pair_approved=pair_approved, control=control)
         message = Message(
             sender=sender,
             sender_actor=sender_actor,
@@ -461,12 +442,6 @@ class MessageBook:
         )
         self._hold(message.recipient.pane, message)
         return message
-
-    def admit(self, **fields: Any) -> Admission:
-        """``check`` then ``commit``."""
-        admission = self.check(**fields)
-        self.commit(admission)
-        return admission
 
     def _window(self, window: deque[float] | None, mono: float) -> int:
         if window is None:
@@ -505,27 +480,28 @@ class MessageBook:
 
     # ------------------------------------------------------------------ consent
 
+    def _card_need(self, hop: int, *, pair_approved: bool, control: bool) -> CardNeed:
+        """The card rule: a hop over the limit needs a card even for an approved pair;
+        otherwise control or an approved pair needs none; otherwise a new pair needs one."""
+        if hop > self.limits.hop_limit:
+            return CardNeed.HOP
+        if control or pair_approved:
+            return CardNeed.NONE
+        return CardNeed.PAIR
+
     def attach_card(self, message: Message, card_id: str) -> None:
-        if message.phase is not Phase.CONSENT:
-            raise ValueError(f"message {message.message_id} is not waiting for consent")
+        _move(message, Step.ATTACH)
         message.card_id = card_id
         self._cards[card_id] = message.key
 
     def consent_granted(self, message: Message) -> bool:
         """CONSENT -> QUEUED. False if the message had already moved on."""
-        if message.phase is not Phase.CONSENT:
+        if (message.phase, Step.APPROVE) not in MOVES:
             return False
-        message.phase = Phase.QUEUED
+        _move(message, Step.APPROVE)
         message.history.append("approved")
         self._forget_card(message)
         return True
-
-    def needs_consent(self, message: Message, need: CardNeed) -> None:
-        """QUEUED -> CONSENT (a handle moved to a recipient whose pair is not approved)."""
-        if message.phase is not Phase.QUEUED:
-            raise ValueError(f"message {message.message_id} is not queued")
-        message.phase = Phase.CONSENT
-        message.history.append(f"card:{need.value}")
 
     def _forget_card(self, message: Message) -> None:
         if message.card_id is not None:
@@ -534,33 +510,17 @@ class MessageBook:
     # ------------------------------------------------------------------ delivery
 
     def begin_typing(self, message: Message) -> None:
-        """QUEUED -> TYPING: the one typing attempt. Never twice for one admitted message."""
-        if message.phase is not Phase.QUEUED or message.typed:
-            raise ValueError(
-                f"message {message.message_id} cannot be typed now ({message.phase.value})"
-            )
-        message.phase = Phase.TYPING
+        """QUEUED -> TYPING: the one typing attempt (nothing leads back to QUEUED)."""
+        _move(message, Step.TYPE)
         message.typed = True
-
-    def finish(self, message: Message, outcome: Outcome, reason: str | None = None) -> bool:
-        """TYPING -> delivered or unconfirmed; the recipient has now received a message."""
-        if message.phase is not Phase.TYPING:
-            raise ValueError(f"message {message.message_id} is not being typed")
-        if outcome not in (Outcome.DELIVERED, Outcome.UNCONFIRMED):
-            raise ValueError(f"a typing attempt ends delivered or unconfirmed, not {outcome.value}")
-        self._received[message.recipient.key] = _Received(
-            message.conversation, message.hop, self.clock.now()
-        )
-        return self._final(message, outcome, reason)
 
     def retarget(
         self, message: Message, recipient: Recipient, *, pair_approved: bool, control: bool = False
     ) -> CardNeed:
         """A handle now resolves to another pane: a new recipient, so consent starts over."""
-        if message.phase not in (Phase.QUEUED, Phase.CONSENT):
-            raise ValueError(
-                f"message {message.message_id} cannot move now ({message.phase.value})"
-            )
+        need = self._card_need(message.hop, pair_approved=pair_approved, control=control)
+        step = Step.COVERED if need is CardNeed.NONE else Step.CARD
+        _next(message, step)  # a message being typed or final cannot move: raise, change nothing
         if recipient.pane != message.recipient.pane:
             if (
                 self._queued_bytes.get(recipient.pane, 0) + message.size
@@ -571,39 +531,42 @@ class MessageBook:
             self._hold(recipient.pane, message)
         message.recipient = recipient
         message.history.append(f"moved:{recipient.pane}")
-        if message.hop > self.limits.hop_limit:
-            need = CardNeed.HOP
-        elif control or pair_approved:
-            need = CardNeed.NONE
-        else:
-            need = CardNeed.PAIR
-        if need is CardNeed.NONE:
-            if message.phase is Phase.CONSENT:
-                self._forget_card(message)
-                message.card_id = None
-                message.phase = Phase.QUEUED
-        else:
-            self._forget_card(message)
+        if message.phase is Phase.CONSENT or need is not CardNeed.NONE:
+            self._forget_card(message)  # the old card was for the old recipient
             message.card_id = None
-            message.phase = Phase.CONSENT
+        _move(message, step)
+        if need is not CardNeed.NONE:
             message.history.append(f"card:{need.value}")
         return need
 
     # ------------------------------------------------------------------ endings
 
-    def finalize(self, message: Message, outcome: Outcome, reason: str | None = None) -> bool:
+    def end_typing(self, message: Message, outcome: Outcome, reason: str | None = None) -> None:
+        """TYPING -> delivered or unconfirmed; the recipient has now received a message."""
+        if outcome not in TYPING_ENDS:
+            raise InvalidTransition(
+                f"a typing attempt ends delivered or unconfirmed, not {outcome.value}"
+            )
+        self._end(message, outcome, reason)
+        self._received[message.recipient.key] = _Received(
+            message.conversation, message.hop, self.clock.now()
+        )
+
+    def end_waiting(self, message: Message, outcome: Outcome, reason: str | None = None) -> bool:
         """CONSENT or QUEUED -> a final outcome (declined, refused, cancelled, expired).
 
-        False (and no change) if the message is already final or being typed.
+        False (and no change) if the message has moved on: being typed, already final, or
+        declined once it no longer waits for its card.
         """
-        if outcome in (Outcome.QUEUED, Outcome.DELIVERED, Outcome.UNCONFIRMED):
-            raise ValueError(f"{outcome.value} is not an outcome reached without typing")
-        if message.phase in (Phase.FINAL, Phase.TYPING):
+        if outcome not in WAITING_ENDS:
+            raise InvalidTransition(f"{outcome.value} is not an outcome reached without typing")
+        if (message.phase, outcome) not in MOVES:
             return False
-        return self._final(message, outcome, reason)
+        self._end(message, outcome, reason)
+        return True
 
-    def _final(self, message: Message, outcome: Outcome, reason: str | None) -> bool:
-        message.phase = Phase.FINAL
+    def _end(self, message: Message, outcome: Outcome, reason: str | None) -> None:
+        _move(message, outcome)
         message.outcome = outcome
         message.reason = reason
         message.finalized = self.clock.now()
@@ -611,7 +574,6 @@ class MessageBook:
         self._forget_card(message)
         self._free(message.recipient.pane, message)
         message.text = ""  # the text is not kept past its outcome
-        return True
 
     def involving(self, principal: str) -> list[Message]:
         """Messages sent or received by ``principal`` that have not reached their outcome."""
@@ -629,20 +591,15 @@ class MessageBook:
         """A revoked principal's received-hop memory goes with its grant."""
         self._received.pop(principal, None)
 
-    def due(self) -> list[Message]:
-        """``expire_due()`` then every final message whose hour is over (to ``release``)."""
-        self.expire_due()
-        return self.releasable()
-
     def expire_due(self) -> list[Message]:
-        """Finalize ``expired`` every waiting message whose hour is over and return them:
-        the adapter records each outcome, then calls ``release``. A message being typed is
-        left until its attempt ends."""
+        """End ``expired`` every waiting message whose hour is over and return them: the
+        adapter records each outcome, then calls ``release``. A message being typed is left
+        until its attempt ends."""
         now = self.clock.now()
         out = []
         for message in list(self._messages.values()):
-            if now >= message.expires and message.phase in (Phase.CONSENT, Phase.QUEUED):
-                self._final(message, Outcome.EXPIRED, EXPIRY_REASON)
+            if now >= message.expires and (message.phase, Outcome.EXPIRED) in MOVES:
+                self._end(message, Outcome.EXPIRED, EXPIRY_REASON)
                 out.append(message)
         return out
 
@@ -653,10 +610,9 @@ class MessageBook:
 
     def release(self, message: Message) -> None:
         """Free a final message's id once its hour is over and its outcome is recorded."""
-        if not message.final:
-            raise ValueError(f"message {message.message_id} has no final outcome yet")
+        _move(message, Step.RELEASE)
         if self.clock.now() < message.expires:
-            raise ValueError(f"message {message.message_id} still holds its id")
+            raise InvalidTransition(f"message {message.message_id} still holds its id")
         if self._messages.get(message.key) is not message:
             return
         del self._messages[message.key]
@@ -676,21 +632,21 @@ class MessageBook:
         for key in [k for k, r in self._received.items() if now - r.at > self.limits.reply_window]:
             del self._received[key]
 
-    def with_limits(self, limits: MessageLimits) -> None:
-        self.limits = limits
-
 
 __all__ = [
     "FINAL_OUTCOMES",
+    "MOVES",
+    "TYPING_ENDS",
+    "WAITING_ENDS",
     "Admission",
     "CardNeed",
+    "Event",
     "Message",
     "MessageBook",
     "MessageLimits",
     "Outcome",
     "Phase",
     "Recipient",
+    "Step",
     "Target",
-    "check_message_id",
-    "check_text",
 ]

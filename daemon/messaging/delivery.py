@@ -119,7 +119,7 @@ class DeliveryEngine:
             if view is None or view.incarnation != message.recipient.incarnation:
                 if message.target.handle is None:
                     why = "the pane is gone" if view is None else "the pane's process changed"
-                    self.service.finalize(message, Outcome.CANCELLED, why + " (incarnation)")
+                    self.service.end_waiting(message, Outcome.CANCELLED, why + " (incarnation)")
                 else:
                     self.follow_handle(message)
         if view is not None and view.deliverable and self.book.waiting_for(pane):
@@ -154,7 +154,7 @@ class DeliveryEngine:
                 control=message.sender == "control",
             )
         except Refused as exc:
-            self.service.finalize(message, Outcome.REFUSED, f"the handle moved: {exc.message}")
+            self.service.end_waiting(message, Outcome.REFUSED, f"the handle moved: {exc.message}")
             return
         if old_card is not None and old_card != message.card_id:
             self.service.cancel_card(old_card)
@@ -210,7 +210,7 @@ class DeliveryEngine:
                 self.follow_handle(message)
                 return "next" if len(found) == 1 else "wait"
         if not self.service.reachable_now(message):
-            self.service.finalize(message, Outcome.CANCELLED, "a grant was withdrawn")
+            self.service.end_waiting(message, Outcome.CANCELLED, "a grant was withdrawn")
             return "next"
         if not view.deliverable:
             return "wait"
@@ -235,8 +235,8 @@ class DeliveryEngine:
         self.book.begin_typing(message)
         self.attempts += 1
         outcome, reason = await self._type(message, pane, view, screen)
-        self.book.finish(message, outcome, reason)
-        self.service.record_outcome_safely(message)
+        self.book.end_typing(message, outcome, reason)
+        self.service.record_outcome(message)
         return "next"
 
     async def _type(

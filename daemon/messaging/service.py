@@ -8,7 +8,7 @@ of the daemon:
 * ``message.send`` (scope ``message``, tier card): resolve the target to exactly one live
   agent pane (a pane id with its incarnation, or a workstream handle; ambiguity refused with
   the candidates named), check the recipient is ``reachable`` (control excepted) and not a
-  shell, then ``book.admit``. A refusal raises before anything is stored; the gate audits it.
+  shell, then ``book.check``. A refusal raises before anything is stored; the gate audits it.
   An admitted message is audited ``queued`` with its message id; if consent is needed the
   card is written in the same transaction as that record.
 * ``message.status``: the outcome, with a bounded wait (at most 50 s a call) that ends at once
@@ -23,7 +23,7 @@ of the daemon:
   audit record is written first) and only then is the id released.
 
 Every final outcome gets exactly one more audit record with the message id
-(``_record_outcome``). Delivery itself is in ``daemon.messaging.delivery``.
+(``record_outcome``). Delivery itself is in ``daemon.messaging.delivery``.
 """
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ from openbus.daemon.core.actors import Actor, is_pane_id
 from openbus.daemon.core.audit import AuditDraft
 from openbus.daemon.core.clock import Clock
 from openbus.daemon.core.consent import Approval, ApprovalKind, Card, CardState, Tier
-from openbus.daemon.core.errors import BadRequest, NotConnected, NotFound, OpenbusError, Refused
+from openbus.daemon.core.errors import BadRequest, NotConnected, NotFound, Refused
+from openbus.daemon.core.message_text import check_message_id, check_text
 from openbus.daemon.core.messaging import (
     CardNeed,
     Message,
@@ -52,8 +53,6 @@ from openbus.daemon.core.messaging import (
     Phase,
     Recipient,
     Target,
-    check_message_id,
-    check_text,
 )
 from openbus.daemon.core.scopes import Preset, Scope
 from openbus.daemon.feature import Feature
@@ -423,8 +422,27 @@ class MessagingService(Feature):
 
     # ------------------------------------------------------------------ outcomes
 
-    def record_outcome(self, message: Message) -> None:
-        """The second audit record of an admitted message: its final outcome."""
+    def record_outcome(self, message: Message) -> bool:
+        """The second audit record of an admitted message: its final outcome. True once it is
+        written; one that could not be is logged and its id stays held, and ``sweep`` tries it
+        again before releasing the id. Waiters on the message wake either way."""
+        retry = message.key in self._unrecorded
+        try:
+            self._write_outcome(message)
+        except Exception as exc:
+            if retry:
+                log.error("message %s: outcome still not recorded: %s", message.message_id, exc)
+            else:
+                log.exception("could not record the outcome of message %s", message.message_id)
+                self._unrecorded.add(message.key)
+            recorded = False
+        else:
+            self._unrecorded.discard(message.key)
+            recorded = True
+        self._wake_waiters(message)
+        return recorded
+
+    def _write_outcome(self, message: Message) -> None:
         details: dict[str, Any] = {
             "recipient": message.recipient.actor or message.recipient.pane,
             "conversation": message.conversation,
@@ -444,28 +462,19 @@ class MessagingService(Feature):
                 details=details,
             )
         )
-        self._finished(message)
 
-    def _finished(self, message: Message) -> None:
+    def _wake_waiters(self, message: Message) -> None:
         event = self._events.pop(message.key, None)
         if event is not None:
             event.set()
 
-    def finalize(self, message: Message, outcome: Outcome, reason: str) -> bool:
-        """Finalize a waiting message and record its outcome (False: it had moved on)."""
-        if not self.book.finalize(message, outcome, reason):
+    def end_waiting(self, message: Message, outcome: Outcome, reason: str) -> bool:
+        """End a waiting message and record its outcome (False: it had moved on)."""
+        if not self.book.end_waiting(message, outcome, reason):
             return False
         self._close_card(message)
-        self.record_outcome_safely(message)
+        self.record_outcome(message)
         return True
-
-    def record_outcome_safely(self, message: Message) -> None:
-        try:
-            self.record_outcome(message)
-        except Exception:
-            log.exception("could not record the outcome of message %s", message.message_id)
-            self._unrecorded.add(message.key)
-            self._finished(message)
 
     def _close_card(self, message: Message) -> None:
         if message.card_id is not None:
@@ -526,11 +535,11 @@ class MessagingService(Feature):
             if self.book.consent_granted(message):
                 self._kick(message.recipient.pane)
         elif card.state is CardState.DECLINED:
-            self.finalize(message, Outcome.DECLINED, "the human declined")
+            self.end_waiting(message, Outcome.DECLINED, "the human declined")
         elif card.state is CardState.EXPIRED:
-            self.finalize(message, Outcome.EXPIRED, "the consent card expired unanswered")
+            self.end_waiting(message, Outcome.EXPIRED, "the consent card expired unanswered")
         elif card.state is CardState.CANCELLED:
-            self.finalize(message, Outcome.CANCELLED, "the consent card was cancelled")
+            self.end_waiting(message, Outcome.CANCELLED, "the consent card was cancelled")
 
     # ------------------------------------------------------------------ revocation
 
@@ -550,7 +559,9 @@ class MessagingService(Feature):
             await lock.acquire()
         try:
             for message in self.book.involving(principal.id):
-                self.finalize(message, Outcome.CANCELLED, f"Connect was narrowed to {preset.value}")
+                self.end_waiting(
+                    message, Outcome.CANCELLED, f"Connect was narrowed to {preset.value}"
+                )
             open_cards = self.cards.open_for_principal(principal.id)
             for card in open_cards:
                 if card.kind in MESSAGE_CARD_KINDS:
@@ -582,16 +593,11 @@ class MessagingService(Feature):
         expired = 0
         for message in self.book.expire_due():
             self._close_card(message)
-            self.record_outcome_safely(message)
+            self.record_outcome(message)
             expired += 1
         for message in self.book.releasable():
-            if message.key in self._unrecorded:
-                try:
-                    self.record_outcome(message)
-                except OpenbusError as exc:
-                    log.error("message %s: outcome still not recorded: %s", message.message_id, exc)
-                    continue
-                self._unrecorded.discard(message.key)
+            if message.key in self._unrecorded and not self.record_outcome(message):
+                continue
             self.book.release(message)
             self._owner.pop(message.key, None)
             self._preview.pop(message.key, None)

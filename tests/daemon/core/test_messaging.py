@@ -2,21 +2,32 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
+from openbus.daemon.core import messaging
 from openbus.daemon.core.clock import FixedClock
-from openbus.daemon.core.errors import BadRequest, Conflict, Refused
+from openbus.daemon.core.errors import (
+    BadRequest,
+    Conflict,
+    InvalidTransition,
+    OpenbusError,
+    Refused,
+)
 from openbus.daemon.core.messaging import (
+    MOVES,
     CardNeed,
     MessageBook,
     MessageLimits,
     Outcome,
     Phase,
     Recipient,
+    Step,
     Target,
-    check_text,
 )
 from openbus.policy.limits import Limits
+from tests.daemon.core.helpers import admit, due
 
 A, B, C = "p_a", "p_b", "p_c"
 PANE_B = Recipient("%2", "inc-b", B, "claude", "agent:claude:b")
@@ -39,7 +50,8 @@ def send(
     approved: bool = True,
     control: bool = False,
 ):  # type: ignore[no-untyped-def]
-    return b.admit(
+    return admit(
+        b,
         sender=sender,
         sender_actor=f"agent:claude:{sender}",
         message_id=mid,
@@ -51,54 +63,7 @@ def send(
     )
 
 
-# ---------------------------------------------------------------- character set and size
-
-
-@pytest.mark.parametrize(
-    "bad",
-    [
-        "\x1b[2J",
-        "a\rb",
-        "a\tb",
-        "\x00",
-        "\x7f",
-        "\x85",
-        "x\u202ey",
-        "\u2066x\u2069",
-        "\u200f",
-        "\u200e",
-        "\u061c",
-        "\u200d",
-        "\ufeff",
-        "line\u2028sep",
-        "\ue000",
-        "\ud800",
-    ],
-)
-def test_control_format_and_bidi_characters_are_refused_naming_the_code_point(bad: str) -> None:
-    with pytest.raises(Refused, match=r"U\+[0-9A-F]{4}") as err:
-        check_text("ok " + bad, 1000)
-    assert err.value.field == "text"
-
-
-@pytest.mark.parametrize(
-    "good", ["hello\nworld", "caf\u00e9 \u00a0 \u3000 \u4e2d\u6587", "\U0001f600 ok", "a" * 10]
-)
-def test_printable_text_newlines_and_spaces_are_admitted(good: str) -> None:
-    assert check_text(good, 1000) == len(good.encode())
-
-
-def test_the_byte_cap_counts_utf8_bytes_not_characters() -> None:
-    assert check_text("\u00e9" * 5, 10) == 10
-    with pytest.raises(Refused, match="11 bytes"):
-        check_text("\u00e9" * 5 + "x", 10)
-
-
-def test_empty_or_non_string_text_is_a_bad_request() -> None:
-    with pytest.raises(BadRequest):
-        check_text("", 10)
-    with pytest.raises(BadRequest):
-        check_text(5, 10)
+# ---------------------------------------------------------------- ids
 
 
 def test_a_malformed_message_id_is_a_bad_request_naming_the_field() -> None:
@@ -184,7 +149,7 @@ def test_at_the_id_cap_new_messages_are_refused_and_nothing_is_evicted() -> None
     with pytest.raises(Refused, match="id cap"):
         send(b, "m3")
     clock.advance(3599)
-    assert b.due() == []
+    assert due(b) == []
     assert b.get(A, "m1") is first
 
 
@@ -192,8 +157,8 @@ def test_a_waiting_message_expires_before_its_id_is_released() -> None:
     b, clock = book()
     message = send(b, "m1").message
     clock.advance(3600)
-    due = b.due()
-    assert due == [message]
+    found = due(b)
+    assert found == [message]
     assert message.outcome is Outcome.EXPIRED
     assert b.get(A, "m1") is message  # still held until the outcome is recorded
     with pytest.raises(Conflict, match="expired"):
@@ -208,13 +173,13 @@ def test_a_delivered_message_keeps_its_id_for_the_hour() -> None:
     b, clock = book()
     message = send(b, "m1").message
     b.begin_typing(message)
-    b.finish(message, Outcome.DELIVERED)
+    b.end_typing(message, Outcome.DELIVERED)
     clock.advance(1800)
-    assert b.due() == []
+    assert due(b) == []
     with pytest.raises(Conflict, match="delivered"):
         send(b, "m1")
     clock.advance(1800)
-    assert b.due() == [message]
+    assert due(b) == [message]
     assert message.outcome is Outcome.DELIVERED
     b.release(message)
 
@@ -224,10 +189,10 @@ def test_a_message_being_typed_is_neither_expired_nor_cancelled() -> None:
     message = send(b, "m1").message
     b.begin_typing(message)
     clock.advance(4000)
-    assert b.due() == []
-    assert not b.finalize(message, Outcome.CANCELLED)
-    b.finish(message, Outcome.UNCONFIRMED, "screen changed")
-    assert b.due() == [message]
+    assert due(b) == []
+    assert not b.end_waiting(message, Outcome.CANCELLED)
+    b.end_typing(message, Outcome.UNCONFIRMED, "screen changed")
+    assert due(b) == [message]
 
 
 # ---------------------------------------------------------------- typing and outcomes
@@ -237,7 +202,7 @@ def test_a_message_is_typed_at_most_once() -> None:
     b, _ = book()
     message = send(b, "m1").message
     b.begin_typing(message)
-    b.finish(message, Outcome.DELIVERED)
+    b.end_typing(message, Outcome.DELIVERED)
     with pytest.raises(ValueError):
         b.begin_typing(message)
 
@@ -245,8 +210,8 @@ def test_a_message_is_typed_at_most_once() -> None:
 def test_a_final_outcome_is_never_replaced() -> None:
     b, _ = book()
     message = send(b, "m1").message
-    assert b.finalize(message, Outcome.CANCELLED, "incarnation changed")
-    assert not b.finalize(message, Outcome.DECLINED)
+    assert b.end_waiting(message, Outcome.CANCELLED, "incarnation changed")
+    assert not b.end_waiting(message, Outcome.DECLINED)
     assert message.outcome is Outcome.CANCELLED
     assert message.text == ""
     assert b.queued_bytes == 0
@@ -257,7 +222,7 @@ def test_typing_ends_only_delivered_or_unconfirmed() -> None:
     message = send(b, "m1").message
     b.begin_typing(message)
     with pytest.raises(ValueError):
-        b.finish(message, Outcome.CANCELLED)
+        b.end_typing(message, Outcome.CANCELLED)
 
 
 # ---------------------------------------------------------------- consent and hops
@@ -286,7 +251,7 @@ def test_a_reply_within_the_window_continues_the_conversation_and_counts_a_hop()
     b, clock = book()
     first = send(b, "m1", sender=A, to=PANE_B).message
     b.begin_typing(first)
-    b.finish(first, Outcome.DELIVERED)
+    b.end_typing(first, Outcome.DELIVERED)
     clock.advance(60)
     reply = send(b, "r1", sender=B, to=PANE_A).message
     assert reply.conversation == first.conversation
@@ -300,7 +265,7 @@ def test_a_message_after_the_reply_window_opens_a_new_conversation() -> None:
     b, clock = book()
     first = send(b, "m1", sender=A, to=PANE_B).message
     b.begin_typing(first)
-    b.finish(first, Outcome.DELIVERED)
+    b.end_typing(first, Outcome.DELIVERED)
     clock.advance(301)
     later = send(b, "r1", sender=B, to=PANE_A).message
     assert later.conversation != first.conversation and later.hop == 0
@@ -315,7 +280,7 @@ def test_a_ping_pong_past_the_hop_limit_needs_a_card_even_for_an_approved_pair()
         needs.append(admission.card)
         if admission.card is CardNeed.NONE:
             b.begin_typing(admission.message)
-            b.finish(admission.message, Outcome.DELIVERED)
+            b.end_typing(admission.message, Outcome.DELIVERED)
         clock.advance(5)
     assert needs == [CardNeed.NONE, CardNeed.NONE, CardNeed.NONE, CardNeed.HOP, CardNeed.NONE]
 
@@ -353,10 +318,56 @@ def test_prune_drops_idle_rate_windows_and_old_hop_memories() -> None:
     b, clock = book()
     message = send(b, "m1").message
     b.begin_typing(message)
-    b.finish(message, Outcome.DELIVERED)
+    b.end_typing(message, Outcome.DELIVERED)
     clock.advance(3600)
-    for m in b.due():
+    for m in due(b):
         b.release(m)
     b.prune()
     fp = b.footprint()
     assert fp["sender_rates"] == fp["pair_rates"] == fp["received"] == fp["messages"] == 0
+
+
+# ---------------------------------------------------------------- the lifecycle table
+
+ARROW = re.compile(r"^ +([A-Z]+) --([a-z|]+)--> ([A-Z]+)\b", re.MULTILINE)
+
+
+def test_the_diagram_in_the_docstring_is_the_transition_table() -> None:
+    drawn = [
+        (Phase[src], event, Phase[dst])
+        for src, events, dst in ARROW.findall(messaging.__doc__ or "")
+        for event in events.split("|")
+    ]
+    assert len(drawn) == len(set(drawn))
+    assert set(drawn) == {(src, event.value, dst) for (src, event), dst in MOVES.items()}
+
+
+def test_step_and_outcome_names_never_collide_as_table_keys() -> None:
+    assert not {s.value for s in Step} & {o.value for o in Outcome}
+
+
+def test_nothing_leads_back_out_of_typing_so_no_id_is_typed_twice() -> None:
+    reached, frontier = set(), {Phase.TYPING}
+    while frontier:
+        phase = frontier.pop()
+        for (src, _), dst in MOVES.items():
+            if src is phase and dst not in reached:
+                reached.add(dst)
+                frontier.add(dst)
+    assert reached == {Phase.FINAL}
+
+
+def test_a_move_the_table_lacks_is_an_invalid_transition_and_changes_nothing() -> None:
+    b, _ = book()
+    message = send(b, "m1").message
+    with pytest.raises(InvalidTransition):
+        b.attach_card(message, "c_1")  # a queued message has no card to wait for
+    assert message.phase is Phase.QUEUED and b.by_card("c_1") is None
+    b.begin_typing(message)
+    with pytest.raises(InvalidTransition):
+        b.retarget(message, PANE_C, pair_approved=True)
+    assert message.recipient is PANE_B and b.queued_bytes_for("%2") == 5
+
+
+def test_an_invalid_transition_is_a_bug_never_a_client_facing_error() -> None:
+    assert not issubclass(InvalidTransition, OpenbusError)

@@ -28,6 +28,7 @@ from openbus.daemon.core.messaging import (
     Recipient,
     Target,
 )
+from tests.daemon.core.helpers import admit, due
 
 PRINCIPALS = ["p_a", "p_b", "p_c"]
 PANES = {"p_a": "%1", "p_b": "%2", "p_c": "%3"}
@@ -94,7 +95,8 @@ class MessagingMachine(RuleBasedStateMachine):
         before = (self.book.footprint(), self.book.ids_held(sender), self.book.get(sender, mid))
         recipient = self.recipient(to)
         try:
-            admission = self.book.admit(
+            admission = admit(
+                self.book,
                 sender=sender,
                 sender_actor=f"agent:claude:{sender}",
                 message_id=mid,
@@ -125,9 +127,9 @@ class MessagingMachine(RuleBasedStateMachine):
         message = data.draw(st.sampled_from(waiting))
         decision = data.draw(st.sampled_from(["approve", "approve_pair", "decline", "expire"]))
         if decision == "decline":
-            self.book.finalize(message, Outcome.DECLINED, "declined")
+            self.book.end_waiting(message, Outcome.DECLINED, "declined")
         elif decision == "expire":
-            self.book.finalize(message, Outcome.EXPIRED, "card expired")
+            self.book.end_waiting(message, Outcome.EXPIRED, "card expired")
         else:
             if decision == "approve_pair" and message.recipient.principal:
                 self.approved.add((message.sender, message.recipient.principal))
@@ -142,7 +144,7 @@ class MessagingMachine(RuleBasedStateMachine):
             entry = self.record(message)
             entry.typed += 1
             self.typings.append((message.key, entry.admitted))
-            self.book.finish(message, Outcome.DELIVERED if landed else Outcome.UNCONFIRMED)
+            self.book.end_typing(message, Outcome.DELIVERED if landed else Outcome.UNCONFIRMED)
             break  # one message per idle turn
 
     @rule(principal=st.sampled_from(PRINCIPALS))
@@ -150,7 +152,7 @@ class MessagingMachine(RuleBasedStateMachine):
         self.revoked.add(principal)
         self.approved = {p for p in self.approved if principal not in p}
         for message in self.book.involving(principal):
-            self.book.finalize(message, Outcome.CANCELLED, "revoked")
+            self.book.end_waiting(message, Outcome.CANCELLED, "revoked")
         assert self.book.involving(principal) == []
 
     @rule(principal=st.sampled_from(PRINCIPALS))
@@ -163,7 +165,7 @@ class MessagingMachine(RuleBasedStateMachine):
         self.incarnation[pane] += 1
         for message in self.book.addressed_to(pane):
             if message.target.handle is None:
-                self.book.finalize(message, Outcome.CANCELLED, "incarnation changed")
+                self.book.end_waiting(message, Outcome.CANCELLED, "incarnation changed")
 
     @rule(data=st.data())
     def handle_moves(self, data: st.DataObject) -> None:
@@ -181,7 +183,7 @@ class MessagingMachine(RuleBasedStateMachine):
                 pair_approved=(message.sender, to) in self.approved,
             )
         except Refused:
-            self.book.finalize(message, Outcome.REFUSED, "new recipient's queue is full")
+            self.book.end_waiting(message, Outcome.REFUSED, "new recipient's queue is full")
             return
         if need is not CardNeed.NONE:
             self.book.attach_card(message, f"c{self.record(message).serial}m{len(message.history)}")
@@ -193,7 +195,7 @@ class MessagingMachine(RuleBasedStateMachine):
     @precondition(lambda self: bool(self.admitted))
     @rule()
     def sweep(self) -> None:
-        for message in self.book.due():
+        for message in due(self.book):
             assert message.final
             self.observe()  # the outcome is recorded before the id is released
             assert self.record(message).final is not None
@@ -244,9 +246,9 @@ class MessagingMachine(RuleBasedStateMachine):
         # every admitted message reaches exactly one final outcome: let every hour run out
         for message in self.book.messages():
             if message.phase is Phase.TYPING:  # pragma: no cover - rules never leave one typing
-                self.book.finish(message, Outcome.UNCONFIRMED)
+                self.book.end_typing(message, Outcome.UNCONFIRMED)
         self.clock.advance(LIMITS.id_ttl + 1)
-        for message in self.book.due():
+        for message in due(self.book):
             self.observe()
             self.book.release(message)
         self.observe()

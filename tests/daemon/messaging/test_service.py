@@ -217,15 +217,15 @@ def test_an_expiry_that_cannot_be_recorded_keeps_the_id_held(make: Callable[[], 
         s = make()
         await s.send("a", "%2", "m-1")
         s.clock.advance(3600)
-        real = s.messaging.record_outcome
+        real = s.messaging._write_outcome
 
         def failing(message: Any) -> None:
             raise Unavailable("audit store is full")
 
-        s.messaging.record_outcome = failing  # type: ignore[method-assign]
+        s.messaging._write_outcome = failing  # type: ignore[method-assign]
         s.messaging.sweep()
         assert s.message("a", "m-1") is not None
-        s.messaging.record_outcome = real  # type: ignore[method-assign]
+        s.messaging._write_outcome = real  # type: ignore[method-assign]
         s.messaging.sweep()
         assert s.message("a", "m-1") is None
         assert s.audit("m-1") == ["queued", "expired"]
