@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from openbus.daemon import messaging as messaging_feature
 from openbus.daemon.audit.service import AuditExport
 from openbus.daemon.audit.shipper import Exporter
 from openbus.daemon.config import Config
@@ -145,7 +146,7 @@ def build(
         tmux=directory.tmux,
         directory=directory.directory,
     )
-    messaging = MessagingService(
+    messaging = messaging_feature.build(
         gate=gate,
         grants=base.grants,
         cards=base.cards,

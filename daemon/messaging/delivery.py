@@ -38,15 +38,13 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from openbus.daemon.core.errors import OpenbusError, Refused
-from openbus.daemon.core.messaging import CardNeed, Message, Outcome, Phase
-from openbus.daemon.messaging.fleet import Fleet, FleetChange, PaneView, normalize
+from openbus.daemon.core.messaging import CardNeed, Message, MessageBook, Outcome, Phase
+from openbus.daemon.messaging.addressing import Addressing
+from openbus.daemon.messaging.fleet import FleetChange, PaneView, normalize
+from openbus.daemon.messaging.outcomes import Outcomes
 from openbus.daemon.screens import Reading
-
-if TYPE_CHECKING:
-    from openbus.daemon.messaging.service import MessagingService
 
 log = logging.getLogger("openbus.messaging")
 
@@ -82,10 +80,17 @@ DEFAULT_TIMEOUTS = DeliveryTimeouts()
 
 
 class DeliveryEngine:
-    def __init__(self, service: MessagingService, fleet: Fleet, timeouts: DeliveryTimeouts) -> None:
-        self.service = service
-        self.book = service.book
-        self.fleet = fleet
+    def __init__(
+        self,
+        book: MessageBook,
+        addressing: Addressing,
+        outcomes: Outcomes,
+        timeouts: DeliveryTimeouts,
+    ) -> None:
+        self.book = book
+        self.addressing = addressing
+        self.outcomes = outcomes
+        self.fleet = addressing.fleet
         self.paste_timeout = timeouts.paste
         self.confirm_timeout = timeouts.confirm
         self._drains: dict[str, asyncio.Task[None]] = {}
@@ -119,7 +124,7 @@ class DeliveryEngine:
             if view is None or view.incarnation != message.recipient.incarnation:
                 if message.target.handle is None:
                     why = "the pane is gone" if view is None else "the pane's process changed"
-                    self.service.end_waiting(message, Outcome.CANCELLED, why + " (incarnation)")
+                    self.outcomes.end_waiting(message, Outcome.CANCELLED, why + " (incarnation)")
                 else:
                     self.follow_handle(message)
         if view is not None and view.deliverable and self.book.waiting_for(pane):
@@ -135,7 +140,7 @@ class DeliveryEngine:
         handle = message.target.handle
         assert handle is not None
         try:
-            found = self.service.resolve_handle(handle)
+            found = self.addressing.resolve_handle(handle)
         except OpenbusError:
             return
         if len(found) != 1:
@@ -146,23 +151,25 @@ class DeliveryEngine:
             return
         old_card = message.card_id
         try:
-            recipient = self.service.recipient_for(view, control_sender=message.sender == "control")
+            recipient = self.addressing.recipient_for(
+                view, control_sender=message.sender == "control"
+            )
             need = self.book.retarget(
                 message,
                 recipient,
-                pair_approved=self.service.pair_approved(message.sender, recipient),
+                pair_approved=self.addressing.pair_approved(message.sender, recipient),
                 control=message.sender == "control",
             )
         except Refused as exc:
-            self.service.end_waiting(message, Outcome.REFUSED, f"the handle moved: {exc.message}")
+            self.outcomes.end_waiting(message, Outcome.REFUSED, f"the handle moved: {exc.message}")
             return
         if old_card is not None and old_card != message.card_id:
-            self.service.cancel_card(old_card)
+            self.outcomes.cancel_card(old_card)
         if need is CardNeed.NONE:
-            self.service.record_move(message, None)
+            self.outcomes.record_move(message, None)
             self.kick(view.pane)
         else:
-            self.service.raise_card(message, need)
+            self.outcomes.raise_card(message, need)
 
     # ------------------------------------------------------------------ draining one pane
 
@@ -205,12 +212,12 @@ class DeliveryEngine:
             self.reconcile(pane)
             return "next"
         if message.target.handle is not None:
-            found = self.service.resolve_handle(message.target.handle)
+            found = self.addressing.resolve_handle(message.target.handle)
             if len(found) != 1 or (found[0].pane, found[0].incarnation) != (pane, view.incarnation):
                 self.follow_handle(message)
                 return "next" if len(found) == 1 else "wait"
-        if not self.service.reachable_now(message):
-            self.service.end_waiting(message, Outcome.CANCELLED, "a grant was withdrawn")
+        if not self.addressing.reachable_now(message):
+            self.outcomes.end_waiting(message, Outcome.CANCELLED, "a grant was withdrawn")
             return "next"
         if not view.deliverable:
             return "wait"
@@ -236,7 +243,7 @@ class DeliveryEngine:
         self.attempts += 1
         outcome, reason = await self._type(message, pane, view, screen)
         self.book.end_typing(message, outcome, reason)
-        self.service.record_outcome(message)
+        self.outcomes.record_outcome(message)
         return "next"
 
     async def _type(

@@ -32,17 +32,15 @@ import asyncio
 import contextlib
 import getpass
 import logging
-from collections.abc import Mapping
 from typing import Any
 
 from openbus.daemon.cards import Cards
 from openbus.daemon.connect import Connect
-from openbus.daemon.core.actions import Action
 from openbus.daemon.core.actors import Actor, is_pane_id
 from openbus.daemon.core.audit import AuditDraft
 from openbus.daemon.core.clock import Clock
-from openbus.daemon.core.consent import Approval, ApprovalKind, Card, CardState, Tier
-from openbus.daemon.core.errors import BadRequest, NotConnected, NotFound, Refused
+from openbus.daemon.core.consent import Card, CardState
+from openbus.daemon.core.errors import BadRequest, NotConnected, Unavailable
 from openbus.daemon.core.message_text import check_message_id, check_text
 from openbus.daemon.core.messaging import (
     CardNeed,
@@ -51,25 +49,20 @@ from openbus.daemon.core.messaging import (
     MessageLimits,
     Outcome,
     Phase,
-    Recipient,
-    Target,
 )
 from openbus.daemon.core.scopes import Preset, Scope
 from openbus.daemon.feature import Feature
 from openbus.daemon.gate import Call, Gate
 from openbus.daemon.grants import Grants, Principal
-from openbus.daemon.messaging.delivery import DEFAULT_TIMEOUTS, DeliveryEngine, DeliveryTimeouts
-from openbus.daemon.messaging.fleet import Fleet, PaneView
+from openbus.daemon.messaging.actions import LIST, SEND, STATUS
+from openbus.daemon.messaging.addressing import Addressing
+from openbus.daemon.messaging.delivery import DeliveryEngine
+from openbus.daemon.messaging.outcomes import Outcomes, preview
 from openbus.daemon.policy_runtime import PolicyRuntime
 
 log = logging.getLogger("openbus.messaging")
 
-SEND = Action("message.send", Scope.MESSAGE, Tier.CARD, mutates=True, humans=False)
-STATUS = Action("message.status", Scope.MESSAGE, Tier.READ, humans=False)
-LIST = Action("messages.list", None, Tier.HUMAN)
-
 MAX_WAIT_SECONDS = 50.0
-PREVIEW_CHARS = 200
 MESSAGE_CARD_KINDS = frozenset({"message", "hop_limit"})
 
 
@@ -87,8 +80,10 @@ class MessagingService(Feature):
         connect: Connect,
         clock: Clock,
         policy: PolicyRuntime,
-        fleet: Fleet,
-        timeouts: DeliveryTimeouts = DEFAULT_TIMEOUTS,
+        book: MessageBook,
+        addressing: Addressing,
+        outcomes: Outcomes,
+        delivery: DeliveryEngine,
     ) -> None:
         self.gate = gate
         self.grants = grants
@@ -97,15 +92,14 @@ class MessagingService(Feature):
         self.policy = policy
         self._limits_from: object = None
         self._limits_now = MessageLimits()
-        self.book = MessageBook(clock, self._limits())
-        self.fleet = fleet
-        self.delivery = DeliveryEngine(self, fleet, timeouts)
+        self.book = book
+        self.addressing = addressing
+        self.outcomes = outcomes
+        self.delivery = delivery
+        self.fleet = addressing.fleet
         self._delivering: asyncio.Task[None] | None = None
-        self._events: dict[tuple[str, str], asyncio.Event] = {}
         self._revoked: dict[str, asyncio.Event] = {}
-        self._owner: dict[tuple[str, str], str] = {}
         self._preview: dict[tuple[str, str], str] = {}
-        self._unrecorded: set[tuple[str, str]] = set()  # outcomes whose record failed
         self.cards.listeners.append(self._on_card)
         gate.register(SEND, self.send)
         gate.register(STATUS, self.status)
@@ -151,112 +145,6 @@ class MessagingService(Feature):
 
     # ------------------------------------------------------------------ addressing
 
-    def resolve_target(self, params: Mapping[str, Any]) -> tuple[Target, PaneView]:
-        target = params.get("target")
-        if not isinstance(target, str) or not target.strip():
-            raise BadRequest(
-                "target must be a pane id (with its incarnation) or a workstream handle "
-                "(a PR, a title, control)",
-                field="target",
-            )
-        target = target.strip()
-        fleet = self.fleet
-        if target.startswith("%"):
-            if not is_pane_id(target):
-                raise BadRequest(f"not a pane id: {target!r}", field="target")
-            incarnation = params.get("incarnation")
-            if not isinstance(incarnation, str) or not incarnation:
-                raise BadRequest(
-                    "a pane id needs the incarnation the directory issued for it",
-                    field="incarnation",
-                )
-            view = fleet.view(target)
-            if view is None:
-                raise NotFound(f"no pane {target} in the directory", field="target")
-            if view.incarnation != incarnation:
-                raise Refused(
-                    f"{target} is now another process (its incarnation changed); "
-                    "read the directory again",
-                    field="incarnation",
-                )
-            return Target(pane=target, incarnation=incarnation), view
-        if target.isdigit() or (":" in target and target.split(":")[-1].split(".")[0].isdigit()):
-            raise BadRequest(
-                "window indices are never addresses: use a pane id with its incarnation, "
-                "or a workstream handle",
-                field="target",
-            )
-        found = self.resolve_handle(target)
-        if not found:
-            raise NotFound(f"no live pane answers to {target!r}", field="target")
-        if len(found) > 1:
-            names = ", ".join(f"{v.pane} ({v.title or v.harness})" for v in found)
-            raise Refused(
-                f"{target!r} is ambiguous: it matches {names}; address one by pane id and "
-                "incarnation",
-                field="target",
-            )
-        return Target(handle=target), found[0]
-
-    def resolve_handle(self, handle: str) -> list[PaneView]:
-        return [v for v in self.fleet.resolve(handle) if v.state != "exited"]
-
-    def recipient_for(self, view: PaneView, *, control_sender: bool) -> Recipient:
-        """The recipient at ``view``, refused if peers may not reach it."""
-        if view.harness == "shell" or view.state == "shell":
-            raise Refused(
-                f"{view.pane} is a shell pane: sends to shells are never offered to peers",
-                field="target",
-            )
-        if view.state == "exited":
-            raise Refused(f"{view.pane} has exited", field="target")
-        principal = self._principal_at(view)
-        if not control_sender:
-            scopes = self.grants.scopes_for(principal.actor()) if principal else frozenset()
-            if Scope.REACHABLE not in scopes:
-                raise Refused(
-                    f"{view.pane} is not reachable: its agent was not set to Collaborate",
-                    field="target",
-                )
-        return Recipient(
-            pane=view.pane,
-            incarnation=view.incarnation,
-            principal=principal.id if principal else None,
-            harness=view.harness,
-            actor=principal.actor().name if principal else None,
-        )
-
-    def _principal_at(self, view: PaneView) -> Principal | None:
-        """The active principal of the agent now in ``view``'s pane: issued for this
-        incarnation, or attached to one of its processes (never one of a recycled pane)."""
-        found = self.grants.by_pane(view.pane)
-        exact = [p for p in found if p.incarnation == view.incarnation]
-        if exact:
-            return exact[-1]
-        alive = [p for p in found if p.pid is not None and p.pid in view.pids]
-        return alive[-1] if alive else None
-
-    def reachable_now(self, message: Message) -> bool:
-        """Both ends' scopes, looked up again (delivery calls this under the send lock)."""
-        if message.sender != "control":
-            try:
-                sender = self.grants.get(message.sender)
-            except NotFound:
-                return False
-            if Scope.MESSAGE not in self.grants.scopes_for(sender.actor()):
-                return False
-            if message.recipient.principal is None:
-                return False
-            try:
-                recipient = self.grants.get(message.recipient.principal)
-            except NotFound:
-                return False
-            return Scope.REACHABLE in self.grants.scopes_for(recipient.actor())
-        return True
-
-    def pair_approved(self, sender: str, recipient: Recipient) -> bool:
-        return self.cards.has(Approval(ApprovalKind.PAIR, sender, recipient.key))
-
     # ------------------------------------------------------------------ send
 
     async def send(self, call: Call) -> Any:
@@ -270,10 +158,10 @@ class MessagingService(Feature):
         # the cheap refusals first: a flood costs no directory or grant lookups
         check_message_id(mid)
         check_text(params.get("text"), self.book.limits.message_bytes)
-        target, view = self.resolve_target(params)
+        target, view = self.addressing.resolve_target(params)
         call.target = view.pane
         control = actor.kind == "control"
-        recipient = self.recipient_for(view, control_sender=control)
+        recipient = self.addressing.recipient_for(view, control_sender=control)
         sender_pane = None
         owner = actor.user
         if actor.principal and actor.kind == "agent":
@@ -289,7 +177,7 @@ class MessagingService(Feature):
             text=params.get("text"),
             target=target,
             recipient=recipient,
-            pair_approved=self.pair_approved(sender, recipient),
+            pair_approved=self.addressing.pair_approved(sender, recipient),
             control=control,
             sender_pane=sender_pane,
         )
@@ -308,7 +196,7 @@ class MessagingService(Feature):
         )
         card: Card | None = None
         if admission.card is not CardNeed.NONE:
-            card, write = self._card_for(message, admission.card, owner)
+            card, write = self.outcomes.new_card(message, admission.card, owner)
             call.write(write)
             call.details["card"] = card.id
             call.details["consent"] = admission.card.value
@@ -318,8 +206,8 @@ class MessagingService(Feature):
         def admitted() -> None:
             # runs right after the audit record is committed, with no await since the check
             self.book.commit(admission)
-            self._owner[message.key] = owner
-            self._preview[message.key] = _preview(message.text)
+            self.outcomes.owners[message.key] = owner
+            self._preview[message.key] = preview(message.text)
             if card is not None:
                 self.book.attach_card(message, card.id)
                 self.cards.notify(card)
@@ -335,33 +223,6 @@ class MessagingService(Feature):
         if actor.principal is None:
             raise NotConnected("not connected: this agent has no openbus grant")
         return actor.principal
-
-    def _card_for(self, message: Message, need: CardNeed, owner: str) -> tuple[Card, Any]:
-        who = message.recipient.actor or f"the agent in {message.recipient.pane}"
-        if need is CardNeed.HOP:
-            why = f"hop {message.hop} of a conversation, past the hop limit"
-        else:
-            why = "the first message of this pair"
-        summary = (
-            f"{message.sender_actor} wants to message {who} ({message.recipient.pane}): {why}. "
-            f"\u201c{_preview(message.text, 160)}\u201d"
-        )
-        return self.cards.new(
-            kind=need.value,
-            requester=message.sender_actor,
-            owner=owner,
-            summary=summary,
-            target=message.recipient.pane,
-            requester_principal=message.sender,
-            target_principal=message.recipient.key,
-            payload={
-                "message_id": message.message_id,
-                "pane": message.recipient.pane,
-                "bytes": message.size,
-                "hop": message.hop,
-                "conversation": message.conversation,
-            },
-        )
 
     def _answer(self, message: Message) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -409,7 +270,7 @@ class MessagingService(Feature):
         return self._answer(message)
 
     async def _wait(self, message: Message, sender: str, seconds: float) -> None:
-        done = self._events.setdefault(message.key, asyncio.Event())
+        done = self.outcomes.done(message)
         revoked = self._revoked.setdefault(sender, asyncio.Event())
         waits = [asyncio.ensure_future(done.wait()), asyncio.ensure_future(revoked.wait())]
         try:
@@ -421,107 +282,6 @@ class MessagingService(Feature):
             raise NotConnected("not connected: the grant was withdrawn while waiting")
 
     # ------------------------------------------------------------------ outcomes
-
-    def record_outcome(self, message: Message) -> bool:
-        """The second audit record of an admitted message: its final outcome. True once it is
-        written; one that could not be is logged and its id stays held, and ``sweep`` tries it
-        again before releasing the id. Waiters on the message wake either way."""
-        retry = message.key in self._unrecorded
-        try:
-            self._write_outcome(message)
-        except Exception as exc:
-            if retry:
-                log.error("message %s: outcome still not recorded: %s", message.message_id, exc)
-            else:
-                log.exception("could not record the outcome of message %s", message.message_id)
-                self._unrecorded.add(message.key)
-            recorded = False
-        else:
-            self._unrecorded.discard(message.key)
-            recorded = True
-        self._wake_waiters(message)
-        return recorded
-
-    def _write_outcome(self, message: Message) -> None:
-        details: dict[str, Any] = {
-            "recipient": message.recipient.actor or message.recipient.pane,
-            "conversation": message.conversation,
-            "hop": message.hop,
-            "by": "system",
-        }
-        if message.reason:
-            details["reason"] = message.reason
-        self.gate.record(
-            AuditDraft(
-                actor=message.sender_actor,
-                action=SEND.name,
-                outcome=message.outcome.value,
-                scope=Scope.MESSAGE.value,
-                target=message.recipient.pane,
-                message_id=message.message_id,
-                details=details,
-            )
-        )
-
-    def _wake_waiters(self, message: Message) -> None:
-        event = self._events.pop(message.key, None)
-        if event is not None:
-            event.set()
-
-    def end_waiting(self, message: Message, outcome: Outcome, reason: str) -> bool:
-        """End a waiting message and record its outcome (False: it had moved on)."""
-        if not self.book.end_waiting(message, outcome, reason):
-            return False
-        self._close_card(message)
-        self.record_outcome(message)
-        return True
-
-    def _close_card(self, message: Message) -> None:
-        if message.card_id is not None:
-            self.cancel_card(message.card_id)
-
-    def cancel_card(self, card_id: str) -> None:
-        """Resolve a still-pending card as cancelled (one system record)."""
-        try:
-            card = self.cards.get(card_id)
-        except NotFound:
-            return
-        if card.state is CardState.PENDING:
-            cancelled = card.cancel(self.clock.now())
-            draft, writes = self.cards.resolution_record(cancelled)
-            self.gate.record(draft, writes)
-            self.cards.notify(cancelled)
-
-    def raise_card(self, message: Message, need: CardNeed) -> None:
-        """A card for a message that moved to a new recipient (a handle now resolving
-        elsewhere), written with a system record of the move."""
-        card, write = self._card_for(message, need, self._owner.get(message.key, _local_user()))
-        self.record_move(message, card.id, [write])
-        self.book.attach_card(message, card.id)
-        self.cards.notify(card)
-
-    def record_move(
-        self, message: Message, card_id: str | None, writes: list[Any] | None = None
-    ) -> None:
-        details: dict[str, Any] = {
-            "message_id": message.message_id,
-            "sender": message.sender_actor,
-            "handle": message.target.handle,
-            "moved_to": message.recipient.pane,
-        }
-        if card_id is not None:
-            details["card"] = card_id
-        self.gate.record(
-            AuditDraft(
-                actor="system",
-                action="message.move",
-                outcome="card" if card_id else "ok",
-                scope=Scope.MESSAGE.value,
-                target=message.recipient.pane,
-                details=details,
-            ),
-            writes,
-        )
 
     # ------------------------------------------------------------------ consent
 
@@ -535,11 +295,13 @@ class MessagingService(Feature):
             if self.book.consent_granted(message):
                 self._kick(message.recipient.pane)
         elif card.state is CardState.DECLINED:
-            self.end_waiting(message, Outcome.DECLINED, "the human declined")
+            self.outcomes.end_waiting(message, Outcome.DECLINED, "the human declined")
         elif card.state is CardState.EXPIRED:
-            self.end_waiting(message, Outcome.EXPIRED, "the consent card expired unanswered")
+            self.outcomes.end_waiting(
+                message, Outcome.EXPIRED, "the consent card expired unanswered"
+            )
         elif card.state is CardState.CANCELLED:
-            self.end_waiting(message, Outcome.CANCELLED, "the consent card was cancelled")
+            self.outcomes.end_waiting(message, Outcome.CANCELLED, "the consent card was cancelled")
 
     # ------------------------------------------------------------------ revocation
 
@@ -559,7 +321,7 @@ class MessagingService(Feature):
             await lock.acquire()
         try:
             for message in self.book.involving(principal.id):
-                self.end_waiting(
+                self.outcomes.end_waiting(
                     message, Outcome.CANCELLED, f"Connect was narrowed to {preset.value}"
                 )
             open_cards = self.cards.open_for_principal(principal.id)
@@ -592,16 +354,16 @@ class MessagingService(Feature):
         and is tried again at the next sweep."""
         expired = 0
         for message in self.book.expire_due():
-            self._close_card(message)
-            self.record_outcome(message)
+            self.outcomes.close_card(message)
+            self.outcomes.record_outcome(message)
             expired += 1
         for message in self.book.releasable():
-            if message.key in self._unrecorded and not self.record_outcome(message):
+            outcomes = self.outcomes
+            if message.key in outcomes.unrecorded and not outcomes.record_outcome(message):
                 continue
             self.book.release(message)
-            self._owner.pop(message.key, None)
+            outcomes.forget(message)
             self._preview.pop(message.key, None)
-            self._events.pop(message.key, None)
         self.book.prune()
         for key in [
             k for k, e in self._revoked.items() if not e.is_set() and not self.book.ids_held(k)
@@ -619,7 +381,7 @@ class MessagingService(Feature):
         visible = [
             m
             for m in self.book.messages()
-            if call.actor.kind != "human" or self._owner.get(m.key) == user
+            if call.actor.kind != "human" or self.outcomes.owners.get(m.key) == user
         ]
         if pane is None:
             panes = sorted(
@@ -648,13 +410,10 @@ class MessagingService(Feature):
         return row
 
 
-def _preview(text: str, limit: int = PREVIEW_CHARS) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "\u2026"
-
-
 def _local_user() -> str:
+    """The daemon's own user: the human a card is for when no grant names one (local mode).
+    Never a guess: if the account cannot be named, the message is refused."""
     try:
         return getpass.getuser()
     except (KeyError, OSError):
-        return "root"
+        raise Unavailable("cannot tell which user this daemon runs as") from None

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from openbus.daemon import messaging as messaging_feature
 from openbus.daemon.config import parse_config
 from openbus.daemon.core.actors import Actor, human
 from openbus.daemon.core.audit import AuditDraft
@@ -158,7 +159,7 @@ def make(tmp_path: Path) -> Iterator[Callable[..., Any]]:
         services = Foundation.build(config, clock=clock, random=SeededRandom(3))
         built.append(services)
         fleet = ScriptedFleet()
-        messaging = MessagingService(
+        messaging = messaging_feature.build(
             gate=services.gate,
             grants=services.grants,
             cards=services.cards,
@@ -217,15 +218,15 @@ def test_an_expiry_that_cannot_be_recorded_keeps_the_id_held(make: Callable[[], 
         s = make()
         await s.send("a", "%2", "m-1")
         s.clock.advance(3600)
-        real = s.messaging._write_outcome
+        real = s.messaging.outcomes._write_outcome
 
         def failing(message: Any) -> None:
             raise Unavailable("audit store is full")
 
-        s.messaging._write_outcome = failing  # type: ignore[method-assign]
+        s.messaging.outcomes._write_outcome = failing  # type: ignore[method-assign]
         s.messaging.sweep()
         assert s.message("a", "m-1") is not None
-        s.messaging._write_outcome = real  # type: ignore[method-assign]
+        s.messaging.outcomes._write_outcome = real  # type: ignore[method-assign]
         s.messaging.sweep()
         assert s.message("a", "m-1") is None
         assert s.audit("m-1") == ["queued", "expired"]
