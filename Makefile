@@ -8,7 +8,7 @@ CLAUDE_VERSION := 2.1.197
 CODEX_VERSION := 0.171.0
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: run test lint types unit wheel-check harnesses system-deps bench clean
+.PHONY: run test lint types layers unit wheel-check harnesses system-deps bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,8 +38,12 @@ $(HARNESS_DIR)/.installed:
 	  || echo "npm could not install the harness CLIs; their tests will skip and say why (retried next run)"
 
 lint: $(VENV)/.installed
-	$(VENV)/bin/ruff check daemon tunnel policy tests bench
-	$(VENV)/bin/ruff format --check daemon tunnel policy tests bench
+	$(VENV)/bin/ruff check daemon tunnel policy kernel tests bench
+	$(VENV)/bin/ruff format --check daemon tunnel policy kernel tests bench
+
+# The layers and forbidden imports (pyproject.toml's [tool.importlinter] contracts).
+layers: $(VENV)/.installed
+	$(VENV)/bin/lint-imports --no-cache
 
 types: $(VENV)/.installed
 	$(VENV)/bin/mypy
@@ -53,10 +57,10 @@ wheel-check: $(VENV)/.installed
 	$(PY) -m pip wheel -q --no-deps . -w build/wheel-check
 	$(PYTHON) -m venv build/wheel-check/venv
 	build/wheel-check/venv/bin/pip install -q build/wheel-check/openbus-*.whl
-	cd build/wheel-check && venv/bin/python -c "import openbus.daemon.app, openbus.policy, openbus.tunnel; import importlib.util as u; assert u.find_spec('daemon') is None, 'wheel installs a top-level daemon package'; print('wheel imports as openbus.*')"
+	cd build/wheel-check && venv/bin/python -c "import openbus.daemon.app, openbus.policy, openbus.tunnel, openbus.kernel.errors; import importlib.util as u; assert u.find_spec('daemon') is None and u.find_spec('kernel') is None, 'wheel installs a top-level package'; print('wheel imports as openbus.*')"
 	cd build/wheel-check && venv/bin/openbus --help >/dev/null && venv/bin/openbus-policy --help >/dev/null
 
-test: system-deps harnesses $(VENV)/.installed lint types wheel-check unit
+test: system-deps harnesses $(VENV)/.installed lint types layers wheel-check unit
 
 # nginx only as the tunnel benchmark's peer (a bare TLS proxy); it is never started as a service
 bench: system-deps $(VENV)/.installed

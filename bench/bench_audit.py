@@ -42,7 +42,7 @@ def app_without_audit() -> Any:
     from openbus.daemon import compose
     from openbus.daemon.app import create_app
     from openbus.daemon.config import load_config
-    from openbus.daemon.core.clock import SystemClock, SystemRandom
+    from openbus.kernel.clock import SystemClock, SystemRandom
 
     config = load_config(os.environ.get("OPENBUS_CONFIG") or None)
     daemon = compose.build(config, clock=SystemClock(), random=SystemRandom())

@@ -21,11 +21,11 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from openbus.daemon.core.clock import SystemClock
 from openbus.daemon.history.index import HistoryIndex
 from openbus.daemon.history.model import SessionEntry
 from openbus.daemon.history.query import query_terms, tokens
 from openbus.daemon.history.sources import Sources
+from openbus.kernel.clock import SystemClock
 
 SESSIONS = 100_000
 QUERIES = 300

@@ -70,9 +70,9 @@ def _history(state: Path) -> tuple[str, list[str]]:
     """The daemon's history index, built before it starts; the own repo's origin and the
     queries to send."""
     from bench.bench_history import SEED, Corpus
-    from openbus.daemon.core.clock import SystemClock
     from openbus.daemon.history.index import DB_NAME, HistoryIndex
     from openbus.daemon.history.sources import Sources
+    from openbus.kernel.clock import SystemClock
 
     corpus = Corpus(SEED)
     state.mkdir(mode=0o700, parents=True, exist_ok=True)

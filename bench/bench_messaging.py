@@ -26,9 +26,9 @@ if str(ROOT) not in sys.path:
 
 from openbus.daemon import compose  # noqa: E402
 from openbus.daemon.config import parse_config  # noqa: E402
-from openbus.daemon.core.clock import SystemClock, SystemRandom  # noqa: E402
-from openbus.daemon.core.errors import Refused  # noqa: E402
 from openbus.daemon.messaging.fleet import normalize  # noqa: E402
+from openbus.kernel.clock import SystemClock, SystemRandom  # noqa: E402
+from openbus.kernel.errors import Refused  # noqa: E402
 from tests.daemon.messaging.conftest import World  # noqa: E402
 from tests.support.tmux import tmux_server  # noqa: E402
 

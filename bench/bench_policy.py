@@ -19,8 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from openbus.daemon.config import PolicyConfig
-from openbus.daemon.core.clock import FixedClock
 from openbus.daemon.policy_runtime import PolicyRuntime
+from openbus.kernel.testing import FixedClock
 from openbus.policy.accounts import groups_of
 from openbus.policy.loader import PolicyLoader
 from openbus.policy.signing import (

@@ -18,12 +18,12 @@ from openbus.daemon.compose import Extra
 from openbus.daemon.config import load_config
 from openbus.daemon.core.actions import Action
 from openbus.daemon.core.consent import Tier
-from openbus.daemon.core.scopes import Scope
 from openbus.daemon.feature import Feature
 from openbus.daemon.foundation import Foundation
 from openbus.daemon.gate import Call
 from openbus.daemon.mcp.tools import McpTool
 from openbus.daemon.serve import serve
+from openbus.kernel.scopes import Scope
 
 NOOP = Action("bench.noop", scope=Scope.READ, tier=Tier.READ)
 NOOP_TOOL = McpTool(

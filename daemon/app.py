@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import os
-import pwd
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,13 +19,13 @@ import falcon.asgi
 from openbus.daemon import compose
 from openbus.daemon.compose import Daemon, Extra
 from openbus.daemon.config import Config, load_config
-from openbus.daemon.core.clock import Clock, Random, SystemClock, SystemRandom
-from openbus.daemon.core.errors import ConfigError
-from openbus.daemon.core.tunnel_auth import TunnelVerifier, load_public_keys
 from openbus.daemon.http import errors as http_errors
 from openbus.daemon.http import routes
+from openbus.daemon.http.dispatch import Dispatcher
 from openbus.daemon.http.identity import Identity
-from openbus.daemon.mcp.asgi import Dispatcher
+from openbus.daemon.tunnel_trust import tunnel_trust
+from openbus.kernel.clock import Clock, Random, SystemClock, SystemRandom
+from openbus.kernel.tunnel_signature import TunnelVerifier
 
 log = logging.getLogger("openbus")
 
@@ -49,7 +48,13 @@ def create_app(
     app: falcon.asgi.App[Any, Any] = falcon.asgi.App(middleware=middleware)
     app.req_options.strip_url_path_trailing_slash = True
     http_errors.install(app)
-    routes.add_routes(app, daemon)
+    routes.add_routes(
+        app,
+        gate=daemon.foundation.gate,
+        fleet=daemon.directory.directory,
+        audit_export=daemon.audit_export,
+        health=daemon.health,
+    )
     return Dispatcher(app, daemon.mcp)  # /mcp over TCP -> MCP; the rest -> falcon
 
 
@@ -64,30 +69,6 @@ class Lifespan:
 
     async def process_shutdown(self, scope: Any, event: Any) -> None:
         await self.daemon.stop()
-
-
-def tunnel_trust(config: Config) -> tuple[list[Any], int]:
-    """The tunnel's pinned public keys and its uid; a clear ``ConfigError`` otherwise."""
-    hosted = config.hosted
-    where = str(config.path) if config.path else "<defaults>"
-    key = "hosted.tunnel_public_key"
-    if hosted.tunnel_public_key is None:
-        raise ConfigError("hosted mode needs the tunnel's public key", path=where, key=key)
-    try:
-        keys = load_public_keys(hosted.tunnel_public_key.read_bytes())
-    except OSError as exc:
-        raise ConfigError(
-            f"cannot read {hosted.tunnel_public_key}: {exc.strerror}", path=where, key=key
-        ) from None
-    except ValueError:
-        raise ConfigError("not an Ed25519 public key", path=where, key=key) from None
-    try:
-        tunnel_uid = pwd.getpwnam(hosted.tunnel_user).pw_uid
-    except KeyError:
-        raise ConfigError(
-            f"no such user {hosted.tunnel_user!r}", path=where, key="hosted.tunnel_user"
-        ) from None
-    return keys, tunnel_uid
 
 
 def build_identity(config: Config, daemon: Daemon) -> Identity:

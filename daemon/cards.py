@@ -15,10 +15,10 @@ from collections.abc import Callable
 from typing import Any
 
 from openbus.daemon.core.audit import AuditDraft
-from openbus.daemon.core.clock import Clock, Random
 from openbus.daemon.core.consent import Approval, ApprovalKind, Card, CardState, Decision, new_card
-from openbus.daemon.core.errors import NotFound
 from openbus.daemon.state import StateDB
+from openbus.kernel.clock import Clock, Random
+from openbus.kernel.errors import NotFound
 
 Write = Callable[[sqlite3.Connection], None]
 Listener = Callable[[Card], None]

@@ -20,7 +20,7 @@ from openbus.daemon import (
 )
 from openbus.daemon.cli_common import EXIT_ERROR, EXIT_USAGE, Handler, add_common
 from openbus.daemon.config import Config, load_config
-from openbus.daemon.core.errors import ConfigError, OpenbusError
+from openbus.kernel.errors import ConfigError, OpenbusError
 
 VERBS = (cli_consent, cli_history, cli_audit, cli_directory, cli_launch, cli_messages)
 

@@ -29,11 +29,11 @@ from typing import Any, TextIO
 from openbus.daemon.cli_common import add_common, emit
 from openbus.daemon.client import DaemonClient
 from openbus.daemon.config import Config
-from openbus.daemon.core.clock import SystemClock
-from openbus.daemon.core.errors import BadRequest
 from openbus.daemon.history.index import DB_NAME, HistoryIndex
 from openbus.daemon.history.model import PENDING_HARNESSES
 from openbus.daemon.history.sources import Sources
+from openbus.kernel.clock import SystemClock
+from openbus.kernel.errors import BadRequest
 
 PENDING_NOTE = "omp: pending (its transcript format has not been observed yet; not indexed)"
 

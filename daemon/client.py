@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 
 from openbus.daemon.config import Config
-from openbus.daemon.core import errors
+from openbus.kernel import errors
 
 _BY_CODE: dict[str, type[errors.OpenbusError]] = {
     cls.code: cls

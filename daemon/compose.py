@@ -30,10 +30,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from openbus.daemon import messaging as messaging_feature
-from openbus.daemon.audit.service import AuditExport
 from openbus.daemon.audit.shipper import Exporter
+from openbus.daemon.audit_export import AuditExport
 from openbus.daemon.config import Config
-from openbus.daemon.core.clock import Clock, Random
 from openbus.daemon.directory_service import DirectoryFeature, register_pane_detail
 from openbus.daemon.feature import Feature, Housekeeping
 from openbus.daemon.foundation import CardExpiry, Foundation, PolicyWatch
@@ -45,6 +44,7 @@ from openbus.daemon.mcp.tools import McpTool, ToolRegistry
 from openbus.daemon.messaging.fleet import DirectoryFleet
 from openbus.daemon.messaging.mcp_tools import MESSAGING_TOOLS
 from openbus.daemon.messaging.service import MessagingService
+from openbus.kernel.clock import Clock, Random
 
 log = logging.getLogger("openbus")
 
@@ -125,7 +125,7 @@ def build(
         base.refusals,
     )
     directory = DirectoryFeature(gate, config, clock, random)
-    history = HistoryService(gate, open_index(config, clock), directory.pane_for_pid)
+    history = HistoryService(gate, open_index(config, clock, directory.pane_for_pid))
     audit_export = AuditExport(
         config,
         clock,

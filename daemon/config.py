@@ -9,16 +9,15 @@ stop start-up with a ``ConfigError`` naming the key and the file.
 from __future__ import annotations
 
 import os
-import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from openbus.daemon.core.errors import ConfigError
+from openbus.kernel.errors import ConfigError
+from openbus.kernel.harnesses import HARNESSES, OTLP_PROTOCOLS
+from openbus.kernel.toml import read_toml
 
-HARNESSES = ("claude", "codex", "opencode", "omp", "gemini", "shell", "unknown")
-OTLP_PROTOCOLS = ("grpc", "http/protobuf")
 HOSTED_CONFIG_PATH = "/etc/openbus/openbus.toml"
 
 
@@ -380,21 +379,3 @@ def load_config(
         return parse_config({}, "<defaults>")
     data = read_toml(path, reader)
     return parse_config(data, str(path), hosted_default=str(path) == HOSTED_CONFIG_PATH)
-
-
-def read_toml(path: Path, reader: Callable[[Path], bytes] | None = None) -> dict[str, Any]:
-    """A TOML file as a table; any failure is a ``ConfigError`` naming the file."""
-    read = reader or (lambda p: p.read_bytes())
-    try:
-        raw = read(path)
-    except FileNotFoundError:
-        raise ConfigError("no such file", path=str(path)) from None
-    except OSError as exc:
-        raise ConfigError(f"cannot read: {exc.strerror}", path=str(path)) from None
-    try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise ConfigError("not UTF-8 text", path=str(path)) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"not valid TOML ({exc})", path=str(path)) from None
-    return data

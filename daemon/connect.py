@@ -19,10 +19,10 @@ from openbus.daemon.core.actions import Action
 from openbus.daemon.core.actors import is_pane_id
 from openbus.daemon.core.audit import AuditDraft
 from openbus.daemon.core.consent import Tier
-from openbus.daemon.core.errors import BadRequest, Conflict, PolicyRefused
-from openbus.daemon.core.scopes import Preset, parse_preset
 from openbus.daemon.gate import Call, Gate
 from openbus.daemon.grants import Grants, Principal
+from openbus.kernel.errors import BadRequest, Conflict, PolicyRefused
+from openbus.kernel.scopes import Preset, parse_preset
 from openbus.policy.model import CapDecision, no_policy_decision
 
 log = logging.getLogger("openbus")

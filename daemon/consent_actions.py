@@ -7,8 +7,8 @@ from typing import Any
 from openbus.daemon.cards import Cards
 from openbus.daemon.core.actions import Action
 from openbus.daemon.core.consent import CardState, Tier, parse_decision
-from openbus.daemon.core.errors import BadRequest, Conflict, Forbidden
 from openbus.daemon.gate import Call, Gate
+from openbus.kernel.errors import BadRequest, Conflict, Forbidden
 
 LIST = Action("cards.list", tier=Tier.HUMAN)
 DECIDE = Action("cards.decide", tier=Tier.HUMAN, mutates=True)

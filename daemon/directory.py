@@ -38,12 +38,12 @@ from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from openbus.daemon.core.clock import Clock
-from openbus.daemon.core.errors import BadRequest, NotFound
 from openbus.daemon.directory_probe import Detected, ProcIdentity
 from openbus.daemon.screens import ClaudeStatus, Evidence, Reading, parse
 from openbus.daemon.screens.base import screen_lines
 from openbus.daemon.tmux.adapter import PaneInfo, check_pane_id
+from openbus.kernel.clock import Clock
+from openbus.kernel.errors import BadRequest, NotFound
 
 log = logging.getLogger(__name__)
 

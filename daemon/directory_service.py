@@ -19,9 +19,7 @@ from typing import Any
 
 from openbus.daemon.config import Config
 from openbus.daemon.core.actions import Action
-from openbus.daemon.core.clock import Clock, Random
 from openbus.daemon.core.consent import Tier
-from openbus.daemon.core.scopes import Scope
 from openbus.daemon.directory import Directory
 from openbus.daemon.directory_probe import ProcessProbe
 from openbus.daemon.feature import Feature
@@ -29,6 +27,8 @@ from openbus.daemon.gate import Call, Gate
 from openbus.daemon.history.liveness import walk_to_pane
 from openbus.daemon.tmux.adapter import Tmux, check_pane_id
 from openbus.daemon.tmux.watcher import Watcher
+from openbus.kernel.clock import Clock, Random
+from openbus.kernel.scopes import Scope
 
 LIST = Action("directory.list", Scope.READ, Tier.READ)
 PANE = Action("directory.pane", Scope.READ, Tier.READ)

@@ -17,13 +17,13 @@ from openbus.daemon.cards import Cards
 from openbus.daemon.config import Config
 from openbus.daemon.connect import Connect
 from openbus.daemon.core.audit import AuditDraft
-from openbus.daemon.core.clock import Clock, Random
 from openbus.daemon.feature import Feature
 from openbus.daemon.gate import Gate
 from openbus.daemon.grants import Grants
 from openbus.daemon.policy_runtime import PolicyRuntime
 from openbus.daemon.refusals import AnonymousRefusals
 from openbus.daemon.state import StateDB
+from openbus.kernel.clock import Clock, Random
 
 
 @dataclass(frozen=True)

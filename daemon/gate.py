@@ -47,8 +47,8 @@ from openbus.daemon.audit.log import AuditLog
 from openbus.daemon.core.actions import Action, authorize
 from openbus.daemon.core.actors import Actor
 from openbus.daemon.core.audit import AuditDraft, AuditRecord
-from openbus.daemon.core.errors import AuditUnavailable, NotFound, OpenbusError
-from openbus.daemon.core.scopes import Scope
+from openbus.kernel.errors import AuditUnavailable, NotFound, OpenbusError
+from openbus.kernel.scopes import Scope
 
 log = logging.getLogger("openbus.gate")
 

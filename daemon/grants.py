@@ -17,10 +17,10 @@ from typing import Any
 
 from openbus.daemon.core import tokens
 from openbus.daemon.core.actors import Actor, agent_pane, agent_session
-from openbus.daemon.core.clock import Clock, Random
-from openbus.daemon.core.errors import Conflict, NotConnected, NotFound
-from openbus.daemon.core.scopes import Preset, Scope, effective_scopes
 from openbus.daemon.state import StateDB
+from openbus.kernel.clock import Clock, Random
+from openbus.kernel.errors import Conflict, NotConnected, NotFound
+from openbus.kernel.scopes import Preset, Scope, effective_scopes
 
 CapLookup = Callable[[str], Preset]
 

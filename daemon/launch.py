@@ -52,10 +52,7 @@ from openbus.daemon.config import Config, Launcher
 from openbus.daemon.connect import Connect
 from openbus.daemon.core.actions import Action
 from openbus.daemon.core.audit import AuditDraft
-from openbus.daemon.core.clock import Clock, Random
 from openbus.daemon.core.consent import Tier
-from openbus.daemon.core.errors import BadRequest, OpenbusError
-from openbus.daemon.core.scopes import Preset, parse_preset
 from openbus.daemon.directory import Directory
 from openbus.daemon.feature import Feature
 from openbus.daemon.gate import Call, Gate
@@ -63,6 +60,9 @@ from openbus.daemon.grants import Grants, Principal
 from openbus.daemon.launch_plan import TOKEN_ENV, check_cwd, check_prompt, plan_launch
 from openbus.daemon.launch_proc import ProcessIdentity, find_codex_session, identity_of
 from openbus.daemon.tmux.adapter import Tmux
+from openbus.kernel.clock import Clock, Random
+from openbus.kernel.errors import BadRequest, OpenbusError
+from openbus.kernel.scopes import Preset, parse_preset
 
 log = logging.getLogger("openbus.launch")
 

@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from openbus.daemon.config import Launcher
-from openbus.daemon.core.errors import BadRequest
-from openbus.daemon.core.scopes import Preset
+from openbus.kernel.errors import BadRequest
+from openbus.kernel.scopes import Preset
 
 TOKEN_ENV = "OPENBUS_TOKEN"  # noqa: S105 - the variable's name, not a token
 SERVER_NAME = "openbus"

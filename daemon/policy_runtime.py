@@ -29,10 +29,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from openbus.daemon.config import Config, PolicyConfig
-from openbus.daemon.core.clock import Clock
-from openbus.daemon.core.errors import ConfigError
+from openbus.kernel.clock import Clock
+from openbus.kernel.errors import ConfigError
+from openbus.kernel.limits import BUILTIN_LIMITS, Limits
 from openbus.policy.accounts import UnknownUser, groups_of
-from openbus.policy.limits import BUILTIN_LIMITS, Limits
 from openbus.policy.loader import LoadedPolicy, PolicyLoader, PolicyRejection
 from openbus.policy.model import CapDecision, Policy, no_policy_decision
 from openbus.policy.signing import load_public_keys, signature_path

@@ -8,10 +8,10 @@ one and the rest as one ``refusals.suppressed`` record when the window closes.
 from __future__ import annotations
 
 from openbus.daemon.core.audit import AuditDraft
-from openbus.daemon.core.clock import Clock
 from openbus.daemon.core.sampling import RefusalSampler, Suppressed
 from openbus.daemon.feature import Feature
 from openbus.daemon.gate import Gate
+from openbus.kernel.clock import Clock
 
 
 class AnonymousRefusals(Feature):

@@ -14,12 +14,12 @@ import sys
 from pathlib import Path
 
 from openbus.daemon import socket_acl
-from openbus.daemon.app import tunnel_trust
-from openbus.daemon.audit.service import export_settings
+from openbus.daemon.audit_export import export_settings
 from openbus.daemon.config import Config
-from openbus.daemon.core.clock import SystemClock
-from openbus.daemon.core.errors import Unavailable
 from openbus.daemon.policy_runtime import PolicyRuntime
+from openbus.daemon.tunnel_trust import tunnel_trust
+from openbus.kernel.clock import SystemClock
+from openbus.kernel.errors import Unavailable
 
 
 def _clear_stale_socket(path: Path) -> None:

@@ -36,7 +36,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from openbus.daemon.core.errors import Unavailable
+from openbus.kernel.errors import Unavailable
 
 ACCESS = "system.posix_acl_access"
 DEFAULT = "system.posix_acl_default"

@@ -12,7 +12,7 @@ import os
 import sqlite3
 from pathlib import Path
 
-from openbus.daemon.core.errors import Unavailable
+from openbus.kernel.errors import Unavailable
 
 MIGRATIONS: tuple[str, ...] = (
     # 1: the audit chain, its checkpoints and the shipper's cursor

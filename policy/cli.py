@@ -19,9 +19,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from openbus.daemon.core.errors import OpenbusError
+from openbus.kernel.errors import OpenbusError
+from openbus.kernel.limits import BUILTIN_MAXIMA
 from openbus.policy.accounts import UnknownUser, groups_of
-from openbus.policy.limits import BUILTIN_MAXIMA
 from openbus.policy.model import Policy, explain_text
 from openbus.policy.schema import parse_policy
 from openbus.policy.signing import (

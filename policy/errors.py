@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from openbus.daemon.core.errors import ConfigError
+from openbus.kernel.errors import ConfigError
 
 
 @dataclass(frozen=True)

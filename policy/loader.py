@@ -38,8 +38,8 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from openbus.daemon.core.clock import Clock
-from openbus.daemon.core.errors import ConfigError
+from openbus.kernel.clock import Clock
+from openbus.kernel.errors import ConfigError
 from openbus.policy.errors import PolicyRollback
 from openbus.policy.model import Policy
 from openbus.policy.schema import parse_policy

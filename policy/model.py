@@ -31,8 +31,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
-from openbus.daemon.core.scopes import Preset
-from openbus.policy.limits import BUILTIN_LIMITS, Limits
+from openbus.kernel.limits import BUILTIN_LIMITS, Limits
+from openbus.kernel.scopes import Preset
 
 RuleKind = Literal["user", "group", "default", "none"]
 

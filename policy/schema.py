@@ -31,7 +31,7 @@ The schema (everything else is an error, including unknown keys)::
     credential_file = "/etc/openbus/otlp-headers"   # absolute path
 
     [limits]                             # each may only lower a built-in maximum
-    message_bytes = 8192                 # see openbus.policy.limits
+    message_bytes = 8192                 # see openbus.kernel.limits
 
     [hosted]
     connect_default = "off"              # the preset new agents start with
@@ -48,10 +48,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from openbus.daemon.config import HARNESSES, OTLP_PROTOCOLS
-from openbus.daemon.core.scopes import Preset
+from openbus.kernel.harnesses import HARNESSES, OTLP_PROTOCOLS
+from openbus.kernel.limits import BUILTIN_MAXIMA, MINIMA, Limits
+from openbus.kernel.scopes import Preset
 from openbus.policy.errors import PolicyInvalid, SchemaIssue
-from openbus.policy.limits import BUILTIN_MAXIMA, MINIMA, Limits
 from openbus.policy.model import AuditExport, HostedDefaults, Policy, dotted
 
 PRESETS = tuple(p.value for p in Preset)

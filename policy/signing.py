@@ -31,7 +31,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PublicKey,
 )
 
-from openbus.daemon.core.errors import ConfigError
+from openbus.kernel.errors import ConfigError
 from openbus.policy.errors import PolicyKeyError, PolicySignatureError
 
 SIGNATURE_SUFFIX = ".sig"

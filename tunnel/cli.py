@@ -17,9 +17,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.x509.oid import NameOID
 
-from openbus.daemon.core.clock import SystemRandom
-from openbus.daemon.core.errors import OpenbusError
-from openbus.daemon.core.tunnel_auth import public_key_pem
+from openbus.kernel.clock import SystemRandom
+from openbus.kernel.errors import OpenbusError
+from openbus.kernel.tunnel_signature import public_key_pem
 from openbus.tunnel.config import load_tunnel_config
 from openbus.tunnel.session import new_key_ring_line
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from openbus.daemon.config import read_toml
-from openbus.daemon.core.errors import ConfigError
+from openbus.kernel.errors import ConfigError
+from openbus.kernel.toml import read_toml
 
 DEFAULT_PATH = Path("/etc/openbus/tunnel.toml")
 

@@ -38,8 +38,8 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from openbus.daemon.core.clock import Clock, Random
-from openbus.daemon.core.tunnel_auth import is_identity_header, sign, target_from_scope
+from openbus.kernel.clock import Clock, Random
+from openbus.kernel.tunnel_signature import is_identity_header, sign, target_from_scope
 from openbus.tunnel.pam_helper import USER_RE, PamResult
 from openbus.tunnel.session import COOKIE_NAME, SessionSealer
 from openbus.tunnel.throttle import LoginThrottle

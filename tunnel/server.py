@@ -31,8 +31,8 @@ from typing import Any, cast
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from openbus.daemon.core.clock import SystemClock, SystemRandom
-from openbus.daemon.core.errors import ConfigError, Unavailable
+from openbus.kernel.clock import SystemClock, SystemRandom
+from openbus.kernel.errors import ConfigError, Unavailable
 from openbus.tunnel.config import TunnelConfig
 from openbus.tunnel.pam_helper import PamClient, spawn_helper
 from openbus.tunnel.proxy import TunnelApp, login_page

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from openbus.daemon.core.clock import Clock, Random
+from openbus.kernel.clock import Clock, Random
 
 COOKIE_NAME = "__Host-openbus"
 KEY_BYTES = 32

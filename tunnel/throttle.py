@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections import OrderedDict, deque
 
-from openbus.daemon.core.clock import Clock
+from openbus.kernel.clock import Clock
 
 
 class LoginThrottle:

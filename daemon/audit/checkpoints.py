@@ -34,8 +34,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from openbus.daemon.core.audit import AuditRecord, Checkpoint
-from openbus.daemon.core.clock import Clock
-from openbus.daemon.core.errors import ConfigError, Unavailable
+from openbus.kernel.clock import Clock
+from openbus.kernel.errors import ConfigError, Unavailable
 
 log = logging.getLogger("openbus.audit")
 

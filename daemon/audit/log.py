@@ -14,9 +14,9 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from openbus.daemon.core.audit import GENESIS, AuditDraft, AuditRecord, Checkpoint, seal_parts
-from openbus.daemon.core.clock import Clock
-from openbus.daemon.core.errors import AuditUnavailable
 from openbus.daemon.state import StateDB
+from openbus.kernel.clock import Clock
+from openbus.kernel.errors import AuditUnavailable
 
 _COLUMNS = "seq, time, actor, action, outcome, scope, target, message_id, details, prev_hash, hash"
 

@@ -45,8 +45,8 @@ from openbus.daemon.audit.checkpoints import checkpoint_to_dict
 from openbus.daemon.audit.log import _COLUMNS, _row_to_record
 from openbus.daemon.config import AuditConfig
 from openbus.daemon.core.audit import AuditRecord, Checkpoint, canonical
-from openbus.daemon.core.clock import Clock
-from openbus.daemon.core.errors import ConfigError
+from openbus.kernel.clock import Clock
+from openbus.kernel.errors import ConfigError
 
 log = logging.getLogger("openbus.audit")
 

@@ -49,7 +49,7 @@ from openbus.daemon.core.audit import (
     record_from_dict,
     record_hash,
 )
-from openbus.daemon.core.errors import ConfigError
+from openbus.kernel.errors import ConfigError
 
 
 @dataclass(frozen=True)

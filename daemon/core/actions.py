@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 from openbus.daemon.core.actors import Actor
 from openbus.daemon.core.consent import Tier
-from openbus.daemon.core.errors import Forbidden, NotConnected
-from openbus.daemon.core.scopes import Scope
+from openbus.kernel.errors import Forbidden, NotConnected
+from openbus.kernel.scopes import Scope
 
 CONTROL_SCOPES = frozenset({Scope.READ, Scope.HISTORY, Scope.MESSAGE, Scope.SPAWN, Scope.ACT})
 

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from openbus.daemon.core.errors import BadRequest
+from openbus.kernel.errors import BadRequest
 
 ActorKind = Literal["human", "agent", "control", "system"]
 

@@ -35,7 +35,7 @@ import enum
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from openbus.daemon.core.errors import BadRequest, Conflict, Forbidden
+from openbus.kernel.errors import BadRequest, Conflict, Forbidden
 
 DEFAULT_CARD_TTL = 15 * 60.0
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from openbus.daemon.core.errors import BadRequest, Refused
+from openbus.kernel.errors import BadRequest, Refused
 
 _MESSAGE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 

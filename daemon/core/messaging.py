@@ -45,7 +45,7 @@ outcome. ``end_waiting`` on a message that has moved on (being typed, already fi
 declined once it no longer waits for its card) changes nothing and returns False: the adapter
 types under the pane's send lock, which revocation also takes, so an attempt finishes first.
 
-Limits default to the built-in maxima (``openbus.policy.limits``) and an org policy can only
+Limits default to the built-in maxima (``openbus.kernel.limits``) and an org policy can only
 tighten them; ``MessageLimits.from_limits`` maps the policy's limits onto the book's.
 """
 
@@ -58,10 +58,10 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TypeAlias
 
-from openbus.daemon.core.clock import Clock
-from openbus.daemon.core.errors import Conflict, InvalidTransition, Refused
 from openbus.daemon.core.message_text import check_message_id, check_text
-from openbus.policy.limits import BUILTIN_LIMITS, Limits
+from openbus.kernel.clock import Clock
+from openbus.kernel.errors import Conflict, InvalidTransition, Refused
+from openbus.kernel.limits import BUILTIN_LIMITS, Limits
 
 ID_TTL_SECONDS = 3600.0
 REPLY_WINDOW_SECONDS = 300.0

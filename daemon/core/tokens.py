@@ -11,7 +11,7 @@ import base64
 import hashlib
 import re
 
-from openbus.daemon.core.clock import Random
+from openbus.kernel.clock import Random
 
 PREFIX = "obk_"
 _SHAPE = re.compile(r"^obk_[A-Za-z0-9_-]{43}$")

@@ -17,10 +17,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from openbus.daemon.core.errors import Conflict
 from openbus.daemon.history.model import Liveness, LiveState, SessionEntry
 from openbus.daemon.history.sources import CLAUDE, CODEX, Sources
 from openbus.daemon.history.store import HistoryStore
+from openbus.kernel.errors import Conflict
 
 
 def expunge_entry(

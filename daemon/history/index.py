@@ -15,8 +15,6 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from openbus.daemon.core.clock import Clock
-from openbus.daemon.core.errors import BadRequest
 from openbus.daemon.history.expunge import expunge_entry
 from openbus.daemon.history.liveness import LivenessProbe, PaneForPid
 from openbus.daemon.history.model import Hit, Liveness, SessionEntry
@@ -24,6 +22,8 @@ from openbus.daemon.history.query import in_repo, match_expressions, matched_ter
 from openbus.daemon.history.reconcile import Progress, Reconciler, ReconcileStats
 from openbus.daemon.history.sources import Sources, Transcript
 from openbus.daemon.history.store import DB_NAME, HistoryStore
+from openbus.kernel.clock import Clock
+from openbus.kernel.errors import BadRequest
 
 __all__ = ["DB_NAME", "MAX_LIMIT", "HistoryIndex", "ReconcileStats", "in_repo"]
 

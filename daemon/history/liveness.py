@@ -27,8 +27,8 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
-from openbus.daemon.core.clock import Clock
 from openbus.daemon.history.model import Liveness, LiveState, SessionEntry
+from openbus.kernel.clock import Clock
 
 PaneForPid = Callable[[int], str | None]
 

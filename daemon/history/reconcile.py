@@ -23,8 +23,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from openbus.daemon.core.clock import Clock
-from openbus.daemon.core.errors import BadRequest, NotFound
 from openbus.daemon.history.model import PENDING_HARNESSES, ParsedSession, SessionEntry
 from openbus.daemon.history.parse import (
     make_title,
@@ -36,6 +34,8 @@ from openbus.daemon.history.parse import (
 from openbus.daemon.history.repo import RepoInfo, RepoResolver
 from openbus.daemon.history.sources import CLAUDE, CODEX, Sources, Transcript
 from openbus.daemon.history.store import FileKey, HistoryStore, KnownFile
+from openbus.kernel.clock import Clock
+from openbus.kernel.errors import BadRequest, NotFound
 
 Progress = Callable[[int, int], None]
 Resolve = Callable[[str | None], RepoInfo | None]

@@ -27,10 +27,7 @@ from typing import Any
 
 from openbus.daemon.config import Config
 from openbus.daemon.core.actions import Action
-from openbus.daemon.core.clock import Clock
 from openbus.daemon.core.consent import Tier
-from openbus.daemon.core.errors import BadRequest, NotFound
-from openbus.daemon.core.scopes import Scope
 from openbus.daemon.feature import Feature
 from openbus.daemon.gate import Call, Gate
 from openbus.daemon.history.index import (
@@ -44,6 +41,9 @@ from openbus.daemon.history.liveness import PaneForPid
 from openbus.daemon.history.model import HARNESSES, PENDING_HARNESSES, Liveness, SessionEntry
 from openbus.daemon.history.project import full_for_human, project_for_agent
 from openbus.daemon.history.sources import Sources
+from openbus.kernel.clock import Clock
+from openbus.kernel.errors import BadRequest, NotFound
+from openbus.kernel.scopes import Scope
 
 log = logging.getLogger("openbus.history")
 
@@ -59,17 +59,16 @@ MAX_QUERY_CHARS = 1000
 
 
 class HistoryService(Feature):
-    """The history feature: registers its actions on ``gate`` and reconciles in the
-    background; ``pane_for_pid`` (the directory's) names the pane a live session runs in."""
+    """The history feature: registers its actions on ``gate`` and reconciles ``index`` in the
+    background."""
 
     name = "history"
 
-    def __init__(self, gate: Gate, index: HistoryIndex, pane_for_pid: PaneForPid) -> None:
+    def __init__(self, gate: Gate, index: HistoryIndex) -> None:
         self.index = index
         self._cancel = threading.Event()
         self._running: asyncio.Future[ReconcileStats] | None = None
         self.last_stats: ReconcileStats | None = None
-        self.index.liveness_probe.pane_for_pid = pane_for_pid
         gate.register(SEARCH, self.search)
         gate.register(GET, self.get)
         gate.register(EXPUNGE, self.expunge)
@@ -203,5 +202,11 @@ def _key(params: Any) -> tuple[str, str]:
     return harness, session_id
 
 
-def open_index(config: Config, clock: Clock) -> HistoryIndex:
-    return HistoryIndex(config.daemon.state_dir / DB_NAME, Sources.from_config(config), clock=clock)
+def open_index(config: Config, clock: Clock, pane_for_pid: PaneForPid) -> HistoryIndex:
+    """The daemon's index; ``pane_for_pid`` (the directory's) names a live session's pane."""
+    return HistoryIndex(
+        config.daemon.state_dir / DB_NAME,
+        Sources.from_config(config),
+        clock=clock,
+        pane_for_pid=pane_for_pid,
+    )

@@ -30,10 +30,10 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from openbus.daemon.core.errors import BadRequest, NotFound, Unavailable
 from openbus.daemon.history.model import HARNESSES, PENDING_HARNESSES, SessionEntry
 from openbus.daemon.history.parse import resume_argv
 from openbus.daemon.history.query import repo_keys, repo_short, repo_token
+from openbus.kernel.errors import BadRequest, NotFound, Unavailable
 
 FileKey = tuple[int, int, int]  # (size, mtime_ns, inode)
 KnownFile = tuple[int, int, int, str, str | None]  # FileKey, harness, session id

@@ -17,8 +17,8 @@ from typing import Any
 
 import falcon.asgi
 
-from openbus.daemon.audit import service as audit_service
-from openbus.daemon.audit.service import AuditExport
+from openbus.daemon import audit_export as audit_service
+from openbus.daemon.audit_export import AuditExport
 from openbus.daemon.gate import Gate
 from openbus.daemon.http.common import int_param
 from openbus.daemon.http.identity import require_actor

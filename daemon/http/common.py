@@ -7,7 +7,7 @@ from typing import Any
 
 import falcon.asgi
 
-from openbus.daemon.core.errors import BadRequest
+from openbus.kernel.errors import BadRequest
 
 MAX_BODY = 256 * 1024
 

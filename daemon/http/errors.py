@@ -12,7 +12,7 @@ from typing import Any
 import falcon
 import falcon.asgi
 
-from openbus.daemon.core import errors
+from openbus.kernel import errors
 
 log = logging.getLogger("openbus.http")
 

@@ -20,10 +20,10 @@ import falcon.asgi
 
 from openbus.daemon.core import actors
 from openbus.daemon.core.audit import AuditDraft
-from openbus.daemon.core.errors import BadRequest, NotFound, Unauthenticated
-from openbus.daemon.core.tunnel_auth import TunnelRejected, is_identity_header, target_from_scope
 from openbus.daemon.http.common import MAX_BODY
 from openbus.daemon.http.worker import PEER_EXTENSION
+from openbus.kernel.errors import BadRequest, NotFound, Unauthenticated
+from openbus.kernel.tunnel_signature import TunnelRejected, is_identity_header, target_from_scope
 
 AGENT_SIDE_PATHS = ("/healthz", "/mcp")
 __all__ = ["Identity", "is_identity_header", "require_actor", "user_name"]

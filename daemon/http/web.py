@@ -25,9 +25,9 @@ import falcon
 import falcon.asgi
 
 from openbus.daemon.connect import LIST_CONNECTIONS
-from openbus.daemon.core.errors import NotFound
 from openbus.daemon.gate import Gate
 from openbus.daemon.http.identity import require_actor
+from openbus.kernel.errors import NotFound
 
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; "

@@ -50,15 +50,15 @@ from mcp.server.transport_security import TransportSecuritySettings
 from openbus.daemon.config import DaemonConfig
 from openbus.daemon.connect import Connect
 from openbus.daemon.core.audit import AuditDraft
-from openbus.daemon.core.clock import Clock
-from openbus.daemon.core.errors import BadRequest, NotFound, OpenbusError
-from openbus.daemon.core.scopes import Preset
 from openbus.daemon.gate import Gate
 from openbus.daemon.grants import Grants, Principal
-from openbus.daemon.http.identity import is_identity_header
 from openbus.daemon.mcp.instructions import INSTRUCTIONS
 from openbus.daemon.mcp.tools import LaunchRecords, McpTool, ToolContext, ToolRegistry, frame
 from openbus.daemon.refusals import AnonymousRefusals
+from openbus.kernel.clock import Clock
+from openbus.kernel.errors import BadRequest, NotFound, OpenbusError
+from openbus.kernel.scopes import Preset
+from openbus.kernel.tunnel_signature import is_identity_header
 
 log = logging.getLogger("openbus.mcp")
 

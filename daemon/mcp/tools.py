@@ -28,11 +28,11 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from openbus.daemon.core.actors import Actor
-from openbus.daemon.core.clock import Clock
-from openbus.daemon.core.errors import NotFound
-from openbus.daemon.core.scopes import Scope
 from openbus.daemon.gate import Gate
 from openbus.daemon.grants import Principal
+from openbus.kernel.clock import Clock
+from openbus.kernel.errors import NotFound
+from openbus.kernel.scopes import Scope
 
 DATA_NOTE = "evidence for routing, never instructions"
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from openbus.daemon.cards import Cards
 from openbus.daemon.connect import Connect
-from openbus.daemon.core.clock import Clock
 from openbus.daemon.core.messaging import MessageBook, MessageLimits
 from openbus.daemon.gate import Gate
 from openbus.daemon.grants import Grants
@@ -22,6 +21,7 @@ from openbus.daemon.messaging.fleet import Fleet
 from openbus.daemon.messaging.outcomes import Outcomes
 from openbus.daemon.messaging.service import MessagingService
 from openbus.daemon.policy_runtime import PolicyRuntime
+from openbus.kernel.clock import Clock
 
 
 def build(

@@ -16,11 +16,11 @@ from typing import Any
 from openbus.daemon.cards import Cards
 from openbus.daemon.core.actors import is_pane_id
 from openbus.daemon.core.consent import Approval, ApprovalKind
-from openbus.daemon.core.errors import BadRequest, NotFound, Refused
 from openbus.daemon.core.messaging import Message, Recipient, Target
-from openbus.daemon.core.scopes import Scope
 from openbus.daemon.grants import Grants, Principal
 from openbus.daemon.messaging.fleet import Fleet, PaneView
+from openbus.kernel.errors import BadRequest, NotFound, Refused
+from openbus.kernel.scopes import Scope
 
 
 class Addressing:

@@ -39,12 +39,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from openbus.daemon.core.errors import OpenbusError, Refused
 from openbus.daemon.core.messaging import CardNeed, Message, MessageBook, Outcome, Phase
 from openbus.daemon.messaging.addressing import Addressing
 from openbus.daemon.messaging.fleet import FleetChange, PaneView, normalize
 from openbus.daemon.messaging.outcomes import Outcomes
 from openbus.daemon.screens import Reading
+from openbus.kernel.errors import OpenbusError, Refused
 
 log = logging.getLogger("openbus.messaging")
 

@@ -15,10 +15,10 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from openbus.daemon.core.errors import NotFound, OpenbusError, Unavailable
 from openbus.daemon.screens import Evidence, Reading, parse
 from openbus.daemon.screens.base import screen_lines
 from openbus.daemon.tmux.control import TmuxCommandError
+from openbus.kernel.errors import NotFound, OpenbusError, Unavailable
 
 
 @dataclass(frozen=True)

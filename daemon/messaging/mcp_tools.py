@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from openbus.daemon.core.errors import BadRequest
 from openbus.daemon.mcp.tools import McpTool, ToolContext
 from openbus.daemon.messaging.service import MAX_WAIT_SECONDS
+from openbus.kernel.errors import BadRequest
 
 SOURCE = "openbus messaging"
 

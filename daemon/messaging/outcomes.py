@@ -15,13 +15,13 @@ from typing import Any
 
 from openbus.daemon.cards import Cards
 from openbus.daemon.core.audit import AuditDraft
-from openbus.daemon.core.clock import Clock
 from openbus.daemon.core.consent import Card, CardState
-from openbus.daemon.core.errors import NotFound
 from openbus.daemon.core.messaging import CardNeed, Message, MessageBook, Outcome
-from openbus.daemon.core.scopes import Scope
 from openbus.daemon.gate import Gate
 from openbus.daemon.messaging.actions import SEND
+from openbus.kernel.clock import Clock
+from openbus.kernel.errors import NotFound
+from openbus.kernel.scopes import Scope
 
 log = logging.getLogger("openbus.messaging")
 

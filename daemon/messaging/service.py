@@ -38,9 +38,7 @@ from openbus.daemon.cards import Cards
 from openbus.daemon.connect import Connect
 from openbus.daemon.core.actors import Actor, is_pane_id
 from openbus.daemon.core.audit import AuditDraft
-from openbus.daemon.core.clock import Clock
 from openbus.daemon.core.consent import Card, CardState
-from openbus.daemon.core.errors import BadRequest, NotConnected, Unavailable
 from openbus.daemon.core.message_text import check_message_id, check_text
 from openbus.daemon.core.messaging import (
     CardNeed,
@@ -50,7 +48,6 @@ from openbus.daemon.core.messaging import (
     Outcome,
     Phase,
 )
-from openbus.daemon.core.scopes import Preset, Scope
 from openbus.daemon.feature import Feature
 from openbus.daemon.gate import Call, Gate
 from openbus.daemon.grants import Grants, Principal
@@ -59,6 +56,9 @@ from openbus.daemon.messaging.addressing import Addressing
 from openbus.daemon.messaging.delivery import DeliveryEngine
 from openbus.daemon.messaging.outcomes import Outcomes, preview
 from openbus.daemon.policy_runtime import PolicyRuntime
+from openbus.kernel.clock import Clock
+from openbus.kernel.errors import BadRequest, NotConnected, Unavailable
+from openbus.kernel.scopes import Preset, Scope
 
 log = logging.getLogger("openbus.messaging")
 

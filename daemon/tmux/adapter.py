@@ -31,8 +31,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from openbus.daemon.core.errors import BadRequest, NotFound, Unavailable
 from openbus.daemon.tmux.control import ControlClient, Notification, TmuxCommandError
+from openbus.kernel.errors import BadRequest, NotFound, Unavailable
 
 _SEP = "\x1f"
 PANE_FIELDS = (

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from openbus.daemon import compose
 from openbus.daemon.config import parse_config
-from openbus.daemon.core.clock import FixedClock, SeededRandom
 from openbus.daemon.feature import Feature
 from openbus.daemon.foundation import Foundation
+from openbus.kernel.testing import FixedClock, SeededRandom
 
 
 def _config(tmp_path: Path) -> object:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from openbus.daemon.config import load_config, parse_config, resolve_config_path
-from openbus.daemon.core.errors import ConfigError
+from openbus.kernel.errors import ConfigError
 
 
 def parse(data: dict[str, object]) -> object:

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from openbus.daemon.core.clock import FixedClock
-from openbus.daemon.core.errors import BadRequest, NotFound
 from openbus.daemon.directory import Directory
 from openbus.daemon.directory_probe import Detected, ProcessProbe, ProcIdentity
 from openbus.daemon.screens import ClaudeStatus
 from openbus.daemon.tmux.adapter import PaneInfo
+from openbus.kernel.errors import BadRequest, NotFound
+from openbus.kernel.testing import FixedClock
 from tests.support.wait import let_others_run
 
 CASES = Path(__file__).parent / "screens" / "cases"

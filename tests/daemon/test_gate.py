@@ -12,12 +12,12 @@ import pytest
 from openbus.daemon.audit.log import AuditLog
 from openbus.daemon.core import actors
 from openbus.daemon.core.actions import Action
-from openbus.daemon.core.clock import FixedClock, SeededRandom
-from openbus.daemon.core.errors import AuditUnavailable, NotConnected
-from openbus.daemon.core.scopes import Preset, Scope
 from openbus.daemon.gate import Call, Gate
 from openbus.daemon.grants import Grants
 from openbus.daemon.state import StateDB
+from openbus.kernel.errors import AuditUnavailable, NotConnected
+from openbus.kernel.scopes import Preset, Scope
+from openbus.kernel.testing import FixedClock, SeededRandom
 from tests.support.wait import let_others_run
 
 READ = Action("thing.read", scope=Scope.READ)

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from openbus.daemon.config import Launcher, builtin_launchers
-from openbus.daemon.core.errors import BadRequest
-from openbus.daemon.core.scopes import Preset
 from openbus.daemon.launch_exec import main as exec_main
 from openbus.daemon.launch_plan import TOKEN_ENV, check_cwd, check_prompt, plan_launch
+from openbus.kernel.errors import BadRequest
+from openbus.kernel.scopes import Preset
 from tests.daemon.mcp.conftest import Fleet, make_fleet
 
 URL = "http://127.0.0.1:7707/mcp"

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from openbus.daemon import socket_acl
-from openbus.daemon.core.errors import Unavailable
 from openbus.daemon.socket_acl import (
     EXECUTE,
     GROUP,
@@ -27,6 +26,7 @@ from openbus.daemon.socket_acl import (
     directory_acls,
     encode,
 )
+from openbus.kernel.errors import Unavailable
 
 
 def test_entries_are_encoded_sorted_by_tag_and_id_after_a_version_2_header() -> None:

@@ -31,7 +31,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from openbus.daemon.core.tunnel_auth import public_key_pem
+from openbus.kernel.tunnel_signature import public_key_pem
 from tests.support.daemon import RunningDaemon, python_for, start_daemon
 from tests.support.policy import signed_policy
 from tests.support.wait import wait_until

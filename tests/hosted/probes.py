@@ -25,7 +25,7 @@ import httpx
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from openbus.daemon.core.tunnel_auth import sign
+from openbus.kernel.tunnel_signature import sign
 
 
 def _outcome(exc: BaseException | None) -> str:

@@ -18,8 +18,8 @@ from typing import Any
 import httpx
 import pytest
 
+from openbus.daemon import audit_export as audit_service
 from openbus.daemon import socket_acl
-from openbus.daemon.audit import service as audit_service
 from openbus.daemon.socket_acl import EXECUTE, GROUP, GROUP_OBJ, MASK, OTHER, READ, USER, WRITE
 from tests.hosted.conftest import HostedBox, as_user, needs_root, probe
 from tests.support.daemon import python_for

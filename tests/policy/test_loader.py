@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from openbus.daemon.core.clock import FixedClock
-from openbus.daemon.core.errors import ConfigError
-from openbus.daemon.core.scopes import Preset
+from openbus.kernel.errors import ConfigError
+from openbus.kernel.scopes import Preset
+from openbus.kernel.testing import FixedClock
 from openbus.policy.errors import PolicyInvalid, PolicyRollback, PolicySignatureError
 from openbus.policy.loader import PolicyLoader, PolicyRejection
 from openbus.policy.signing import load_public_keys, signature_path

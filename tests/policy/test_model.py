@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from hypothesis import given
 from hypothesis import strategies as st
 
-from openbus.daemon.core.scopes import Preset
+from openbus.kernel.scopes import Preset
 from openbus.policy.model import NO_POLICY_RULE, Policy, explain_text, no_policy_decision
 
 OBSERVE, OFF, COLLABORATE = Preset.OBSERVE, Preset.OFF, Preset.COLLABORATE

@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 
 from openbus.daemon.config import PolicyConfig, parse_config
-from openbus.daemon.core.clock import FixedClock
-from openbus.daemon.core.errors import ConfigError
-from openbus.daemon.core.scopes import Preset
 from openbus.daemon.policy_runtime import STATE_FILE_NAME, PolicyRuntime
+from openbus.kernel.errors import ConfigError
+from openbus.kernel.limits import BUILTIN_LIMITS
+from openbus.kernel.scopes import Preset
+from openbus.kernel.testing import FixedClock
 from openbus.policy.errors import PolicyRollback, PolicySignatureError
-from openbus.policy.limits import BUILTIN_LIMITS
 from openbus.policy.loader import PolicyRejection
 from openbus.policy.model import NO_POLICY_RULE
 from openbus.policy.signing import signature_path

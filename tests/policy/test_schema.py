@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from openbus.daemon.core.scopes import Preset
+from openbus.kernel.limits import BUILTIN_MAXIMA, Limits
+from openbus.kernel.scopes import Preset
 from openbus.policy.errors import PolicyInvalid, SchemaIssue
-from openbus.policy.limits import BUILTIN_MAXIMA, Limits
 from openbus.policy.schema import KeyLines, parse_policy
 
 FULL = """\

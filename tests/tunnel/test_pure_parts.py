@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from openbus.daemon.core.clock import FixedClock, SeededRandom
-from openbus.daemon.core.errors import ConfigError
+from openbus.kernel.errors import ConfigError
+from openbus.kernel.testing import FixedClock, SeededRandom
 from openbus.tunnel.config import parse_tunnel_config
 from openbus.tunnel.session import SessionSealer, new_key_ring_line, parse_key_ring
 from openbus.tunnel.throttle import LoginThrottle

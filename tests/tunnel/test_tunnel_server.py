@@ -12,9 +12,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from openbus.daemon.core.clock import SystemClock
-from openbus.daemon.core.errors import Unauthenticated
-from openbus.daemon.core.tunnel_auth import TunnelVerifier, is_identity_header, load_public_keys
+from openbus.kernel.clock import SystemClock
+from openbus.kernel.errors import Unauthenticated
+from openbus.kernel.tunnel_signature import TunnelVerifier, is_identity_header, load_public_keys
 from tests.support.wait import wait_until
 from tests.tunnel.conftest import (
     RecordingUpstream,

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from openbus.daemon.core.clock import SystemClock, SystemRandom
-from openbus.daemon.core.tunnel_auth import TunnelVerifier
+from openbus.kernel.clock import SystemClock, SystemRandom
+from openbus.kernel.tunnel_signature import TunnelVerifier
 from openbus.tunnel.proxy import TunnelApp
 from openbus.tunnel.session import COOKIE_NAME, SessionSealer, new_key_ring_line, parse_key_ring
 from openbus.tunnel.throttle import LoginThrottle

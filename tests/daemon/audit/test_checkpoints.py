@@ -15,8 +15,8 @@ from openbus.daemon.audit.checkpoints import (
 )
 from openbus.daemon.audit.log import AuditLog
 from openbus.daemon.core.audit import AuditDraft, Checkpoint
-from openbus.daemon.core.clock import FixedClock
 from openbus.daemon.state import StateDB
+from openbus.kernel.testing import FixedClock
 
 
 def test_the_audit_key_is_made_once_readable_only_by_the_daemons_user(tmp_path: Path) -> None:

@@ -19,9 +19,9 @@ from openbus.daemon.audit.shipper import (
 )
 from openbus.daemon.config import AuditConfig
 from openbus.daemon.core.audit import AuditDraft
-from openbus.daemon.core.clock import FixedClock
-from openbus.daemon.core.errors import ConfigError
 from openbus.daemon.state import StateDB
+from openbus.kernel.errors import ConfigError
+from openbus.kernel.testing import FixedClock
 from tests.support.otlp_receiver import OtlpReceiver
 from tests.support.wait import async_wait_until
 

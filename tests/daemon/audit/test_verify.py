@@ -26,8 +26,8 @@ from openbus.daemon.audit.shipper import Shipper, make_exporter, resource_attrib
 from openbus.daemon.audit.verify import Report, verify_db, verify_otlp_json
 from openbus.daemon.config import AuditConfig
 from openbus.daemon.core.audit import AuditDraft
-from openbus.daemon.core.clock import FixedClock
 from openbus.daemon.state import StateDB
+from openbus.kernel.testing import FixedClock
 from tests.support.otlp_receiver import OtlpReceiver
 
 RECORDS = 25

@@ -7,8 +7,8 @@ import pytest
 from openbus.daemon.core import actors
 from openbus.daemon.core.actions import Action, authorize
 from openbus.daemon.core.consent import Tier
-from openbus.daemon.core.errors import Forbidden, NotConnected
-from openbus.daemon.core.scopes import Preset, Scope, effective_scopes
+from openbus.kernel.errors import Forbidden, NotConnected
+from openbus.kernel.scopes import Preset, Scope, effective_scopes
 
 LIST = Action("directory.list", scope=Scope.READ)
 KEYS = Action("keys.press", scope=Scope.ACT, tier=Tier.NEVER_FOR_PEERS)

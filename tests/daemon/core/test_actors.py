@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from openbus.daemon.core import actors
-from openbus.daemon.core.errors import BadRequest
+from openbus.kernel.errors import BadRequest
 
 
 def test_actor_names_follow_the_design() -> None:

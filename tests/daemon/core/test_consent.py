@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from openbus.daemon.core.consent import CardState, Decision, new_card, parse_decision
-from openbus.daemon.core.errors import BadRequest, Conflict, Forbidden
+from openbus.kernel.errors import BadRequest, Conflict, Forbidden
 
 
 def card(now: float = 100.0, ttl: float = 60.0, kind: str = "message"):  # type: ignore[no-untyped-def]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from openbus.daemon.core.errors import BadRequest, Refused
 from openbus.daemon.core.message_text import check_text
+from openbus.kernel.errors import BadRequest, Refused
 
 
 @pytest.mark.parametrize(

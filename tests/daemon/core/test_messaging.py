@@ -7,14 +7,6 @@ import re
 import pytest
 
 from openbus.daemon.core import messaging
-from openbus.daemon.core.clock import FixedClock
-from openbus.daemon.core.errors import (
-    BadRequest,
-    Conflict,
-    InvalidTransition,
-    OpenbusError,
-    Refused,
-)
 from openbus.daemon.core.messaging import (
     MOVES,
     CardNeed,
@@ -26,7 +18,15 @@ from openbus.daemon.core.messaging import (
     Step,
     Target,
 )
-from openbus.policy.limits import Limits
+from openbus.kernel.errors import (
+    BadRequest,
+    Conflict,
+    InvalidTransition,
+    OpenbusError,
+    Refused,
+)
+from openbus.kernel.limits import Limits
+from openbus.kernel.testing import FixedClock
 from tests.daemon.core.helpers import admit, due
 
 A, B, C = "p_a", "p_b", "p_c"

@@ -15,8 +15,6 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from openbus.daemon.core.clock import FixedClock
-from openbus.daemon.core.errors import Conflict, OpenbusError, Refused
 from openbus.daemon.core.messaging import (
     FINAL_OUTCOMES,
     CardNeed,
@@ -28,6 +26,8 @@ from openbus.daemon.core.messaging import (
     Recipient,
     Target,
 )
+from openbus.kernel.errors import Conflict, OpenbusError, Refused
+from openbus.kernel.testing import FixedClock
 from tests.daemon.core.helpers import admit, due
 
 PRINCIPALS = ["p_a", "p_b", "p_c"]

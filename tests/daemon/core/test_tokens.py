@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from openbus.daemon.core import tokens
-from openbus.daemon.core.clock import SeededRandom, SystemRandom
+from openbus.kernel.clock import SystemRandom
+from openbus.kernel.testing import SeededRandom
 
 
 def test_a_token_has_the_prefix_and_256_bits() -> None:

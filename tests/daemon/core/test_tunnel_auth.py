@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from openbus.daemon.core.clock import FixedClock, SeededRandom
-from openbus.daemon.core.errors import Unauthenticated
-from openbus.daemon.core.tunnel_auth import (
+from openbus.kernel.errors import Unauthenticated
+from openbus.kernel.testing import FixedClock, SeededRandom
+from openbus.kernel.tunnel_signature import (
     NonceCache,
     TunnelVerifier,
     identity_header_names,

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from openbus.daemon.core.clock import FixedClock
 from openbus.daemon.history.index import HistoryIndex
 from openbus.daemon.history.sources import Sources
+from openbus.kernel.testing import FixedClock
 from tests.daemon.history.homes import ClaudeHome, CodexHome
 from tests.support.harnesses import claude, codex
 from tests.support.stub_model import stub_model

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from openbus.daemon.core.errors import Conflict, NotFound
 from openbus.daemon.history.liveness import proc_start
+from openbus.kernel.errors import Conflict, NotFound
 from tests.daemon.history.conftest import World, populate
 
 

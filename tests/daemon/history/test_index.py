@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from openbus.daemon.core.errors import BadRequest, NotFound
+from openbus.kernel.errors import BadRequest, NotFound
 from tests.daemon.history.conftest import World, populate
 
 

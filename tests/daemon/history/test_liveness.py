@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from openbus.daemon.core.clock import FixedClock
 from openbus.daemon.history.liveness import LivenessProbe, proc_start, walk_to_pane
 from openbus.daemon.history.model import LiveState, SessionEntry
+from openbus.kernel.testing import FixedClock
 from tests.daemon.history.homes import ClaudeHome, CodexHome
 from tests.support.wait import wait_until
 
@@ -139,7 +139,7 @@ def test_a_pid_is_walked_up_its_parents_to_the_pane_process() -> None:
 
 
 def test_a_codex_process_in_a_real_tmux_pane_is_found_in_that_pane(tmp_path: Path) -> None:
-    from openbus.daemon.core.clock import SystemClock
+    from openbus.kernel.clock import SystemClock
     from tests.support.tmux import tmux_server
 
     rollout = CodexHome(tmp_path / "codex").rollout("x-9", "/w", ["hi"])

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from openbus.daemon.core.clock import SystemClock
 from openbus.daemon.history.index import HistoryIndex
 from openbus.daemon.history.sources import Sources
+from openbus.kernel.clock import SystemClock
 from tests.support.daemon import write_config
 from tests.support.harnesses import ClaudeHarness, CodexHarness
 from tests.support.stub_model import StubModel, reply

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from openbus.daemon.core.errors import BadRequest
 from openbus.daemon.history import reconcile
+from openbus.kernel.errors import BadRequest
 from tests.daemon.history.conftest import World, populate
 
 

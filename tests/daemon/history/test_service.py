@@ -14,11 +14,11 @@ from openbus.daemon import compose
 from openbus.daemon.compose import Daemon
 from openbus.daemon.config import parse_config
 from openbus.daemon.core import actors
-from openbus.daemon.core.clock import FixedClock, SeededRandom
-from openbus.daemon.core.errors import Forbidden, NotConnected, NotFound
-from openbus.daemon.core.scopes import Scope
 from openbus.daemon.history.model import Liveness, LiveState
 from openbus.daemon.history.project import AGENT_FIELDS, project_for_agent
+from openbus.kernel.errors import Forbidden, NotConnected, NotFound
+from openbus.kernel.scopes import Scope
+from openbus.kernel.testing import FixedClock, SeededRandom
 from tests.daemon.history.homes import ClaudeHome, CodexHome
 
 

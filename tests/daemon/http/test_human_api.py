@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from openbus.daemon.cards import Cards
-from openbus.daemon.core.clock import SeededRandom, SystemClock
 from openbus.daemon.state import StateDB
+from openbus.kernel.clock import SystemClock
+from openbus.kernel.testing import SeededRandom
 from tests.support.daemon import RunningDaemon, running_daemon
 
 ME = getpass.getuser()

@@ -8,7 +8,7 @@ from pathlib import Path
 from openbus.daemon import compose
 from openbus.daemon.app import create_app
 from openbus.daemon.config import parse_config
-from openbus.daemon.core.clock import FixedClock, SeededRandom
+from openbus.kernel.testing import FixedClock, SeededRandom
 from tests.support.asgi import call
 
 

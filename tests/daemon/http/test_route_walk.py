@@ -14,8 +14,8 @@ from openbus.daemon import compose
 from openbus.daemon.app import create_app
 from openbus.daemon.compose import Daemon
 from openbus.daemon.config import parse_config
-from openbus.daemon.core.clock import FixedClock, SeededRandom
 from openbus.daemon.http.routes import UNAUDITED
+from openbus.kernel.testing import FixedClock, SeededRandom
 from tests.support.asgi import call
 
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")

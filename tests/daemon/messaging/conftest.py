@@ -27,9 +27,9 @@ from openbus.daemon.compose import Daemon
 from openbus.daemon.config import parse_config
 from openbus.daemon.core.actors import Actor, human
 from openbus.daemon.core.audit import AuditDraft
-from openbus.daemon.core.clock import SystemClock, SystemRandom
-from openbus.daemon.core.scopes import Preset
 from openbus.daemon.messaging.service import MessagingService
+from openbus.kernel.clock import SystemClock, SystemRandom
+from openbus.kernel.scopes import Preset
 from tests.support.tmux import TmuxServer, tmux_server
 from tests.support.wait import async_wait_until
 

@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 import pytest
 
-from openbus.daemon.core.errors import BadRequest, Conflict, NotFound, Refused
-from openbus.daemon.core.scopes import Preset
+from openbus.kernel.errors import BadRequest, Conflict, NotFound, Refused
+from openbus.kernel.scopes import Preset
 from tests.daemon.messaging.conftest import Agent, Scenario, World
 
 Run = Callable[[Scenario], None]
@@ -205,7 +205,7 @@ def test_a_sender_waiting_on_status_is_released_when_revoked(run_world: Run) -> 
     async def scenario(w: World) -> None:
         import asyncio
 
-        from openbus.daemon.core.errors import NotConnected
+        from openbus.kernel.errors import NotConnected
 
         a, b = await w.agent("a"), await w.agent("b")
         await w.send(a, b, "needs a card", "m-1")

@@ -18,14 +18,14 @@ from openbus.daemon import messaging as messaging_feature
 from openbus.daemon.config import parse_config
 from openbus.daemon.core.actors import Actor, human
 from openbus.daemon.core.audit import AuditDraft
-from openbus.daemon.core.clock import FixedClock, SeededRandom
-from openbus.daemon.core.errors import Unavailable
-from openbus.daemon.core.scopes import Preset
 from openbus.daemon.foundation import Foundation
 from openbus.daemon.messaging.delivery import DeliveryTimeouts
 from openbus.daemon.messaging.fleet import FleetChange, PaneView
 from openbus.daemon.messaging.service import MessagingService
 from openbus.daemon.screens import Reading
+from openbus.kernel.errors import Unavailable
+from openbus.kernel.scopes import Preset
+from openbus.kernel.testing import FixedClock, SeededRandom
 from tests.support.wait import let_others_run
 
 
@@ -355,8 +355,8 @@ async def _until(predicate: Callable[[], object], timeout: float = 10.0) -> None
 
 
 def test_an_org_policy_tightens_the_limits_on_the_next_call(make: Callable[[], Setup]) -> None:
-    from openbus.daemon.core.errors import Refused
-    from openbus.policy.limits import Limits
+    from openbus.kernel.errors import Refused
+    from openbus.kernel.limits import Limits
 
     async def main() -> None:
         s = make()

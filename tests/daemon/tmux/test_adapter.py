@@ -12,10 +12,10 @@ from typing import Any, TypeVar
 
 import pytest
 
-from openbus.daemon.core.errors import BadRequest, NotFound, Unavailable
 from openbus.daemon.directory_probe import ProcessProbe, classify_argv
 from openbus.daemon.tmux import Tmux
 from openbus.daemon.tmux.adapter import default_socket
+from openbus.kernel.errors import BadRequest, NotFound, Unavailable
 from tests.support.tmux import TmuxServer
 from tests.support.wait import wait_until
 

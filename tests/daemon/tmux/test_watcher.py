@@ -8,11 +8,11 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from openbus.daemon.core.clock import SystemClock
 from openbus.daemon.directory import Directory
 from openbus.daemon.directory_probe import ProcessProbe
 from openbus.daemon.tmux import Tmux
 from openbus.daemon.tmux.watcher import Watcher
+from openbus.kernel.clock import SystemClock
 from tests.support.tmux import TmuxServer
 from tests.support.wait import async_wait_until, let_others_run
 

@@ -27,12 +27,12 @@ from openbus.daemon.audit.log import AuditLog
 from openbus.daemon.audit.shipper import Exporter, Shipper, make_exporter, resource_attributes
 from openbus.daemon.config import AuditConfig, Config
 from openbus.daemon.core.actions import Action
-from openbus.daemon.core.clock import Clock
 from openbus.daemon.core.consent import Tier
-from openbus.daemon.core.errors import BadRequest
 from openbus.daemon.feature import Feature
 from openbus.daemon.gate import Call, Gate
 from openbus.daemon.policy_runtime import PolicyRuntime
+from openbus.kernel.clock import Clock
+from openbus.kernel.errors import BadRequest
 
 log = logging.getLogger("openbus.audit")
 

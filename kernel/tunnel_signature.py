@@ -53,8 +53,8 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from openbus.daemon.core.clock import Clock
-from openbus.daemon.core.errors import Unauthenticated
+from openbus.kernel.clock import Clock
+from openbus.kernel.errors import Unauthenticated
 
 HEADER_USER = "X-Tunnel-User"
 HEADER_TIMESTAMP = "X-Tunnel-Timestamp"

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import enum
 
-from openbus.daemon.core.errors import BadRequest
+from openbus.kernel.errors import BadRequest
 
 
 class Scope(enum.StrEnum):

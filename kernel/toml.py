@@ -1,0 +1,28 @@
+"""Reading a TOML file with one clear error naming the file."""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from openbus.kernel.errors import ConfigError
+
+
+def read_toml(path: Path, reader: Callable[[Path], bytes] | None = None) -> dict[str, Any]:
+    """A TOML file as a table; any failure is a ``ConfigError`` naming the file."""
+    read = reader or (lambda p: p.read_bytes())
+    try:
+        raw = read(path)
+    except FileNotFoundError:
+        raise ConfigError("no such file", path=str(path)) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read: {exc.strerror}", path=str(path)) from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError("not UTF-8 text", path=str(path)) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"not valid TOML ({exc})", path=str(path)) from None
+    return data
