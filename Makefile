@@ -7,6 +7,12 @@ HARNESS_DIR := .harness
 CLAUDE_VERSION := 2.1.197
 CODEX_VERSION := 0.171.0
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+# OPENBUS_REQUIRE (a comma list: harness, root, tmux, chromium; CI sets it) makes the tests'
+# skips for those parts failures; a part it names that cannot be installed fails the install.
+comma := ,
+required = $(filter $(1),$(subst $(comma), ,$(OPENBUS_REQUIRE)))
+# $(call or_skip,PART,WHAT): after a failed install of PART, fail if it is required, else go on
+or_skip = { echo "$(2); $(if $(call required,$(1)),OPENBUS_REQUIRE names $(1): failing,the tests that need it will skip and say why)"; $(if $(call required,$(1)),exit 1,true); }
 
 .PHONY: run test lint types layers unit wheel-check harnesses system-deps bench clean
 
@@ -24,7 +30,7 @@ system-deps:
 	@command -v npm >/dev/null 2>&1 || { apt-get update -q && apt-get install -y -q nodejs npm; }
 	@command -v systemd-analyze >/dev/null 2>&1 && command -v systemd-sysusers >/dev/null 2>&1 || { apt-get update -q && apt-get install -y -q systemd; }
 	@/usr/bin/python3 -c "import ensurepip, venv" 2>/dev/null || { apt-get update -q && apt-get install -y -q python3-venv; }
-	@command -v chromium >/dev/null 2>&1 || { apt-get update -q && apt-get install -y -q chromium; } || echo "chromium could not be installed; the browser test will skip and say why"
+	@command -v chromium >/dev/null 2>&1 || { apt-get update -q && apt-get install -y -q chromium; } || $(call or_skip,chromium,chromium could not be installed)
 
 # The real Claude Code and Codex CLIs, for the tests that drive them against a stub model.
 harnesses: $(HARNESS_DIR)/.installed
@@ -35,7 +41,7 @@ $(HARNESS_DIR)/.installed:
 	    @anthropic-ai/claude-code@$(CLAUDE_VERSION) @openai/codex@$(CODEX_VERSION) && \
 	  node_modules/.bin/claude --version >/dev/null && node_modules/.bin/codex --version >/dev/null && \
 	  touch .installed \
-	  || echo "npm could not install the harness CLIs; their tests will skip and say why (retried next run)"
+	  || $(call or_skip,harness,npm could not install the harness CLIs (retried next run))
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check daemon tunnel policy kernel tests bench

@@ -101,7 +101,11 @@ class Daemon:
 
     def health(self) -> dict[str, Any]:
         seq, _ = self.foundation.audit.head()
-        body: dict[str, Any] = {"ok": True, "audit": {"seq": seq}}
+        body: dict[str, Any] = {
+            "ok": True,
+            "audit": {"seq": seq},
+            "gate": self.foundation.gate.stats.as_dict(),
+        }
         for feature in self.features:
             section: Mapping[str, Any] | None = feature.health()
             if section is not None:

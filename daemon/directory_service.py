@@ -86,6 +86,7 @@ class DirectoryFeature(Feature):
         return {
             "running": self.directory.server_running,
             "panes": len(self.directory.entries()),
+            "watcher": self.watcher.stats.as_dict(),
         }
 
 

@@ -40,7 +40,7 @@ import contextlib
 import logging
 import sqlite3
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from openbus.daemon.audit.log import AuditLog
@@ -88,17 +88,28 @@ class NoGrants:
         return frozenset()
 
 
+@dataclass
+class GateStats:
+    """What the gate has done since the daemon started (for ``/healthz``)."""
+
+    calls: int = 0  # actions run through the gate, whatever their outcome
+    batches: int = 0  # group commits: record-only calls committed together
+    batched_records: int = 0  # the records those group commits wrote
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
 class Gate:
     def __init__(self, audit: AuditLog, scopes: ScopeSource | None = None) -> None:
         self.audit = audit
         self.scopes: ScopeSource = scopes or NoGrants()
         self._registry: dict[str, tuple[Action, Executor]] = {}
-        self.calls = 0  # every call that reached the gate, for the route-walk proof
+        self.stats = GateStats()
         # group commit: drafts waiting for the next flush, each with its caller's future
         self._batch: list[tuple[AuditDraft, asyncio.Future[AuditRecord]]] = []
         self._flush_scheduled = False
         self._hot = False  # a record committed in this loop turn: later ones batch
-        self.batches = 0  # committed group batches (for tests and the bench)
 
     # ------------------------------------------------------------------ registry
 
@@ -127,7 +138,7 @@ class Gate:
         target: str | None = None,
         message_id: str | None = None,
     ) -> Any:
-        self.calls += 1
+        self.stats.calls += 1
         action, executor = self._lookup(name)
         call = Call(actor, action, dict(params or {}), target=target, message_id=message_id)
         try:
@@ -254,7 +265,8 @@ class Gate:
             if not isinstance(exc, Exception):
                 raise  # KeyboardInterrupt, SystemExit: not ours to swallow
             return
-        self.batches += 1
+        self.stats.batches += 1
+        self.stats.batched_records += sum(isinstance(r, AuditRecord) for r in results)
         for (_, future), result in zip(batch, results, strict=True):
             if future.done():
                 continue

@@ -1,4 +1,8 @@
-"""Shared fixtures. Support code lives in ``tests/support``."""
+"""Shared fixtures. Support code lives in ``tests/support``.
+
+``OPENBUS_REQUIRE`` (e.g. ``harness,root``) turns skips for missing real parts into failures:
+``tests/support/require.py``, loaded here. ``pytester`` is for the test of that mechanism.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.support.daemon import RunningDaemon, running_daemon
+
+pytest_plugins = ["pytester", "tests.support.require"]
 
 
 @pytest.fixture

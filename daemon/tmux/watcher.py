@@ -42,6 +42,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+from dataclasses import asdict, dataclass
 from typing import Protocol
 
 from openbus.daemon.tmux.adapter import PANE_FIELDS, PANE_FORMAT, PaneInfo, Tmux, quote
@@ -87,6 +88,19 @@ class Sink(Protocol):
     def pane_gone(self, pane_id: str) -> None: ...
 
 
+@dataclass
+class WatcherStats:
+    """What following the server has cost since the watcher started (for ``/healthz``)."""
+
+    captures: int = 0  # panes captured
+    listings: int = 0  # full pane listings read
+    checks: int = 0  # safety checks that listed only the panes' shape
+    pauses: int = 0  # panes whose output was paused until their capture
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
 class Watcher:
     def __init__(
         self,
@@ -113,9 +127,7 @@ class Watcher:
         self._gone = asyncio.Event()
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
-        self.captures = 0  # panes captured, for tests and the benchmark
-        self.listings = 0
-        self.checks = 0  # safety checks that listed only the panes' shape
+        self.stats = WatcherStats()
         self._listed: set[str] = set()
         self._meta: dict[str, tuple[PaneInfo, float]] = {}  # pane metadata and when it was read
         self._told: dict[str, tuple[PaneInfo, str]] = {}  # what the sink last heard per pane
@@ -124,7 +136,6 @@ class Watcher:
         self._last_told_all = 0.0
         # panes whose %output we paused: on which client, and the pause command's answer
         self._paused: dict[str, tuple[ControlClient, asyncio.Future[list[str]]]] = {}
-        self.pauses = 0
         self.pause_after = pause_after
         self._bursts: dict[str, int] = {}  # %output bursts per dirty pane since its last batch
         self._naming: set[ControlClient] = set()
@@ -273,7 +284,7 @@ class Watcher:
                 except ConnectionError:
                     return
                 self._paused[pane] = (client, done)
-                self.pauses += 1
+                self.stats.pauses += 1
         elif name in STRUCTURE_EVENTS:
             self._full = True
             self._structure_event.set()
@@ -359,7 +370,7 @@ class Watcher:
                 return
             if info is None:
                 continue
-            self.captures += 1
+            self.stats.captures += 1
             text = "\n".join(screen)
             if self._told.get(pane) == (info, text):
                 continue  # output that left the screen as it was (a cursor move, a redraw)
@@ -414,7 +425,7 @@ class Watcher:
                 )
                 sessions = [s for s in await sessions_f if s.startswith("$")]
                 shape = await shape_f
-                self.checks += 1
+                self.stats.checks += 1
                 if shape == self._last_shape:
                     await self._follow_sessions(sessions)
                     return
@@ -431,7 +442,7 @@ class Watcher:
         except (ConnectionError, TmuxCommandError):
             self._full = True
             return
-        self.listings += 1
+        self.stats.listings += 1
         now = asyncio.get_running_loop().time()
         if (
             listed == self._last_listing

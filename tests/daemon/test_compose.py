@@ -75,7 +75,10 @@ def test_an_extra_feature_is_built_from_the_foundation_started_last_and_stopped_
     )
     assert seen == [daemon.foundation]
     assert daemon.features[-1].name == "probe"
-    assert daemon.health()["probe"] == {"fine": True}
+    health = daemon.health()
+    assert health["probe"] == {"fine": True}
+    assert set(health["gate"]) >= {"calls", "batches"}
+    assert set(health["tmux"]["watcher"]) >= {"captures", "listings", "checks", "pauses"}
 
     async def main() -> None:
         await daemon.start()

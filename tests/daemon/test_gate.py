@@ -174,7 +174,12 @@ def test_concurrent_calls_share_a_commit_and_each_gets_its_record_in_a_gap_free_
     gate.register(READ, executor)
     results = many_reads(gate, 50)
     assert results == [f"t{i}" for i in range(50)]
-    assert gate.batches < 50  # shared commits, not one per call
+    assert gate.stats.batches < 50  # shared commits, not one per call
+    assert gate.stats.as_dict() == {
+        "calls": 50,
+        "batches": gate.stats.batches,
+        "batched_records": 50,
+    }
     records = audit.read()
     assert [r.seq for r in records] == list(range(1, 51))
     assert sorted(r.target or "" for r in records) == sorted(f"t{i}" for i in range(50))

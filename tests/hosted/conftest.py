@@ -34,6 +34,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from openbus.kernel.tunnel_signature import public_key_pem
 from tests.support.daemon import RunningDaemon, python_for, start_daemon
 from tests.support.policy import signed_policy
+from tests.support.require import skip_missing
 from tests.support.wait import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -193,7 +194,7 @@ def _write_credential(directory: Path, tunnel_user: str) -> tuple[Path, Path]:
 @pytest.fixture(scope="module")
 def box() -> Iterator[HostedBox]:
     if os.geteuid() != 0:
-        pytest.skip("needs root: creates real users and groups")
+        skip_missing("root", "needs root: creates real users and groups")
     accounts = Accounts()
     root = Path(tempfile.mkdtemp(prefix="openbus-hosted-", dir="/tmp"))
     root.chmod(0o755)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from openbus.policy.signing import load_private_key, write_keypair, write_signature
+from tests.support.require import skip_missing
 
 EXAMPLE = """\
 org = "example"
@@ -110,7 +111,7 @@ class Accounts:
 @pytest.fixture
 def accounts() -> Iterator[Accounts]:
     if os.geteuid() != 0 or shutil.which("useradd") is None:
-        pytest.skip("needs root and useradd to create real users and groups")
+        skip_missing("root", "needs root and useradd to create real users and groups")
     made = Accounts(prefix=f"obtest-{secrets.token_hex(3)}-", users=[], groups=[])
     try:
         yield made

@@ -125,6 +125,7 @@ def test_a_missing_policy_file_is_one_line_naming_it(tmp_path: Path) -> None:
     assert "nope.toml" in fails("show", "nope.toml", cwd=tmp_path)
 
 
+@pytest.mark.root
 def test_explain_a_user_in_two_groups_with_real_accounts(
     tmp_path: Path, accounts: Accounts
 ) -> None:

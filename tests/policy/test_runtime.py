@@ -172,6 +172,7 @@ def test_group_lookups_are_cached_for_a_few_seconds(f: Fixture) -> None:
 # --------------------------------------------------------------------------- real accounts
 
 
+@pytest.mark.root
 def test_caps_follow_real_group_membership(f: Fixture, tmp_path: Path, accounts: Accounts) -> None:
     staff = accounts.group("staff")
     admins = accounts.group("admins")
@@ -201,6 +202,7 @@ def test_caps_follow_real_group_membership(f: Fixture, tmp_path: Path, accounts:
     assert (widened.preset, widened.rule) == (Preset.COLLABORATE, f"caps.groups.{admins}")
 
 
+@pytest.mark.root
 def test_the_runtime_and_explain_agree_on_a_real_user(f: Fixture, accounts: Accounts) -> None:
     from openbus.policy.accounts import groups_of
 

@@ -1,8 +1,9 @@
 """Launching the real Claude Code and Codex CLIs against a ``StubModel``.
 
 The CLIs come from ``make harnesses`` (npm, into ``<repo>/.harness/node_modules/.bin``). A test
-that needs one and finds it missing skips with the reason. Each harness gets a private config
-home under the test's tmp dir, seeded so the interactive TUI starts straight at its prompt:
+that needs one carries ``@pytest.mark.harness`` and, finding it missing, skips with the reason
+(fails where ``OPENBUS_REQUIRE`` names ``harness``). Each harness gets a private config home
+under the test's tmp dir, seeded so the interactive TUI starts straight at its prompt:
 
 * Claude Code: ``CLAUDE_CONFIG_DIR/.claude.json`` with onboarding done, a theme, the API key's
   last 20 characters approved, and the cwd's realpath trusted; the environment points it at
@@ -27,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.require import skip_missing
 from tests.support.stub_model import StubModel
 from tests.support.tmux import TmuxServer
 from tests.support.wait import wait_until
@@ -58,7 +60,7 @@ def require_binary(name: str) -> Path:
             "(run `make harnesses`; npm could not install it)"
         )
         print(reason)
-        pytest.skip(reason)
+        skip_missing("harness", reason)
     return path
 
 

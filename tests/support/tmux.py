@@ -23,8 +23,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-import pytest
-
+from tests.support.require import skip_missing
 from tests.support.wait import wait_until
 
 WIDTH = 120
@@ -175,7 +174,7 @@ class TmuxServer:
 def tmux_server(root: Path) -> Iterator[TmuxServer]:
     """A started private server with HOME at ``root``; killed, its socket removed, at exit."""
     if shutil.which("tmux") is None:
-        pytest.skip("tmux is not installed")
+        skip_missing("tmux", "tmux is not installed")
     # A short socket path: unix socket paths are limited to ~107 bytes.
     socket_dir = Path(tempfile.mkdtemp(prefix="obtmux-", dir="/tmp"))
     server = TmuxServer(socket_dir / "sock", root)

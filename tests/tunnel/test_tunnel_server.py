@@ -15,7 +15,7 @@ import pytest
 from openbus.kernel.clock import SystemClock
 from openbus.kernel.errors import Unauthenticated
 from openbus.kernel.tunnel_signature import TunnelVerifier, is_identity_header, load_public_keys
-from tests.support.wait import wait_until
+from tests.support.wait import let_others_run, wait_until
 from tests.tunnel.conftest import (
     RecordingUpstream,
     RunningTunnel,
@@ -285,7 +285,7 @@ def test_what_one_loop_step_writes_leaves_the_tunnel_as_one_write() -> None:
         transport = _CoalescingTransport(real)  # type: ignore[arg-type]
         transport.write(b"HTTP/1.1 200 OK\r\n\r\n")
         transport.write(b'{"ok": true}')
-        await asyncio.sleep(NEXT_STEP)
+        await let_others_run()  # the next step of the loop
         transport.write(b"data: later\n\n")
         transport.close()
         return real.writes
@@ -295,6 +295,3 @@ def test_what_one_loop_step_writes_leaves_the_tunnel_as_one_write() -> None:
         b"data: later\n\n",
         b"<closed>",
     ]
-
-
-NEXT_STEP = 0  # one turn of the event loop

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.daemon import RunningDaemon, running_daemon
+from tests.support.require import skip_missing
 
 pytestmark = pytest.mark.root
 
@@ -36,7 +37,7 @@ def tiny_state_dir(tmp_path: Path) -> Iterator[Path]:
     state = tmp_path / "state"
     state.mkdir(mode=0o700)
     if os.geteuid() != 0:
-        pytest.skip("needs root to mount a tiny tmpfs as the state dir")
+        skip_missing("root", "needs root to mount a tiny tmpfs as the state dir")
     result = _mount(state, "size=4m,mode=0700")
     if result.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {result.stderr.strip()}")

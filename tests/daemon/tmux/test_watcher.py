@@ -150,11 +150,11 @@ def test_a_fake_claude_is_detected_and_read_from_its_screens(server: TmuxServer)
 
 def test_output_on_a_pane_triggers_its_capture(server: TmuxServer) -> None:
     async def scenario(d: Directory, w: Watcher) -> None:
-        await until(lambda: len(panes(d)) == 1 and w.captures >= 1, "the first capture")
+        await until(lambda: len(panes(d)) == 1 and w.stats.captures >= 1, "the first capture")
         await until(lambda: d.entry(next(iter(panes(d)))).text, "the prompt")
-        settled = w.captures
+        settled = w.stats.captures
         server.keys(next(iter(panes(d))), "true", "Enter")
-        await until(lambda: w.captures > settled, "a capture after output")
+        await until(lambda: w.stats.captures > settled, "a capture after output")
 
     follow(server, scenario)
 
@@ -172,7 +172,7 @@ def test_a_pane_printing_in_bursts_is_paused_between_captures_and_read_to_its_la
             lambda: pane in panes(d) and "all-done" in (d.entry(pane).text or ""), "the last line"
         )
         assert "burst-300" in (d.entry(pane).text or "")
-        assert w.pauses >= 1  # tmux stopped sending this pane's output until its capture
+        assert w.stats.pauses >= 1  # tmux stopped sending this pane's output until its capture
         server.keys(pane, "typed-after", "Enter")
         await until(lambda: "typed-after" in (d.entry(pane).text or ""), "output after resuming")
         assert d.snapshot()["tmux"]["running"] is True

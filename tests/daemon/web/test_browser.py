@@ -17,12 +17,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from playwright import sync_api
+from playwright.sync_api import expect
 
 from tests.daemon.mcp.conftest import Fleet, make_fleet
 from tests.daemon.mcp.test_endpoint import mcp_session
 from tests.daemon.messaging.test_mcp_messaging import in_directory
 from tests.daemon.web.forward import forwarder
 from tests.support.mcp_results import tool_data
+from tests.support.require import skip_missing
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = [
@@ -37,8 +40,7 @@ ARGS = [
 WAIT_MS = 15_000
 PHONE = {"width": 390, "height": 844}
 
-sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
-expect = sync_api.expect
+pytestmark = pytest.mark.chromium
 
 
 @pytest.fixture
@@ -46,7 +48,7 @@ def fleet(tmp_path: Path) -> Iterator[Fleet]:
     if not CHROMIUM.exists() and shutil.which("chromium") is None:
         reason = "chromium is not installed (make system-deps installs it)"
         print(f"SKIP: {reason}")
-        pytest.skip(reason)
+        skip_missing("chromium", reason)
     with make_fleet(tmp_path) as made:
         yield made
 
