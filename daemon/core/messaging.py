@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import enum
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TypeAlias
@@ -282,9 +282,12 @@ class _Received:
 class MessageBook:
     """Every message of one daemon lifetime, and the rules over them."""
 
-    def __init__(self, clock: Clock, limits: MessageLimits | None = None) -> None:
+    def __init__(
+        self, clock: Clock, limits: MessageLimits | Callable[[], MessageLimits] | None = None
+    ) -> None:
         self.clock = clock
-        self.limits = limits or MessageLimits()
+        fixed = limits if isinstance(limits, MessageLimits) else MessageLimits()
+        self._limits: Callable[[], MessageLimits] = limits if callable(limits) else lambda: fixed
         self._messages: dict[tuple[str, str], Message] = {}
         self._ids_held: dict[str, int] = {}
         self._sender_rate: dict[str, deque[float]] = {}
@@ -298,6 +301,11 @@ class MessageBook:
         self._conversations = 0
 
     # ------------------------------------------------------------------ reads
+
+    @property
+    def limits(self) -> MessageLimits:
+        """The limits in force now (an org policy may tighten them between two calls)."""
+        return self._limits()
 
     def get(self, sender: str, message_id: str) -> Message | None:
         return self._messages.get((sender, message_id))

@@ -24,6 +24,21 @@ from openbus.daemon.policy_runtime import PolicyRuntime
 from openbus.kernel.clock import Clock
 
 
+class PolicyLimits:
+    """The book's limits in force: the built-in maxima as the org policy tightens them now."""
+
+    def __init__(self, policy: PolicyRuntime) -> None:
+        self.policy = policy
+        self._from: object = None
+        self._now = MessageLimits()
+
+    def __call__(self) -> MessageLimits:
+        limits = self.policy.limits
+        if limits is not self._from:
+            self._from, self._now = limits, MessageLimits.from_limits(limits)
+        return self._now
+
+
 def build(
     *,
     gate: Gate,
@@ -35,7 +50,7 @@ def build(
     fleet: Fleet,
     timeouts: DeliveryTimeouts = DEFAULT_TIMEOUTS,
 ) -> MessagingService:
-    book = MessageBook(clock, MessageLimits.from_limits(policy.limits))
+    book = MessageBook(clock, PolicyLimits(policy))
     addressing = Addressing(fleet, grants, cards)
     outcomes = Outcomes(book, gate, cards, clock)
     return MessagingService(
@@ -44,7 +59,6 @@ def build(
         cards=cards,
         connect=connect,
         clock=clock,
-        policy=policy,
         book=book,
         addressing=addressing,
         outcomes=outcomes,

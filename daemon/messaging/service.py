@@ -44,7 +44,6 @@ from openbus.daemon.core.messaging import (
     CardNeed,
     Message,
     MessageBook,
-    MessageLimits,
     Outcome,
     Phase,
 )
@@ -55,7 +54,6 @@ from openbus.daemon.messaging.actions import LIST, SEND, STATUS
 from openbus.daemon.messaging.addressing import Addressing
 from openbus.daemon.messaging.delivery import DeliveryEngine
 from openbus.daemon.messaging.outcomes import Outcomes, preview
-from openbus.daemon.policy_runtime import PolicyRuntime
 from openbus.kernel.clock import Clock
 from openbus.kernel.errors import BadRequest, NotConnected, Unavailable
 from openbus.kernel.scopes import Preset, Scope
@@ -79,7 +77,6 @@ class MessagingService(Feature):
         cards: Cards,
         connect: Connect,
         clock: Clock,
-        policy: PolicyRuntime,
         book: MessageBook,
         addressing: Addressing,
         outcomes: Outcomes,
@@ -89,9 +86,6 @@ class MessagingService(Feature):
         self.grants = grants
         self.cards = cards
         self.clock = clock
-        self.policy = policy
-        self._limits_from: object = None
-        self._limits_now = MessageLimits()
         self.book = book
         self.addressing = addressing
         self.outcomes = outcomes
@@ -133,13 +127,6 @@ class MessagingService(Feature):
 
     # ------------------------------------------------------------------ plumbing
 
-    def _limits(self) -> MessageLimits:
-        """The limits in force: the built-in maxima as tightened by the org policy now."""
-        limits = self.policy.limits
-        if limits is not self._limits_from:
-            self._limits_from, self._limits_now = limits, MessageLimits.from_limits(limits)
-        return self._limits_now
-
     def _kick(self, pane: str) -> None:
         self.delivery.kick(pane)
 
@@ -154,7 +141,6 @@ class MessagingService(Feature):
         mid = params.get("message_id")
         if isinstance(mid, str):
             call.details["offered_id"] = mid[:128]
-        self.book.limits = self._limits()
         # the cheap refusals first: a flood costs no directory or grant lookups
         check_message_id(mid)
         check_text(params.get("text"), self.book.limits.message_bytes)

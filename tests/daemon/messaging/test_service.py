@@ -22,6 +22,7 @@ from openbus.daemon.foundation import Foundation
 from openbus.daemon.messaging.delivery import DeliveryTimeouts
 from openbus.daemon.messaging.fleet import FleetChange, PaneView
 from openbus.daemon.messaging.service import MessagingService
+from openbus.daemon.policy_runtime import PolicyRuntime
 from openbus.daemon.screens import Reading
 from openbus.kernel.errors import Unavailable
 from openbus.kernel.scopes import Preset
@@ -354,22 +355,17 @@ async def _until(predicate: Callable[[], object], timeout: float = 10.0) -> None
         await asyncio.sleep(POLL)
 
 
-def test_an_org_policy_tightens_the_limits_on_the_next_call(make: Callable[[], Setup]) -> None:
+def test_an_org_policy_tightens_the_limits_on_the_next_call(
+    make: Callable[[], Setup], monkeypatch: pytest.MonkeyPatch
+) -> None:
     from openbus.kernel.errors import Refused
     from openbus.kernel.limits import Limits
 
     async def main() -> None:
         s = make()
         await s.send("a", "%2", "m-1", text="x" * 50)
-        real = s.messaging.policy
-
-        class Tightened:
-            limits = Limits(message_bytes=20)
-
-            def __getattr__(self, name: str) -> Any:
-                return getattr(real, name)
-
-        s.messaging.policy = Tightened()  # type: ignore[assignment]
+        tightened = Limits(message_bytes=20)
+        monkeypatch.setattr(PolicyRuntime, "limits", property(lambda self: tightened))
         with pytest.raises(Refused, match="20-byte cap"):
             await s.send("a", "%2", "m-2", text="x" * 50)
         assert s.message("a", "m-2") is None
