@@ -27,7 +27,7 @@ VERBS = (cli_consent, cli_history, cli_audit, cli_directory, cli_launch, cli_mes
 
 def _serve(args: argparse.Namespace, config: Config) -> int:
     # The preflight builds the app (seconds of imports); no other verb should pay for it.
-    from openbus.daemon.serve import serve
+    from openbus.daemon.serve import serve  # noqa: PLC0415 - start-up cost of every verb
 
     serve(config)
     return 0  # not reached: serve replaces the process

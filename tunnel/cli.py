@@ -130,7 +130,8 @@ def main(argv: list[str] | None = None) -> int:
             for path in init_secrets(args.config, args.public_key, args.hostname, args.root):
                 print(f"created {path}")
             return 0
-        from openbus.tunnel.server import serve as run
+        # Serving loads uvicorn and TLS; `init` needs none of it.
+        from openbus.tunnel.server import serve as run  # noqa: PLC0415 - start-up cost
 
         run(load_tunnel_config(args.config))
     except OpenbusError as exc:

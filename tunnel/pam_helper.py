@@ -106,7 +106,7 @@ def check(service: str, user: str, password: str) -> PamResult:
         return PamResult("unavailable", f"no PAM service file for {service!r}")
     if Path("/etc/shadow").exists() and not os.access("/etc/shadow", os.R_OK):
         return PamResult("unavailable", "the PAM helper cannot read the password database")
-    import pam
+    import pam  # noqa: PLC0415 - libpam is loaded only once the checks above let a login through
 
     handle: Any = pam.pam()
     ok = handle.authenticate(user, password, service=service, resetcreds=False)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import importlib
 import logging
 import os
 import pwd
@@ -28,8 +29,10 @@ import sys
 from pathlib import Path
 from typing import Any, cast
 
+import uvicorn
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from openbus.kernel.clock import SystemClock, SystemRandom
 from openbus.kernel.errors import ConfigError, Unavailable
@@ -143,8 +146,6 @@ def tls_context(config: TunnelConfig) -> ssl.SSLContext:
 
 def _preload() -> None:
     """Import what serving needs while the code's own directories are surely readable."""
-    import importlib
-
     for name in (
         "uvicorn",
         "uvicorn.config",
@@ -255,8 +256,6 @@ class _CoalescingTransport:
 
 
 def _protocol_class() -> type[asyncio.Protocol]:
-    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
-
     class CoalescingHttpToolsProtocol(HttpToolsProtocol):
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(cast("asyncio.Transport", _CoalescingTransport(transport)))
@@ -265,8 +264,6 @@ def _protocol_class() -> type[asyncio.Protocol]:
 
 
 async def _run(app: TunnelApp, sock: socket.socket, context: ssl.SSLContext) -> None:
-    import uvicorn
-
     config = uvicorn.Config(
         app,
         interface="asgi3",

@@ -41,6 +41,11 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
+from opentelemetry._logs import LogRecord, SeverityNumber
+from opentelemetry.sdk._logs import ReadableLogRecord
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+
 from openbus.daemon.audit.checkpoints import checkpoint_to_dict
 from openbus.daemon.audit.log import _COLUMNS, _row_to_record
 from openbus.daemon.config import AuditConfig
@@ -104,7 +109,8 @@ def make_exporter(
         headers = read_headers_file(config.otlp_headers_file) if config.otlp_headers_file else {}
     endpoint = config.otlp_endpoint
     if config.otlp_protocol == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc._log_exporter import (
+        # Only the configured protocol's exporter is loaded: gRPC brings in grpcio.
+        from opentelemetry.exporter.otlp.proto.grpc._log_exporter import (  # noqa: PLC0415
             OTLPLogExporter as GrpcExporter,
         )
 
@@ -113,7 +119,7 @@ def make_exporter(
             endpoint=endpoint, insecure=insecure, headers=dict(headers), timeout=timeout
         )
         return grpc_exporter
-    from opentelemetry.exporter.otlp.proto.http._log_exporter import (
+    from opentelemetry.exporter.otlp.proto.http._log_exporter import (  # noqa: PLC0415
         OTLPLogExporter as HttpExporter,
     )
 
@@ -134,18 +140,12 @@ class Encoder:
     """Turns records and checkpoints into the SDK's readable log records."""
 
     def __init__(self, resource_attributes: Mapping[str, str]) -> None:
-        from opentelemetry.sdk.resources import Resource
-        from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-
         self.resource = Resource(dict(resource_attributes))
         self.scope = InstrumentationScope(SCOPE_NAME, "1")
 
     def _log_record(
         self, *, time: float, observed: float, body: str, attributes: dict[str, Any], warn: bool
     ) -> Any:
-        from opentelemetry._logs import LogRecord, SeverityNumber
-        from opentelemetry.sdk._logs import ReadableLogRecord
-
         record = LogRecord(
             timestamp=_ns(time),
             observed_timestamp=_ns(observed),
