@@ -23,7 +23,7 @@ from openbus.daemon.gate import Call, Gate
 from openbus.daemon.grants import Grants, Principal
 from openbus.kernel.errors import BadRequest, Conflict, PolicyRefused
 from openbus.kernel.scopes import Preset, parse_preset
-from openbus.policy.model import CapDecision, no_policy_decision
+from openbus.policy.model import CapDecision
 
 log = logging.getLogger("openbus")
 
@@ -37,9 +37,7 @@ RevocationHook = Callable[[Principal, Preset], Awaitable[None]]
 
 
 class Connect:
-    def __init__(
-        self, gate: Gate, grants: Grants, cap_source: CapSource = no_policy_decision
-    ) -> None:
+    def __init__(self, gate: Gate, grants: Grants, cap_source: CapSource) -> None:
         self.gate = gate
         self.grants = grants
         self.cap_source = cap_source
