@@ -16,12 +16,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from openbus.daemon.core.actions import Action
-from openbus.daemon.core.actors import is_pane_id
 from openbus.daemon.core.audit import AuditDraft
 from openbus.daemon.core.consent import Tier
 from openbus.daemon.gate import Call, Gate
 from openbus.daemon.grants import Grants, Principal
 from openbus.kernel.errors import BadRequest, Conflict, PolicyRefused
+from openbus.kernel.ids import is_pane_id
 from openbus.kernel.scopes import Preset, parse_preset
 from openbus.policy.model import CapDecision
 

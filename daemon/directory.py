@@ -41,9 +41,10 @@ from typing import Any, Protocol
 from openbus.daemon.directory_probe import Detected, ProcIdentity
 from openbus.daemon.screens import ClaudeStatus, Evidence, Reading, parse
 from openbus.daemon.screens.base import screen_lines
-from openbus.daemon.tmux.adapter import PaneInfo, check_pane_id
+from openbus.daemon.tmux.adapter import PaneInfo
 from openbus.kernel.clock import Clock
 from openbus.kernel.errors import BadRequest, NotFound
+from openbus.kernel.ids import check_pane_id
 
 log = logging.getLogger(__name__)
 

@@ -25,9 +25,10 @@ from openbus.daemon.directory_probe import ProcessProbe
 from openbus.daemon.feature import Feature
 from openbus.daemon.gate import Call, Gate
 from openbus.daemon.history.liveness import walk_to_pane
-from openbus.daemon.tmux.adapter import Tmux, check_pane_id
+from openbus.daemon.tmux.adapter import Tmux
 from openbus.daemon.tmux.watcher import Watcher
 from openbus.kernel.clock import Clock, Random
+from openbus.kernel.ids import check_pane_id
 from openbus.kernel.scopes import Scope
 
 LIST = Action("directory.list", Scope.READ, Tier.READ)
@@ -94,7 +95,7 @@ def register_pane_detail(gate: Gate, directory: Directory, sections: Sequence[Pa
     """``directory.pane``: one pane in detail; a human also sees each section's part."""
 
     async def one_pane(call: Call) -> Any:
-        pane = check_pane_id(call.params.get("pane"), "pane")  # type: ignore[arg-type]
+        pane = check_pane_id(call.params.get("pane"), "pane")
         detail = directory.pane(pane)
         if call.actor.is_human:
             detail = dict(detail)

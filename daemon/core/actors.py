@@ -22,13 +22,12 @@ from dataclasses import dataclass
 from typing import Literal
 
 from openbus.kernel.errors import BadRequest
+from openbus.kernel.ids import SESSION_ID, is_pane_id
 
 ActorKind = Literal["human", "agent", "control", "system"]
 
 _USER = re.compile(r"^[a-z_][a-z0-9_.-]{0,63}\$?$", re.IGNORECASE)
 _HARNESS = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
-_SESSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
-_PANE = re.compile(r"^%[0-9]{1,9}$")
 
 
 @dataclass(frozen=True)
@@ -61,7 +60,7 @@ def human(user: str) -> Actor:
 def agent_session(harness: str, session_id: str, principal: str) -> Actor:
     if not _HARNESS.fullmatch(harness):
         raise BadRequest("not a valid harness name", field="harness")
-    if not _SESSION.fullmatch(session_id):
+    if not SESSION_ID.fullmatch(session_id):
         raise BadRequest("not a valid session id", field="session_id")
     return Actor("agent", f"agent:{harness}:{session_id}", principal, harness, session_id)
 
@@ -69,14 +68,10 @@ def agent_session(harness: str, session_id: str, principal: str) -> Actor:
 def agent_pane(harness: str, pane_id: str, pid: int, principal: str) -> Actor:
     if not _HARNESS.fullmatch(harness):
         raise BadRequest("not a valid harness name", field="harness")
-    if not _PANE.fullmatch(pane_id):
+    if not is_pane_id(pane_id):
         raise BadRequest("not a valid pane id", field="pane")
     return Actor("agent", f"agent:{harness}:pane:{pane_id}:{pid}", principal, harness)
 
 
 CONTROL = Actor("control", "control", principal="control")
 SYSTEM = Actor("system", "system")
-
-
-def is_pane_id(value: str) -> bool:
-    return bool(_PANE.fullmatch(value))

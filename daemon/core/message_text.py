@@ -8,11 +8,8 @@ UTF-8 bytes. A message id is 1-128 characters of letters, digits and ``. _ : -``
 
 from __future__ import annotations
 
-import re
-
 from openbus.kernel.errors import BadRequest, Refused
-
-_MESSAGE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+from openbus.kernel.ids import SESSION_ID
 
 # Spaces other than U+0020 are printable text; everything else str.isprintable() rejects
 # (Cc, Cf, Cs, Co, Cn, Zl, Zp) is refused, and the newline is the one control allowed.
@@ -72,7 +69,7 @@ def check_text(text: object, max_bytes: int) -> int:
 
 
 def check_message_id(message_id: object) -> str:
-    if not isinstance(message_id, str) or not _MESSAGE_ID.fullmatch(message_id):
+    if not isinstance(message_id, str) or not SESSION_ID.fullmatch(message_id):
         raise BadRequest(
             "message_id must be 1-128 characters of letters, digits and . _ : - "
             "(starting with a letter or digit)",

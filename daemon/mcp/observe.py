@@ -21,13 +21,13 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from openbus.daemon.core.actors import is_pane_id
 from openbus.daemon.grants import Principal
 from openbus.daemon.history.project import AGENT_FIELDS
 from openbus.daemon.history.repo import find_repo
 from openbus.daemon.mcp.masking import Masker
 from openbus.daemon.mcp.tools import McpTool, ToolContext
 from openbus.kernel.errors import BadRequest, NotFound
+from openbus.kernel.ids import is_pane_id
 
 HISTORY_FIELDS = AGENT_FIELDS  # seed 000: "History is index fields only"
 SESSION_TEXT_FIELDS = frozenset(("repo", "title", "cwd", "branches", "prs"))

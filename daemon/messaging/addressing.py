@@ -14,12 +14,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from openbus.daemon.cards import Cards
-from openbus.daemon.core.actors import is_pane_id
 from openbus.daemon.core.consent import Approval, ApprovalKind
 from openbus.daemon.core.messaging import Message, Recipient, Target
 from openbus.daemon.grants import Grants, Principal
 from openbus.daemon.messaging.fleet import Fleet, PaneView
 from openbus.kernel.errors import BadRequest, NotFound, Refused
+from openbus.kernel.ids import is_pane_id
 from openbus.kernel.scopes import Scope
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
-import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -19,6 +18,7 @@ from openbus.daemon.screens import Evidence, Reading, parse
 from openbus.daemon.screens.base import screen_lines
 from openbus.daemon.tmux.control import TmuxCommandError
 from openbus.kernel.errors import NotFound, OpenbusError, Unavailable
+from openbus.kernel.ids import is_pane_id
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,6 @@ class Fleet(Protocol):
     def reparse(self, pane: str, text: str) -> Reading | None: ...
 
 
-_PANE = re.compile(r"^%[0-9]{1,9}$")
 _buffers = itertools.count(1)
 
 
@@ -135,7 +134,7 @@ class DirectoryFleet:
         connected (one round trip, the text on the client's stdin), else through the adapter's
         ``send_literal`` (stdin of ``load-buffer``). Never in any process's argv."""
         client = getattr(self.tmux, "control", None)
-        if client is not None and client.alive and _PANE.match(pane):
+        if client is not None and client.alive and is_pane_id(pane):
             name = f"openbus-msg-{os.getpid()}-{next(_buffers)}"
             line = (
                 f"set-buffer -b {name} {tmux_double_quoted(text)} ; "

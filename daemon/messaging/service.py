@@ -36,7 +36,7 @@ from typing import Any
 
 from openbus.daemon.cards import Cards
 from openbus.daemon.connect import Connect
-from openbus.daemon.core.actors import Actor, is_pane_id
+from openbus.daemon.core.actors import Actor
 from openbus.daemon.core.audit import AuditDraft
 from openbus.daemon.core.consent import Card, CardState
 from openbus.daemon.core.message_text import check_message_id, check_text
@@ -56,6 +56,7 @@ from openbus.daemon.messaging.delivery import DeliveryEngine
 from openbus.daemon.messaging.outcomes import Outcomes, preview
 from openbus.kernel.clock import Clock
 from openbus.kernel.errors import BadRequest, NotConnected, Unavailable
+from openbus.kernel.ids import is_pane_id
 from openbus.kernel.scopes import Preset, Scope
 
 log = logging.getLogger("openbus.messaging")

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from openbus.daemon.tmux.control import ControlClient, Notification, TmuxCommandError
 from openbus.kernel.errors import BadRequest, NotFound, Unavailable
+from openbus.kernel.ids import check_pane_id, is_pane_id
 
 _SEP = "\x1f"
 PANE_FIELDS = (
@@ -53,7 +54,6 @@ PANE_FIELDS = (
     "session_name",
 )
 PANE_FORMAT = _SEP.join("#{" + name + "}" for name in PANE_FIELDS)
-_PANE_ID = re.compile(r"^%\d{1,9}$")
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 _OPTION = re.compile(r"^@?[a-z][a-z0-9-]{0,63}$")
 _KEY = re.compile(
@@ -84,7 +84,7 @@ class PaneInfo:
     @classmethod
     def parse(cls, line: str) -> PaneInfo | None:
         parts = line.split(_SEP)
-        if len(parts) != len(PANE_FIELDS) or not _PANE_ID.match(parts[0]):
+        if len(parts) != len(PANE_FIELDS) or not is_pane_id(parts[0]):
             return None
 
         def num(text: str, default: int = 0) -> int:
@@ -128,12 +128,6 @@ def quote(word: str) -> str:
 def quote_format(word: str) -> str:
     """A word tmux expands as a format (``-c``, ``-n``): ``#`` doubled, then quoted."""
     return quote(word.replace("#", "##"))
-
-
-def check_pane_id(pane_id: str, field: str = "pane") -> str:
-    if not isinstance(pane_id, str) or not _PANE_ID.match(pane_id):
-        raise BadRequest(f"not a tmux pane id (like %3): {pane_id!r}", field=field)
-    return pane_id
 
 
 def _check_argv(argv: Sequence[str]) -> list[str]:
@@ -213,7 +207,7 @@ class Tmux:
         ):
             return Unavailable(f"no tmux server running on {self.socket}")
         if "can't find pane" in lowered or "can't find window" in lowered:
-            target = next((a for a in args if _PANE_ID.match(a)), "")
+            target = next((a for a in args if is_pane_id(a)), "")
             return NotFound(f"no such pane {target}".strip(), field="pane")
         return Unavailable(f"tmux failed: {message or 'unknown error'}")
 
@@ -340,7 +334,7 @@ class Tmux:
         line += ["--", *(quote(w) for w in words)]
         out = await self._via_control(" ".join(line))
         pane_id, _, pid = (out[0] if out else "").partition(" ")
-        if not _PANE_ID.match(pane_id) or not pid.isdigit():
+        if not is_pane_id(pane_id) or not pid.isdigit():
             raise Unavailable(f"tmux did not report the new pane ({out!r})")
         return pane_id, int(pid)
 
