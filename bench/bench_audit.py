@@ -27,6 +27,11 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from openbus.daemon import compose  # noqa: E402
+from openbus.daemon.app import create_app  # noqa: E402
+from openbus.daemon.config import load_config  # noqa: E402
+from openbus.daemon.serve import gunicorn_argv  # noqa: E402
+from openbus.kernel.clock import SystemClock, SystemRandom  # noqa: E402
 from tests.support.daemon import free_port, write_config  # noqa: E402
 from tests.support.otlp_receiver import OtlpReceiver  # noqa: E402
 from tests.support.wait import wait_until  # noqa: E402
@@ -39,11 +44,6 @@ LENGTH = re.compile(rb"content-length:\s*(\d+)", re.IGNORECASE)
 
 def app_without_audit() -> Any:
     """The daemon's app with the gate's audit append switched off (bench peer only)."""
-    from openbus.daemon import compose
-    from openbus.daemon.app import create_app
-    from openbus.daemon.config import load_config
-    from openbus.kernel.clock import SystemClock, SystemRandom
-
     config = load_config(os.environ.get("OPENBUS_CONFIG") or None)
     daemon = compose.build(config, clock=SystemClock(), random=SystemRandom())
 
@@ -76,9 +76,6 @@ class Daemon:
         if app is None:
             argv = [sys.executable, "-m", "openbus.daemon.cli", "serve", "--config", str(config)]
         else:
-            from openbus.daemon.config import load_config
-            from openbus.daemon.serve import gunicorn_argv
-
             self.socket.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             argv = [*gunicorn_argv(load_config(str(config)))[:-1], app]
         self.log = (tmp / "daemon.log").open("wb")

@@ -31,6 +31,9 @@ import time
 from pathlib import Path
 from urllib.parse import quote
 
+from tests.support.daemon import start_daemon
+from tests.support.wait import wait_until
+
 PANES = 200
 POLL_FORMAT = "#{pane_id} #{pane_pid} #{pane_current_command} #{pane_current_path} #{pane_title}"
 SESSIONS = 10
@@ -94,9 +97,6 @@ def _ticker(flag: Path, index: int) -> list[str]:
 
 
 def main() -> None:
-    from tests.support.daemon import start_daemon
-    from tests.support.wait import wait_until
-
     root = Path(tempfile.mkdtemp(prefix="obbench-"))
     tmux = Tmux(root)
     flag = root / "print"

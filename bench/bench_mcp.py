@@ -29,7 +29,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from bench.bench_history import SEED, Corpus
+from openbus.daemon.history.index import DB_NAME, HistoryIndex
+from openbus.daemon.history.sources import Sources
+from openbus.kernel.clock import SystemClock
+from tests.support.daemon import running_daemon
 from tests.support.mcp_results import tool_data
+from tests.support.wait import wait_until
 
 PANES = 200
 ROUNDS = int(os.environ.get("OPENBUS_BENCH_ROUNDS", "300"))
@@ -69,11 +79,6 @@ def _fleet(socket: Path) -> None:
 def _history(state: Path) -> tuple[str, list[str]]:
     """The daemon's history index, built before it starts; the own repo's origin and the
     queries to send."""
-    from bench.bench_history import SEED, Corpus
-    from openbus.daemon.history.index import DB_NAME, HistoryIndex
-    from openbus.daemon.history.sources import Sources
-    from openbus.kernel.clock import SystemClock
-
     corpus = Corpus(SEED)
     state.mkdir(mode=0o700, parents=True, exist_ok=True)
     index = HistoryIndex(state / DB_NAME, Sources(), clock=SystemClock())
@@ -101,10 +106,6 @@ def _token(pid: int) -> str | None:
 
 
 async def _measure(url: str, token: str, queries: list[str]) -> dict[str, list[float]]:
-    from mcp.client.session import ClientSession
-    from mcp.client.streamable_http import streamable_http_client
-    from mcp.shared._httpx_utils import create_mcp_http_client
-
     calls: dict[str, tuple[str, Callable[[int], dict[str, Any]]]] = {
         "noop": ("noop", lambda i: {}),
         "list_panes": ("list_panes", lambda i: {}),
@@ -144,9 +145,6 @@ async def _measure(url: str, token: str, queries: list[str]) -> dict[str, list[f
 
 
 def main() -> None:
-    from tests.support.daemon import running_daemon
-    from tests.support.wait import wait_until
-
     if shutil.which("tmux") is None:
         print("bench_mcp: tmux is not installed; skipped")
         return

@@ -32,6 +32,10 @@ from pathlib import Path
 
 import httpx
 
+from tests.support.daemon import free_port, running_daemon
+from tests.support.wait import wait_until
+from tests.tunnel.conftest import ThrowawayUsers, hosted_pair, start_tunnel, stop_tunnel
+
 FLOOR = 1.5
 N = 200
 ROUNDS = 5
@@ -102,9 +106,6 @@ def nginx_peer(base: Path, sock: Path, tunnel_dir: Path) -> Iterator[httpx.Clien
     if binary is None:
         yield None
         return
-    from tests.support.daemon import free_port
-    from tests.support.wait import wait_until
-
     port = free_port()
     conf = base / "nginx.conf"
     conf.write_text(
@@ -140,9 +141,6 @@ def main() -> None:
     if os.geteuid() != 0:
         print("bench_tunnel: skipped (needs root for a PAM account and a tunnel user)")
         return
-    from tests.support.daemon import running_daemon
-    from tests.tunnel.conftest import ThrowawayUsers, hosted_pair, start_tunnel, stop_tunnel
-
     users = ThrowawayUsers()
     base = Path(tempfile.mkdtemp(prefix="openbus-bench-tunnel-", dir="/tmp"))
     base.chmod(0o755)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 from openbus.daemon.audit.log import AuditLog
 from openbus.daemon.core import actors
 from openbus.daemon.core.actions import Action
+from openbus.daemon.core.audit import AuditDraft
 from openbus.daemon.gate import Call, Gate
 from openbus.daemon.grants import Grants
 from openbus.daemon.state import StateDB
@@ -80,8 +82,6 @@ def test_a_granted_agent_runs_and_narrowing_takes_effect_on_the_next_call(tmp_pa
     principal, _token, write = grants.mint(
         harness="claude", owner="alice", preset=Preset.OBSERVE, launcher="claude"
     )
-    from openbus.daemon.core.audit import AuditDraft
-
     gate.record(AuditDraft(actor="human:alice", action="launch", outcome="ok"), [write])
     agent = actors.agent_session("claude", "s1", principal)
     assert run(gate.run(agent, "thing.read")) == "ok"
@@ -118,8 +118,6 @@ def test_when_the_audit_store_fails_the_action_does_not_happen(tmp_path: Path) -
 
     gate.register(WRITE, executor)
     # Another connection holds the write lock: the audit cannot be written.
-    import sqlite3
-
     other = sqlite3.connect(str(tmp_path / "state.db"), isolation_level=None)
     other.execute("PRAGMA busy_timeout=0")
     audit.db.conn.execute("PRAGMA busy_timeout=0")

@@ -13,6 +13,7 @@ from openbus.kernel.errors import ConfigError
 from openbus.kernel.limits import BUILTIN_LIMITS
 from openbus.kernel.scopes import Preset
 from openbus.kernel.testing import FixedClock
+from openbus.policy.accounts import groups_of
 from openbus.policy.errors import PolicyRollback, PolicySignatureError
 from openbus.policy.loader import PolicyRejection
 from openbus.policy.model import NO_POLICY_RULE
@@ -204,8 +205,6 @@ def test_caps_follow_real_group_membership(f: Fixture, tmp_path: Path, accounts:
 
 @pytest.mark.root
 def test_the_runtime_and_explain_agree_on_a_real_user(f: Fixture, accounts: Accounts) -> None:
-    from openbus.policy.accounts import groups_of
-
     staff = accounts.group("staff")
     admins = accounts.group("admins")
     carol = accounts.user("carol", groups=(staff, admins))

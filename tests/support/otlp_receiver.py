@@ -8,7 +8,9 @@ It can be stopped and restarted on the same port (an outage), and keeps the set 
 
 from __future__ import annotations
 
+import gzip
 import threading
+import zlib
 from concurrent import futures
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -155,12 +157,8 @@ class _HttpHandler(BaseHTTPRequestHandler):
             return
         encoding = (self.headers.get("Content-Encoding") or "").lower()
         if encoding == "gzip":
-            import gzip
-
             body = gzip.decompress(body)
         elif encoding == "deflate":
-            import zlib
-
             body = zlib.decompress(body)
         request = logs_service_pb2.ExportLogsServiceRequest()
         try:

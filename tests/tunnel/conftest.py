@@ -19,8 +19,10 @@ from typing import Any
 
 import httpx
 import pytest
+import uvicorn
 
 from tests.support.daemon import free_port
+from tests.support.policy import signed_policy
 from tests.support.wait import wait_until
 
 needs_root = pytest.mark.skipif(
@@ -114,8 +116,6 @@ class RecordingUpstream:
     """
 
     def __init__(self, socket_path: Path) -> None:
-        import uvicorn
-
         self.socket_path = socket_path
         self.requests: list[Recorded] = []
         self.release = threading.Event()
@@ -318,8 +318,6 @@ def hosted_pair(
 ) -> tuple[Path, Path, Path, dict[str, dict[str, Any]]]:
     """The tunnel's secrets (made first, so the daemon starts with its public key) and the
     hosted daemon's config sections. Returns (daemon dir, tunnel dir, daemon socket, sections)."""
-    from tests.support.policy import signed_policy
-
     daemon_dir, tunnel_dir = base / "daemon", base / "tunnel"
     daemon_dir.mkdir(mode=0o755)
     tunnel_dir.mkdir(mode=0o755)

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
+import pwd
 import secrets
+import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,6 +19,7 @@ import pytest
 from openbus.kernel.clock import SystemClock
 from openbus.kernel.errors import Unauthenticated
 from openbus.kernel.tunnel_signature import TunnelVerifier, is_identity_header, load_public_keys
+from openbus.tunnel.server import _CoalescingTransport
 from tests.support.wait import let_others_run, wait_until
 from tests.tunnel.conftest import (
     RecordingUpstream,
@@ -72,8 +77,6 @@ def box(users: ThrowawayUsers, pam_service: str, open_dir: Path) -> Iterator[Box
 def test_the_serving_process_runs_as_the_tunnel_user_and_the_helper_as_root(box: Box) -> None:
     status = Path(f"/proc/{box.tunnel.process.pid}/status").read_text()
     uid_line = next(line for line in status.splitlines() if line.startswith("Uid:"))
-    import pwd
-
     assert uid_line.split()[1:] == [str(pwd.getpwnam(box.tunnel_user).pw_uid)] * 4
     children = (
         Path(f"/proc/{box.tunnel.process.pid}/task/{box.tunnel.process.pid}/children")
@@ -248,9 +251,6 @@ def test_pam_unavailable_is_reported_distinctly_from_a_wrong_password(box: Box) 
         .read_text()
         .split()[0]
     )
-    import os
-    import signal
-
     os.kill(int(helper), signal.SIGKILL)
     with box.tunnel.client() as client:
         response = box.tunnel.login(client, box.human, box.password)
@@ -263,9 +263,6 @@ def test_what_one_loop_step_writes_leaves_the_tunnel_as_one_write() -> None:
     """A response's head and body, written in the same step, become one TLS record; a stream's
     later chunks still leave as soon as each is written. (Whether uvicorn writes both in one
     step depends on load, so this is checked on the transport wrapper itself.)"""
-    import asyncio
-
-    from openbus.tunnel.server import _CoalescingTransport
 
     class Recorder:
         def __init__(self) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -77,8 +78,6 @@ def verify_db(daemon: RunningDaemon) -> subprocess.CompletedProcess[str]:
 
 
 def count_reads(daemon: RunningDaemon) -> int:
-    import sqlite3
-
     conn = sqlite3.connect(f"file:{daemon.state_dir / 'openbus.db'}?mode=ro", uri=True)
     try:
         return int(

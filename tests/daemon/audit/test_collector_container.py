@@ -71,7 +71,7 @@ def test_the_real_collector_receives_an_outage_burst_and_its_file_verifies(
     if reason:
         print(f"skipping the OpenTelemetry Collector container test: {reason}")
         pytest.skip(reason)
-    from testcontainers.core.container import DockerContainer
+    from testcontainers.core.container import DockerContainer  # noqa: PLC0415 - loads the docker SDK only where an engine answers
 
     out = tmp_path / "out"
     out.mkdir(mode=0o777)

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import pwd
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+from openbus.daemon.cli_history import ProgressBar
 from tests.daemon.history.homes import ClaudeHome, CodexHome
 from tests.support.daemon import running_daemon, write_config
 from tests.support.wait import wait_until
@@ -141,16 +144,10 @@ def test_search_get_and_expunge_go_through_the_daemon_and_are_audited(tmp_path: 
 
 
 def _user() -> str:
-    import pwd
-
     return pwd.getpwuid(os.getuid()).pw_name
 
 
 def test_reindex_draws_a_bar_on_a_terminal() -> None:
-    import io
-
-    from openbus.daemon.cli_history import ProgressBar
-
     class Terminal(io.StringIO):
         def isatty(self) -> bool:
             return True

@@ -13,8 +13,10 @@ import pytest
 
 from openbus.daemon.history.liveness import LivenessProbe, proc_start, walk_to_pane
 from openbus.daemon.history.model import LiveState, SessionEntry
+from openbus.kernel.clock import SystemClock
 from openbus.kernel.testing import FixedClock
 from tests.daemon.history.homes import ClaudeHome, CodexHome
+from tests.support.tmux import tmux_server
 from tests.support.wait import wait_until
 
 
@@ -139,9 +141,6 @@ def test_a_pid_is_walked_up_its_parents_to_the_pane_process() -> None:
 
 
 def test_a_codex_process_in_a_real_tmux_pane_is_found_in_that_pane(tmp_path: Path) -> None:
-    from openbus.kernel.clock import SystemClock
-    from tests.support.tmux import tmux_server
-
     rollout = CodexHome(tmp_path / "codex").rollout("x-9", "/w", ["hi"])
     holder = "import signal,sys; f=open(sys.argv[1]); signal.pause()"
     with tmux_server(tmp_path / "tmux") as tmux:

@@ -14,7 +14,7 @@ from openbus.daemon import compose
 from openbus.daemon.compose import Daemon
 from openbus.daemon.config import parse_config
 from openbus.daemon.core import actors
-from openbus.daemon.history.model import Liveness, LiveState
+from openbus.daemon.history.model import Liveness, LiveState, SessionEntry
 from openbus.daemon.history.project import AGENT_FIELDS, project_for_agent
 from openbus.kernel.errors import Forbidden, NotConnected, NotFound
 from openbus.kernel.scopes import Scope
@@ -67,8 +67,6 @@ def _audit(daemon: Daemon) -> list[tuple[Any, ...]]:
 
 
 def test_the_projection_holds_exactly_the_allowlist() -> None:
-    from openbus.daemon.history.model import SessionEntry
-
     entry = SessionEntry(
         harness="claude",
         session_id="c-1",

@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -16,7 +18,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
-from tests.daemon.mcp.conftest import Fleet
+from tests.daemon.mcp.conftest import Fleet, read_token
 from tests.support.mcp_results import tool_data
 from tests.support.wait import wait_until
 
@@ -265,15 +267,10 @@ def test_connect_is_unavailable_for_gemini_and_opaque_launchers_and_says_why(fle
 
 
 def read_nothing(pid: int) -> bool:
-    from tests.daemon.mcp.conftest import read_token
-
     return wait_until(lambda: os.path.exists(f"/proc/{pid}")) and read_token(pid) is None
 
 
 def test_the_token_is_in_no_process_argv_at_any_time(fleet: Fleet) -> None:
-    import threading
-    from pathlib import Path
-
     seen: list[bytes] = []
     stop = threading.Event()
 

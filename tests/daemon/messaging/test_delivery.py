@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 
 import pytest
 
-from openbus.kernel.errors import BadRequest, Conflict, NotFound, Refused
+from openbus.kernel.errors import BadRequest, Conflict, NotConnected, NotFound, Refused
 from openbus.kernel.scopes import Preset
 from tests.daemon.messaging.conftest import Agent, Scenario, World
 
@@ -203,10 +204,6 @@ def test_revoking_the_recipient_cancels_its_queued_messages_and_cards(run_world:
 
 def test_a_sender_waiting_on_status_is_released_when_revoked(run_world: Run) -> None:
     async def scenario(w: World) -> None:
-        import asyncio
-
-        from openbus.kernel.errors import NotConnected
-
         a, b = await w.agent("a"), await w.agent("b")
         await w.send(a, b, "needs a card", "m-1")
         waiting = asyncio.ensure_future(w.status(a, "m-1", wait=50))

@@ -24,7 +24,8 @@ from openbus.daemon.messaging.fleet import FleetChange, PaneView
 from openbus.daemon.messaging.service import MessagingService
 from openbus.daemon.policy_runtime import PolicyRuntime
 from openbus.daemon.screens import Reading
-from openbus.kernel.errors import Unavailable
+from openbus.kernel.errors import Refused, Unavailable
+from openbus.kernel.limits import Limits
 from openbus.kernel.scopes import Preset
 from openbus.kernel.testing import FixedClock, SeededRandom
 from tests.support.wait import let_others_run
@@ -358,9 +359,6 @@ async def _until(predicate: Callable[[], object], timeout: float = 10.0) -> None
 def test_an_org_policy_tightens_the_limits_on_the_next_call(
     make: Callable[[], Setup], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from openbus.kernel.errors import Refused
-    from openbus.kernel.limits import Limits
-
     async def main() -> None:
         s = make()
         await s.send("a", "%2", "m-1", text="x" * 50)
