@@ -3,8 +3,12 @@
 ``tail`` reads the daemon's audit trail over the human API (itself an audited read) and
 shows the export lag; ``--follow`` keeps printing records as they are committed. ``verify``
 runs locally, without the daemon: on a state database (``--db``, default the configured
-one) or on the JSON lines a collector's file exporter wrote (``--otlp-json``). It prints
-what it proved, names the first bad record, and exits 1 when it found one.
+one) or on the JSON lines a collector's file exporter wrote (``--otlp-json``). It checks the
+checkpoints against a pinned audit key only (``--pubkey``, or the org policy's
+``[audit.key_fingerprints]`` with ``--policy`` and ``--org-key``, else the config's
+``[policy]``); it prints what it proved, names the first bad record, and exits 1 when it found
+one or could not verify the origin. ``key`` prints this box's audit key fingerprint, the line
+an org admin pins in the policy.
 """
 
 from __future__ import annotations
@@ -12,12 +16,17 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import socket
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from openbus.daemon.cli import EXIT_ERROR, add_common, emit
 from openbus.daemon.config import Config
+from openbus.daemon.core.errors import BadRequest
+
+if TYPE_CHECKING:
+    from openbus.daemon.audit.verify import Pin
 
 TAIL_DEFAULT = 20
 
@@ -46,9 +55,25 @@ def register(sub: Any) -> None:
         help="JSON lines from an OpenTelemetry Collector file exporter",
     )
     verify.add_argument(
-        "--pubkey", metavar="FILE", help="the box's audit public key (audit_key.pub)"
+        "--pubkey", metavar="FILE", help="the box's audit public key (audit_key.pub), pinned"
+    )
+    verify.add_argument(
+        "--policy",
+        metavar="FILE",
+        help="an org policy pinning the box's key in [audit.key_fingerprints] "
+        "(default: the config's [policy])",
+    )
+    verify.add_argument(
+        "--org-key", metavar="FILE", help="the org's public key that signed --policy"
     )
     verify.set_defaults(handler=_verify)
+
+    key = verbs.add_parser("key", help="print this box's audit key fingerprint, to pin it")
+    add_common(key)
+    key.add_argument(
+        "--pubkey", metavar="FILE", help="an audit public key file (default: the state dir's)"
+    )
+    key.set_defaults(handler=_key)
 
 
 # --------------------------------------------------------------------------- tail
@@ -132,13 +157,58 @@ def _tail(args: argparse.Namespace, config: Config) -> int:
 # --------------------------------------------------------------------------- verify
 
 
+def pin_from_args(args: argparse.Namespace, config: Config) -> Pin | None:
+    """The key(s) ``verify`` trusts: ``--pubkey``; or ``--policy`` with ``--org-key``; else the
+    config's ``[policy] file`` and ``org_public_key`` when both are set; else none."""
+    from openbus.daemon.audit.verify import policy_pin, pubkey_pin
+
+    pubkey = Path(args.pubkey) if args.pubkey else None
+    if args.org_key and not args.policy:
+        raise BadRequest("--org-key is the key that signed --policy: pass both", field="--policy")
+    if args.policy:
+        if not args.org_key:
+            raise BadRequest(
+                "--policy needs --org-key FILE, the org's public key that signed it",
+                field="--org-key",
+            )
+        return policy_pin(Path(args.policy), Path(args.org_key), pubkey=pubkey)
+    if pubkey is not None:
+        return pubkey_pin(pubkey)
+    configured = config.policy
+    if configured.file is not None and configured.org_public_key is not None:
+        return policy_pin(
+            configured.file,
+            configured.org_public_key,
+            via=f", from [policy] in {config.path}" if config.path else "",
+        )
+    return None
+
+
 def _verify(args: argparse.Namespace, config: Config) -> int:
     from openbus.daemon.audit.verify import verify_db, verify_otlp_json
 
-    pubkey = Path(args.pubkey) if args.pubkey else None
+    pin = pin_from_args(args, config)
     if args.otlp_json:
-        report = verify_otlp_json(Path(args.otlp_json), pubkey)
+        report = verify_otlp_json(Path(args.otlp_json), pin)
     else:
-        report = verify_db(Path(args.db) if args.db else config.db_path, pubkey)
+        report = verify_db(Path(args.db) if args.db else config.db_path, pin)
     emit(args, report.to_dict(), lambda _data: report.text())
     return 0 if report.ok else EXIT_ERROR
+
+
+def _key(args: argparse.Namespace, config: Config) -> int:
+    from openbus.daemon.audit.checkpoints import PUBLIC_KEY_NAME, fingerprint, load_public_key
+
+    path = Path(args.pubkey) if args.pubkey else config.daemon.state_dir / PUBLIC_KEY_NAME
+    box = config.audit.box_name or socket.gethostname()
+    data = {"box": box, "fingerprint": fingerprint(load_public_key(path)), "file": str(path)}
+    emit(
+        args,
+        data,
+        lambda d: (
+            f"{d['fingerprint']}  box {d['box']!r}  ({d['file']})\n"
+            "pin it in the org policy:\n[audit.key_fingerprints]\n"
+            f'{json.dumps(d["box"])} = "{d["fingerprint"]}"'
+        ),
+    )
+    return 0

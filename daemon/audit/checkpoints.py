@@ -4,7 +4,11 @@ Theory of operation
 -------------------
 The box has one audit key pair, made at the daemon's first start in its state dir:
 ``audit_key.pem`` (PKCS#8, mode 0600, readable by the daemon's user only) and
-``audit_key.pub`` (the public half, for reviewers). A *checkpoint* is the signature over
+``audit_key.pub`` (the public half, for reviewers). Its *fingerprint* (``fingerprint``,
+``sha256:`` and the hex SHA-256 of the key's 32 raw bytes; ``openbus audit key`` prints it) is
+what a reviewer pins, with the key file itself or in the org policy's
+``[audit.key_fingerprints]``, so that ``openbus audit verify`` never trusts a key the evidence
+brings along. A *checkpoint* is the signature over
 ``canonical({"seq", "hash", "time", "box"})`` of the chain head at ``seq``
 (see ``openbus.daemon.core.audit.Checkpoint``).
 
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import os
 import sqlite3
@@ -50,6 +55,11 @@ def public_pem(public: Ed25519PublicKey) -> bytes:
     return public.public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )
+
+
+def fingerprint(public: Ed25519PublicKey) -> str:
+    """The pin of an audit key: ``sha256:`` and the hex SHA-256 of its raw bytes."""
+    return "sha256:" + hashlib.sha256(public.public_bytes_raw()).hexdigest()
 
 
 def load_or_create_key(state_dir: Path) -> Ed25519PrivateKey:

@@ -82,6 +82,8 @@ def test_every_acknowledged_action_is_on_the_chain_after_a_kill_9_under_load(
             "verify",
             "--db",
             str(daemon.state_dir / "openbus.db"),
+            "--pubkey",
+            str(daemon.state_dir / "audit_key.pub"),
         ],
         capture_output=True,
         check=False,
