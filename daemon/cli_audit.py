@@ -16,8 +16,10 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import math
 import socket
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -66,6 +68,18 @@ def register(sub: Any) -> None:
     verify.add_argument(
         "--org-key", metavar="FILE", help="the org's public key that signed --policy"
     )
+    verify.add_argument(
+        "--checkpoint-every",
+        type=_positive(int),
+        metavar="N",
+        help="the box's [audit] checkpoint_every (default: this config's)",
+    )
+    verify.add_argument(
+        "--checkpoint-seconds",
+        type=_positive(float),
+        metavar="S",
+        help="the box's [audit] checkpoint_seconds (default: this config's)",
+    )
     verify.set_defaults(handler=_verify)
 
     key = verbs.add_parser("key", help="print this box's audit key fingerprint, to pin it")
@@ -74,6 +88,19 @@ def register(sub: Any) -> None:
         "--pubkey", metavar="FILE", help="an audit public key file (default: the state dir's)"
     )
     key.set_defaults(handler=_key)
+
+
+def _positive(kind: type[float]) -> Any:
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not math.isfinite(value) or value <= 0:
+            raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+        return value
+
+    return parse
 
 
 # --------------------------------------------------------------------------- tail
@@ -185,13 +212,19 @@ def pin_from_args(args: argparse.Namespace, config: Config) -> Pin | None:
 
 
 def _verify(args: argparse.Namespace, config: Config) -> int:
+    from openbus.daemon.audit.checkpoints import CheckpointPolicy
     from openbus.daemon.audit.verify import verify_db, verify_otlp_json
 
     pin = pin_from_args(args, config)
+    cadence = CheckpointPolicy(
+        args.checkpoint_every or config.audit.checkpoint_every,
+        args.checkpoint_seconds or config.audit.checkpoint_seconds,
+    )
     if args.otlp_json:
-        report = verify_otlp_json(Path(args.otlp_json), pin)
+        report = verify_otlp_json(Path(args.otlp_json), pin, cadence)
     else:
-        report = verify_db(Path(args.db) if args.db else config.db_path, pin)
+        db = Path(args.db) if args.db else config.db_path
+        report = verify_db(db, pin, cadence, now=time.time())
     emit(args, report.to_dict(), lambda _data: report.text())
     return 0 if report.ok else EXIT_ERROR
 

@@ -22,6 +22,33 @@ checkpoint). The first flaw by seq is reported. Records after the last checkpoin
 reported as the *unverified tail*: nothing signed yet vouches that the stream is complete
 there.
 
+Completeness of the tail
+------------------------
+A checkpoint vouches for the records up to its seq, never for "this is the end". What bounds
+the tail is the cadence the box signs at (``[audit] checkpoint_every`` records or
+``checkpoint_seconds``; the verifier's config, or ``--checkpoint-every`` and
+``--checkpoint-seconds`` for another box's stream) and the guarantee of
+``openbus.daemon.audit.checkpoints``. With L the last checkpoint (seq and time), F the record
+at L+1 and N the newest record of the tail (all times are inside the chain's hashes and the
+checkpoints' signatures), a checkpoint covering F is due by
+
+    due = min(max(time(L), time(F)) + checkpoint_seconds, time(record L + checkpoint_every))
+
+(the second term only when that record is present; with no checkpoint at all, time(F) alone).
+A stream whose tail runs on past ``due + SLACK_SECONDS`` (time(N) later than that) with no
+checkpoint covering F fails: a checkpoint, or the records it covered, was removed; the daemon
+would have signed one before writing N. The shipper sends every checkpoint signed before a
+record it sends with or before that record, so this holds for a collector's file as for the
+database. A tail that stops within that window cannot be told from a box killed before it
+signed: dropping the last checkpoint together with everything after the one before, or
+cutting the records within one cadence of the end, passes, and the report gives the tail and
+its due time. For ``--db``, the due time is also compared with now: overdue is a warning,
+since a daemon that has not run since it was killed explains it as well as a removed
+checkpoint does (a running daemon signs such a tail when it starts).
+
+A gap in ``seq`` anywhere, in the tail too, is a missing record, whatever the checkpoints say;
+a checkpoint whose seq is beyond the stream's last record is a truncated stream.
+
 Origin
 ------
 A chain proves nothing about who wrote it: anyone can edit a record, re-chain everything
@@ -44,6 +71,7 @@ whether the chain is intact. A checkpoint that a pinned key does not verify is f
 
 from __future__ import annotations
 
+import datetime
 import json
 import sqlite3
 from collections.abc import Iterable, Mapping
@@ -55,12 +83,15 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from openbus.daemon.audit.checkpoints import (
     PUBLIC_KEY_NAME,
+    SLACK_SECONDS,
+    CheckpointPolicy,
     checkpoint_from_dict,
     fingerprint,
     load_public_key,
     public_key_from_pem,
     signature_valid,
 )
+from openbus.daemon.config import AuditConfig
 from openbus.daemon.core.audit import (
     GENESIS,
     AuditRecord,
@@ -73,6 +104,9 @@ from openbus.daemon.core.clock import SystemClock
 from openbus.daemon.core.errors import ConfigError
 from openbus.policy.loader import PolicyLoader
 from openbus.policy.signing import load_public_keys
+
+_DEFAULTS = AuditConfig()
+DEFAULT_CADENCE = CheckpointPolicy(_DEFAULTS.checkpoint_every, _DEFAULTS.checkpoint_seconds)
 
 NO_PIN = (
     "no audit key is pinned: pass --pubkey FILE (the box's audit_key.pub, taken from the box), "
@@ -149,6 +183,10 @@ class Report:
     checkpoints: int = 0
     verified_through: int = 0  # the last seq a good checkpoint vouches for
     unverified_tail: tuple[int, int] | None = None
+    cadence: CheckpointPolicy = DEFAULT_CADENCE  # the box's, as the verifier was told
+    last_checkpoint: tuple[int, float] | None = None  # (seq, time) of the last one
+    checkpoint_due: float | None = None  # by when a checkpoint covering the tail is due
+    tail_newest: float | None = None  # the time of the tail's newest record
     warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -165,6 +203,17 @@ class Report:
             "checkpoints": self.checkpoints,
             "verified_through": self.verified_through,
             "unverified_tail": list(self.unverified_tail) if self.unverified_tail else None,
+            "cadence": {
+                "every": self.cadence.every,
+                "seconds": self.cadence.seconds,
+                "slack": SLACK_SECONDS,
+            },
+            "last_checkpoint": (
+                {"seq": self.last_checkpoint[0], "time": self.last_checkpoint[1]}
+                if self.last_checkpoint
+                else None
+            ),
+            "checkpoint_due": self.checkpoint_due,
             "warnings": list(self.warnings),
         }
 
@@ -194,8 +243,27 @@ class Report:
                 f"unverified tail: seq {a}..{b} ({b - a + 1} records after the last checkpoint; "
                 "no signature vouches for completeness there yet)"
             )
+            if self.ok and self.checkpoint_due is not None and self.tail_newest is not None:
+                short = self.checkpoint_due + SLACK_SECONDS - self.tail_newest
+                lines.append(
+                    f"a checkpoint covering it is due by {_iso(self.checkpoint_due)} "
+                    f"({_cadence(self.cadence)}); the records stop {short:.1f} s short of "
+                    "that, so a cut here cannot be told from a daemon killed before it signed"
+                )
         lines.extend(f"warning: {w}" for w in self.warnings)
         return "\n".join(lines)
+
+
+def _iso(seconds: float) -> str:
+    moment = datetime.datetime.fromtimestamp(seconds, tz=datetime.UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def _cadence(cadence: CheckpointPolicy) -> str:
+    return (
+        f"the box signs every {cadence.every} records or {cadence.seconds:g} s, "
+        f"+{SLACK_SECONDS:g} s slack"
+    )
 
 
 # --------------------------------------------------------------------------- readers
@@ -206,8 +274,11 @@ def load_db(path: Path) -> Source:
         raise ConfigError("no such file", path=str(path))
     source = Source()
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
         try:
+            # one read transaction: records and checkpoints from the same moment, even while
+            # a running daemon appends to both
+            conn.execute("BEGIN")
             rows = conn.execute(
                 "SELECT seq, time, actor, action, outcome, scope, target, message_id, details, "
                 "prev_hash, hash FROM audit ORDER BY seq"
@@ -215,6 +286,7 @@ def load_db(path: Path) -> Source:
             cps = conn.execute(
                 "SELECT seq, hash, time, box, signature FROM audit_checkpoints ORDER BY seq"
             ).fetchall()
+            conn.execute("COMMIT")
         finally:
             conn.close()
     except sqlite3.Error as exc:
@@ -352,8 +424,14 @@ def _fingerprint(record: AuditRecord) -> bytes:
     return canonical(record.to_dict())
 
 
-def verify(source: Source, pin: Pin | None) -> Report:
-    report = Report(ok=True)
+def verify(
+    source: Source,
+    pin: Pin | None,
+    cadence: CheckpointPolicy = DEFAULT_CADENCE,
+    now: float | None = None,
+) -> Report:
+    """Check ``source`` (see the module docstring); ``now`` (a database's) also dates the tail."""
+    report = Report(ok=True, cadence=cadence)
     if source.problems:
         report.ok = False
         report.problem = source.problems[0]
@@ -459,6 +537,11 @@ def verify(source: Source, pin: Pin | None) -> Report:
             verified = seq
             signers[cp.box] = fingerprint(key)
     report.checkpoints = len(checkpoints)
+    if consistent:
+        report.last_checkpoint = (consistent, checkpoints[consistent].checkpoint.time)
+    tail_flaw = _overdue_tail(report, {r.seq: r for r in chain}, last_seq, now)
+    if tail_flaw is not None:
+        flaws.append(tail_flaw)
 
     if flaws:
         flaws.sort(key=lambda f: f[0])
@@ -484,6 +567,44 @@ def verify(source: Source, pin: Pin | None) -> Report:
         boxes = ", ".join(f"box {box!r} (audit key {fp})" for box, fp in sorted(signers.items()))
         report.origin = f"{boxes}, pinned by {pin.source}"
     return report
+
+
+def _overdue_tail(
+    report: Report, records: Mapping[int, AuditRecord], last_seq: int, now: float | None
+) -> tuple[int, str] | None:
+    """The tail rule (module docstring): the flaw when the tail's records run on past the time
+    a checkpoint covering them was due; with ``now``, a warning when that time has passed."""
+    after = report.last_checkpoint[0] if report.last_checkpoint else 0
+    first = records.get(after + 1)
+    if first is None or last_seq <= after:
+        return None  # no tail, or a gap right after the checkpoint (a flaw of its own)
+    cadence = report.cadence
+    nth = records.get(after + cadence.every)
+    due = cadence.deadline(
+        last_time=report.last_checkpoint[1] if report.last_checkpoint else None,
+        first_time=first.time,
+        nth_time=nth.time if nth is not None else None,
+    )
+    newest = max(r.time for seq, r in records.items() if seq > after)
+    report.checkpoint_due, report.tail_newest = due, newest
+    last = f"the last checkpoint (seq {after})" if after else "the start of the stream"
+    if newest > due + SLACK_SECONDS:
+        return (
+            after + 1,
+            f"checkpoint missing: seq {after + 1}..{last_seq} follow {last} with no checkpoint "
+            f"covering them, yet one was due by {_iso(due)} ({_cadence(cadence)}) and the "
+            f"records go on until {_iso(newest)}, {newest - due:.1f} s later: a checkpoint, "
+            "or the records it covered, was removed (unless the box signs less often than "
+            "that: --checkpoint-every, --checkpoint-seconds)",
+        )
+    if now is not None and now > due + SLACK_SECONDS:
+        report.warnings.append(
+            f"the tail is overdue now: a checkpoint covering seq {after + 1} was due by "
+            f"{_iso(due)}, {now - due:.0f} s ago; either the daemon has not run since seq "
+            f"{last_seq} was written (it signs such a tail as it starts) or checkpoints were "
+            "removed from this database"
+        )
+    return None
 
 
 # --------------------------------------------------------------------------- entry points
@@ -548,17 +669,25 @@ def _with_evidence(
     return replace(pin, keys=tuple(embedded), material="the stream's resource")
 
 
-def verify_db(path: Path, pin: Pin | None = None) -> Report:
+def verify_db(
+    path: Path,
+    pin: Pin | None = None,
+    cadence: CheckpointPolicy = DEFAULT_CADENCE,
+    now: float | None = None,
+) -> Report:
     source = load_db(path)
     warnings: list[str] = []
-    report = verify(source, _with_evidence(pin, source, path.parent / PUBLIC_KEY_NAME, warnings))
+    beside = path.parent / PUBLIC_KEY_NAME
+    report = verify(source, _with_evidence(pin, source, beside, warnings), cadence, now)
     report.warnings[:0] = warnings
     return report
 
 
-def verify_otlp_json(path: Path, pin: Pin | None = None) -> Report:
+def verify_otlp_json(
+    path: Path, pin: Pin | None = None, cadence: CheckpointPolicy = DEFAULT_CADENCE
+) -> Report:
     source = load_otlp_json(path)
     warnings: list[str] = []
-    report = verify(source, _with_evidence(pin, source, None, warnings))
+    report = verify(source, _with_evidence(pin, source, None, warnings), cadence)
     report.warnings[:0] = warnings
     return report

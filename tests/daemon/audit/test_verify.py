@@ -9,6 +9,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -39,25 +40,17 @@ RECORDS = 25
 CHECKPOINT_EVERY = 10  # checkpoints at 10 and 20; 21..25 are the unverified tail
 
 
-@pytest.fixture(scope="module")
-def trail(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A state dir with a 25-record chain, checkpoints at 10 and 20, and the JSON lines a
-    real OTLP receiver wrote when the shipper exported it (every record sent twice, as
-    after a crash)."""
-    root = tmp_path_factory.mktemp("trail")
-    clock = FixedClock()
+def build_trail(root: Path, clock: FixedClock, policy: CheckpointPolicy, gaps: list[float]) -> Path:
+    """In ``root``: a chain of one record per gap (the clock advanced by it before each, the
+    checkpointer ticked after each), and the JSON lines a real OTLP receiver wrote when the
+    shipper exported it (every record sent twice, as after a crash)."""
     db = StateDB(root / "openbus.db")
     log = AuditLog(db, clock)
-    key = load_or_create_key(root)
     checkpointer = Checkpointer(
-        root / "openbus.db",
-        key,
-        box="box-1",
-        clock=clock,
-        policy=CheckpointPolicy(CHECKPOINT_EVERY, 3600),
+        root / "openbus.db", load_or_create_key(root), box="box-1", clock=clock, policy=policy
     )
-    for i in range(RECORDS):
-        clock.advance(0.5)
+    for i, gap in enumerate(gaps):
+        clock.advance(gap)
         log.append(
             AuditDraft(
                 actor="human:root",
@@ -85,6 +78,17 @@ def trail(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 pass
             shipper.close()
     return root
+
+
+@pytest.fixture(scope="module")
+def trail(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """25 records half a second apart, checkpoints at 10 and 20 (every 10 records)."""
+    return build_trail(
+        tmp_path_factory.mktemp("trail"),
+        FixedClock(),
+        CheckpointPolicy(CHECKPOINT_EVERY, 3600),
+        [0.5] * RECORDS,
+    )
 
 
 # --------------------------------------------------------------------------- tampering
@@ -464,8 +468,8 @@ def forge_db(trail: Path, tmp: Path, mallory: Ed25519PrivateKey) -> Path:
             "UPDATE audit SET actor = ?, prev_hash = ?, hash = ? WHERE seq = ?",
             (record["actor"], record["prev_hash"], record["hash"], seq),
         )
-    for seq, time, box in conn.execute("SELECT seq, time, box FROM audit_checkpoints").fetchall():
-        cp = sign(mallory, seq=seq, hash=records[seq]["hash"], time=time, box=box)
+    for seq, at, box in conn.execute("SELECT seq, time, box FROM audit_checkpoints").fetchall():
+        cp = sign(mallory, seq=seq, hash=records[seq]["hash"], time=at, box=box)
         conn.execute(
             "UPDATE audit_checkpoints SET hash = ?, signature = ? WHERE seq = ?",
             (cp.hash, cp.signature, seq),
@@ -581,3 +585,159 @@ def test_a_missing_input_file_is_a_clear_error(tmp_path: Path) -> None:
     result = run_verify("--otlp-json", str(tmp_path / "nope.jsonl"))
     assert result.returncode == 2
     assert "nope.jsonl" in result.stderr and "Traceback" not in result.stderr
+
+
+# --------------------------------------------------------------------------- completeness
+
+SPREAD_CADENCE = CheckpointPolicy(every=10, seconds=60)
+CADENCE_FLAGS = ["--checkpoint-every", "10", "--checkpoint-seconds", "60"]
+
+
+@pytest.fixture(scope="module")
+def spread(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A month-old trail signed every 10 records or 60 s: a busy spell (records 1..30, 3 s
+    apart: checkpoints at 10, 20, 30 by count) then a quiet one (31..40, 25 s apart:
+    checkpoints at 33, 36, 39 by time); record 40 is the unverified tail."""
+    return build_trail(
+        tmp_path_factory.mktemp("spread"),
+        FixedClock(start=time.time() - 30 * 86400),
+        SPREAD_CADENCE,
+        [3.0] * 30 + [25.0] * 10,
+    )
+
+
+def dropped(
+    trail: Path,
+    tmp: Path,
+    *,
+    checkpoints: set[int],
+    records: frozenset[int] | set[int] = frozenset(),
+) -> Path:
+    """The collector's file with every copy of those checkpoints and records taken out."""
+    requests = copy.deepcopy(load_lines(trail))
+    for container, item in log_records(requests):
+        kind, seq = attr(item, "openbus.kind"), attr(item, "openbus.seq")
+        if seq in (checkpoints if kind == "checkpoint" else records):
+            container.remove(item)
+    return write_lines(requests, tmp / "cut.jsonl")
+
+
+def verify_spread(path: Path, spread: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+    return run_verify("--otlp-json", str(path), "--pubkey", str(spread / "audit_key.pub"), *flags)
+
+
+def test_the_spread_trail_verifies_and_says_when_its_tail_is_due(spread: Path) -> None:
+    result = verify_spread(spread / "collector.jsonl", spread, *CADENCE_FLAGS)
+    assert result.returncode == 0, result.stdout
+    assert "unverified tail: seq 40..40" in result.stdout
+    assert "a checkpoint covering it is due by" in result.stdout
+    assert "cannot be told from a daemon killed before it signed" in result.stdout
+
+
+def test_dropping_the_last_checkpoint_line_fails_when_records_run_past_its_due_time(
+    spread: Path, tmp_path: Path
+) -> None:
+    result = verify_spread(dropped(spread, tmp_path, checkpoints={39}), spread, *CADENCE_FLAGS)
+    assert result.returncode == 1, result.stdout
+    assert "BAD: checkpoint missing: seq 37..40 follow the last checkpoint (seq 36)" in (
+        result.stdout
+    )
+    report = json.loads(
+        verify_spread(
+            dropped(spread, tmp_path, checkpoints={39}), spread, *CADENCE_FLAGS, "--json"
+        ).stdout
+    )
+    assert report["bad_seq"] == 37 and report["last_checkpoint"]["seq"] == 36
+    assert report["cadence"] == {"every": 10, "seconds": 60.0, "slack": 5.0}
+
+
+def test_records_cut_together_with_their_checkpoints_fail_when_a_checkpoint_was_due(
+    spread: Path, tmp_path: Path
+) -> None:
+    path = dropped(spread, tmp_path, checkpoints={36, 39}, records={38, 39, 40})
+    result = verify_spread(path, spread, *CADENCE_FLAGS)
+    assert result.returncode == 1, result.stdout
+    assert "BAD: checkpoint missing: seq 34..37" in result.stdout
+
+
+def test_the_count_rule_catches_a_busy_spell_cut_short(spread: Path, tmp_path: Path) -> None:
+    """Records 11..29 came 3 s apart: the checkpoint at 20 was due when record 20 was
+    written, and 27 s of records follow it. The time rule alone (60 s) would not see it."""
+    path = dropped(spread, tmp_path, checkpoints={20, 30, 33, 36, 39}, records=set(range(30, 41)))
+    result = verify_spread(path, spread, *CADENCE_FLAGS)
+    assert result.returncode == 1 and "BAD: checkpoint missing: seq 11..29" in result.stdout
+    # told a cadence of 1000 records, verify can only apply the time rule: not overdue
+    result = verify_spread(path, spread, "--checkpoint-every", "1000")
+    assert result.returncode == 0, result.stdout
+
+
+def test_a_dropped_checkpoint_that_a_later_one_covers_loses_nothing(
+    spread: Path, tmp_path: Path
+) -> None:
+    result = verify_spread(dropped(spread, tmp_path, checkpoints={30}), spread, *CADENCE_FLAGS)
+    assert result.returncode == 0, result.stdout
+
+
+def test_a_cut_within_one_cadence_of_the_end_is_reported_as_a_tail_not_passed_silently(
+    spread: Path, tmp_path: Path
+) -> None:
+    """The documented limit: cutting the last checkpoint and what follows it, within one
+    cadence, is what a box killed before it signed leaves behind."""
+    path = dropped(spread, tmp_path, checkpoints={39}, records={40})
+    result = verify_spread(path, spread, *CADENCE_FLAGS)
+    assert result.returncode == 0, result.stdout
+    assert "unverified tail: seq 37..39" in result.stdout
+    assert "cannot be told from a daemon killed before it signed" in result.stdout
+
+
+def test_a_database_cut_with_its_checkpoints_fails_under_the_boxs_own_cadence(
+    spread: Path, tmp_path: Path
+) -> None:
+    cut = tampered_db(
+        spread,
+        tmp_path,
+        "DELETE FROM audit WHERE seq >= 38",
+        "DELETE FROM audit_checkpoints WHERE seq >= 36",
+    )
+    config = write_config(
+        tmp_path / "openbus.toml", {"audit": {"checkpoint_every": 10, "checkpoint_seconds": 60}}
+    )
+    result = run_verify(
+        "--db", str(cut), "--pubkey", str(spread / "audit_key.pub"), "--config", str(config)
+    )
+    assert result.returncode == 1, result.stdout
+    assert "BAD: checkpoint missing: seq 34..37" in result.stdout
+
+
+def test_a_database_whose_tail_is_overdue_now_says_so(spread: Path, tmp_path: Path) -> None:
+    """A month later, record 40 is still unsigned: no running daemon leaves that (it signs such
+    a tail as it starts), so verify warns; the database alone cannot tell a removed checkpoint
+    from a daemon that has not run since."""
+    result = run_verify(
+        "--db",
+        str(spread / "openbus.db"),
+        "--pubkey",
+        str(spread / "audit_key.pub"),
+        *CADENCE_FLAGS,
+    )
+    assert result.returncode == 0, result.stdout
+    assert "warning: the tail is overdue now: a checkpoint covering seq 40" in result.stdout
+
+
+def test_a_sequence_gap_in_the_unsigned_tail_or_at_the_start_fails(
+    trail: Path, tmp_path: Path
+) -> None:
+    result = run_verify(
+        "--otlp-json",
+        str(dropped(trail, tmp_path, checkpoints=set(), records={23})),
+        "--pubkey",
+        str(trail / "audit_key.pub"),
+    )
+    assert result.returncode == 1 and "BAD: seq 23 missing" in result.stdout, result.stdout
+    result = run_verify(
+        "--otlp-json",
+        str(dropped(trail, tmp_path, checkpoints=set(), records={1, 2, 3})),
+        "--pubkey",
+        str(trail / "audit_key.pub"),
+    )
+    assert result.returncode == 1 and "BAD: seq 1..3 missing" in result.stdout, result.stdout
