@@ -50,9 +50,8 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
-from openbus.daemon.config import HARNESSES, OTLP_PROTOCOLS
+from openbus.daemon.config import HARNESSES, OTLP_PROTOCOLS, url_problem
 from openbus.daemon.core.scopes import Preset
 from openbus.policy.errors import PolicyInvalid, SchemaIssue
 from openbus.policy.limits import BUILTIN_MAXIMA, MINIMA, Limits
@@ -316,9 +315,9 @@ def _audit(check: _Checker, data: Mapping[str, Any]) -> AuditExport:
         required = True  # fail closed for the rest of the checks
     endpoint = check.string(table, ("audit", "endpoint"))
     if endpoint is not None:
-        parts = urlsplit(endpoint)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            check.fail(("audit", "endpoint"), "must be an http:// or https:// URL with a host")
+        problem = url_problem(endpoint)
+        if problem is not None:
+            check.fail(("audit", "endpoint"), problem)
             endpoint = None
     elif required:
         check.fail(("audit", "endpoint"), "missing (required when export_required = true)")
