@@ -3,8 +3,12 @@
 ``tail`` reads the daemon's audit trail over the human API (itself an audited read) and
 shows the export lag; ``--follow`` keeps printing records as they are committed. ``verify``
 runs locally, without the daemon: on a state database (``--db``, default the configured
-one) or on the JSON lines a collector's file exporter wrote (``--otlp-json``). It prints
-what it proved, names the first bad record, and exits 1 when it found one.
+one) or on the JSON lines a collector's file exporter wrote (``--otlp-json``). It checks the
+checkpoints against a pinned audit key only (``--pubkey``, or the org policy's
+``[audit.key_fingerprints]`` with ``--policy`` and ``--org-key``, else the config's
+``[policy]``); it prints what it proved, names the first bad record, and exits 1 when it found
+one or could not verify the origin. ``key`` prints this box's audit key fingerprint, the line
+an org admin pins in the policy.
 """
 
 from __future__ import annotations
@@ -12,14 +16,24 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import math
+import socket
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
-from openbus.daemon.audit.verify import verify_db, verify_otlp_json
+from openbus.daemon.audit.checkpoints import (
+    PUBLIC_KEY_NAME,
+    CheckpointPolicy,
+    fingerprint,
+    load_public_key,
+)
+from openbus.daemon.audit.verify import Pin, policy_pin, pubkey_pin, verify_db, verify_otlp_json
 from openbus.daemon.cli_common import EXIT_ERROR, add_common, emit
 from openbus.daemon.client import DaemonClient
 from openbus.daemon.config import Config
+from openbus.kernel.errors import BadRequest
 
 TAIL_DEFAULT = 20
 
@@ -48,9 +62,50 @@ def register(sub: Any) -> None:
         help="JSON lines from an OpenTelemetry Collector file exporter",
     )
     verify.add_argument(
-        "--pubkey", metavar="FILE", help="the box's audit public key (audit_key.pub)"
+        "--pubkey", metavar="FILE", help="the box's audit public key (audit_key.pub), pinned"
+    )
+    verify.add_argument(
+        "--policy",
+        metavar="FILE",
+        help="an org policy pinning the box's key in [audit.key_fingerprints] "
+        "(default: the config's [policy])",
+    )
+    verify.add_argument(
+        "--org-key", metavar="FILE", help="the org's public key that signed --policy"
+    )
+    verify.add_argument(
+        "--checkpoint-every",
+        type=_positive(int),
+        metavar="N",
+        help="the box's [audit] checkpoint_every (default: this config's)",
+    )
+    verify.add_argument(
+        "--checkpoint-seconds",
+        type=_positive(float),
+        metavar="S",
+        help="the box's [audit] checkpoint_seconds (default: this config's)",
     )
     verify.set_defaults(handler=_verify)
+
+    key = verbs.add_parser("key", help="print this box's audit key fingerprint, to pin it")
+    add_common(key)
+    key.add_argument(
+        "--pubkey", metavar="FILE", help="an audit public key file (default: the state dir's)"
+    )
+    key.set_defaults(handler=_key)
+
+
+def _positive(kind: type[float]) -> Any:
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not math.isfinite(value) or value <= 0:
+            raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+        return value
+
+    return parse
 
 
 # --------------------------------------------------------------------------- tail
@@ -132,11 +187,57 @@ def _tail(args: argparse.Namespace, config: Config) -> int:
 # --------------------------------------------------------------------------- verify
 
 
-def _verify(args: argparse.Namespace, config: Config) -> int:
+def pin_from_args(args: argparse.Namespace, config: Config) -> Pin | None:
+    """The key(s) ``verify`` trusts: ``--pubkey``; or ``--policy`` with ``--org-key``; else the
+    config's ``[policy] file`` and ``org_public_key`` when both are set; else none."""
     pubkey = Path(args.pubkey) if args.pubkey else None
+    if args.org_key and not args.policy:
+        raise BadRequest("--org-key is the key that signed --policy: pass both", field="--policy")
+    if args.policy:
+        if not args.org_key:
+            raise BadRequest(
+                "--policy needs --org-key FILE, the org's public key that signed it",
+                field="--org-key",
+            )
+        return policy_pin(Path(args.policy), Path(args.org_key), pubkey=pubkey)
+    if pubkey is not None:
+        return pubkey_pin(pubkey)
+    configured = config.policy
+    if configured.file is not None and configured.org_public_key is not None:
+        return policy_pin(
+            configured.file,
+            configured.org_public_key,
+            via=f", from [policy] in {config.path}" if config.path else "",
+        )
+    return None
+
+
+def _verify(args: argparse.Namespace, config: Config) -> int:
+    pin = pin_from_args(args, config)
+    cadence = CheckpointPolicy(
+        args.checkpoint_every or config.audit.checkpoint_every,
+        args.checkpoint_seconds or config.audit.checkpoint_seconds,
+    )
     if args.otlp_json:
-        report = verify_otlp_json(Path(args.otlp_json), pubkey)
+        report = verify_otlp_json(Path(args.otlp_json), pin, cadence)
     else:
-        report = verify_db(Path(args.db) if args.db else config.db_path, pubkey)
+        db = Path(args.db) if args.db else config.db_path
+        report = verify_db(db, pin, cadence, now=time.time())
     emit(args, report.to_dict(), lambda _data: report.text())
     return 0 if report.ok else EXIT_ERROR
+
+
+def _key(args: argparse.Namespace, config: Config) -> int:
+    path = Path(args.pubkey) if args.pubkey else config.daemon.state_dir / PUBLIC_KEY_NAME
+    box = config.audit.box_name or socket.gethostname()
+    data = {"box": box, "fingerprint": fingerprint(load_public_key(path)), "file": str(path)}
+    emit(
+        args,
+        data,
+        lambda d: (
+            f"{d['fingerprint']}  box {d['box']!r}  ({d['file']})\n"
+            "pin it in the org policy:\n[audit.key_fingerprints]\n"
+            f'{json.dumps(d["box"])} = "{d["fingerprint"]}"'
+        ),
+    )
+    return 0

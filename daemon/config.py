@@ -3,11 +3,21 @@
 Every CLI verb takes ``--config FILE``; else ``$OPENBUS_CONFIG``; else the per-user default
 (``$XDG_CONFIG_HOME/openbus/openbus.toml``), and when that file does not exist the embedded
 defaults alone apply, so ``make run`` works on a fresh machine. Unknown keys and bad values
-stop start-up with a ``ConfigError`` naming the key and the file.
+stop start-up with a ``ConfigError`` naming the key and the file: one line, never a traceback.
+
+Beyond types, a value is refused when it could not work or would quietly weaken the box:
+``[daemon] listen`` off loopback without ``allow_remote = true`` (the agents' port serves
+``/mcp``), a duration that is not a finite positive number, an ``otlp_endpoint`` that is not
+an http(s) URL with a host, ``[policy]`` with only one of ``file`` and ``org_public_key``, and
+a unix socket path (``[daemon] socket``, given or defaulted, ``[tmux] socket``) longer than
+the ``UNIX_PATH_MAX`` bytes the kernel takes. What can only be checked as the daemon's user
+(the OTLP headers file is its secret) is checked by ``openbus serve`` before gunicorn starts.
 """
 
 from __future__ import annotations
 
+import ipaddress
+import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -17,8 +27,10 @@ from typing import Any
 from openbus.kernel.errors import ConfigError
 from openbus.kernel.harnesses import HARNESSES, OTLP_PROTOCOLS
 from openbus.kernel.toml import read_toml
+from openbus.kernel.urls import url_problem
 
 HOSTED_CONFIG_PATH = "/etc/openbus/openbus.toml"
+UNIX_PATH_MAX = 107  # bytes of a unix socket's path: sun_path is 108, with the final NUL
 
 
 def _xdg(name: str, fallback: str) -> Path:
@@ -45,6 +57,7 @@ def default_socket_path(state_dir: Path) -> Path:
 class DaemonConfig:
     listen_host: str = "127.0.0.1"
     listen_port: int = 7707
+    allow_remote: bool = False  # listen off loopback: /mcp offered to the network
     socket: Path = field(default_factory=lambda: default_socket_path(default_state_dir()))
     state_dir: Path = field(default_factory=default_state_dir)
 
@@ -220,21 +233,66 @@ def _choice(section: _Section, name: str, choices: tuple[str, ...], default: str
     return value
 
 
-def _parse_listen(section: _Section) -> tuple[str, int]:
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a host name: what it resolves to is not known here
+
+
+def _parse_listen(section: _Section) -> tuple[str, int, bool]:
     value: str = section.get("listen", str, "127.0.0.1:7707")
     host, sep, port = value.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise ConfigError(
             f"expected HOST:PORT, got {value!r}", path=section.path, key=section.key("listen")
         )
-    return host.strip("[]"), int(port)
+    host = host.strip("[]")
+    allow_remote: bool = section.get("allow_remote", bool, False)
+    if not allow_remote and not _loopback(host):
+        raise ConfigError(
+            f"{host} is not a loopback address: the agents' port serves /mcp, so listening "
+            "there offers the agents' tools to the network; use 127.0.0.1, or set "
+            "allow_remote = true under [daemon] if that is meant",
+            path=section.path,
+            key=section.key("listen"),
+        )
+    return host, int(port), allow_remote
 
 
 def _positive(section: _Section, name: str, kind: type, default: float) -> Any:
     value = section.get(name, (int, float) if kind is float else kind, default)
-    if value <= 0:
-        raise ConfigError("must be positive", path=section.path, key=section.key(name))
+    if not math.isfinite(value) or value <= 0:
+        raise ConfigError(
+            f"must be a finite positive number, got {value!r}",
+            path=section.path,
+            key=section.key(name),
+        )
     return kind(value)
+
+
+def _endpoint(section: _Section, name: str) -> str | None:
+    value: str | None = section.get(name, str)
+    if value is not None and (problem := url_problem(value)) is not None:
+        raise ConfigError(f"{problem}, got {value!r}", path=section.path, key=section.key(name))
+    return value
+
+
+def _socket_path(section: _Section, name: str, value: Path | None, *, default: bool) -> None:
+    if value is None:
+        return
+    size = len(os.fsencode(str(value)))
+    if size > UNIX_PATH_MAX:
+        what = "the default socket path" if default else "the socket path"
+        fix = f"set {section.key(name)} to a shorter path" if default else "use a shorter path"
+        raise ConfigError(
+            f"{what} {str(value)!r} is {size} bytes, over the {UNIX_PATH_MAX} a unix socket "
+            f"path may have; {fix}",
+            path=section.path,
+            key=section.key(name),
+        )
 
 
 def _launcher(name: str, section: _Section) -> Launcher:
@@ -290,19 +348,22 @@ def parse_config(data: Mapping[str, Any], path: str, *, hosted_default: bool = F
     root = _Section(dict(data), path, "")
 
     d = root.sub("daemon")
-    host, port = _parse_listen(d)
+    host, port, allow_remote = _parse_listen(d)
     state_dir = d.path_value("state_dir", default_state_dir())
     assert state_dir is not None
-    socket = d.path_value("socket") or default_socket_path(state_dir)
+    given_socket = d.path_value("socket")
+    socket = given_socket or default_socket_path(state_dir)
+    _socket_path(d, "socket", socket, default=given_socket is None)
     d.finish()
 
     t = root.sub("tmux")
     tmux = TmuxConfig(socket=t.path_value("socket"))
+    _socket_path(t, "socket", tmux.socket, default=False)
     t.finish()
 
     a = root.sub("audit")
     audit = AuditConfig(
-        otlp_endpoint=a.get("otlp_endpoint", str),
+        otlp_endpoint=_endpoint(a, "otlp_endpoint"),
         otlp_protocol=_choice(a, "otlp_protocol", OTLP_PROTOCOLS, "grpc"),
         otlp_headers_file=a.path_value("otlp_headers_file"),
         checkpoint_every=_positive(a, "checkpoint_every", int, 1000),
@@ -328,6 +389,19 @@ def parse_config(data: Mapping[str, Any], path: str, *, hosted_default: bool = F
 
     p = root.sub("policy")
     policy = PolicyConfig(file=p.path_value("file"), org_public_key=p.path_value("org_public_key"))
+    if policy.org_public_key is not None and policy.file is None:
+        raise ConfigError(
+            "missing: org_public_key is set, but no policy file for it to verify; set file "
+            "too, or remove org_public_key",
+            path=p.path,
+            key=p.key("file"),
+        )
+    if policy.file is not None and policy.org_public_key is None:
+        raise ConfigError(
+            "missing: an org policy needs the org's pinned public key to verify it",
+            path=p.path,
+            key=p.key("org_public_key"),
+        )
     p.finish()
 
     ho = root.sub("hosted")
@@ -344,7 +418,13 @@ def parse_config(data: Mapping[str, Any], path: str, *, hosted_default: bool = F
 
     return Config(
         path=Path(path) if path != "<defaults>" else None,
-        daemon=DaemonConfig(listen_host=host, listen_port=port, socket=socket, state_dir=state_dir),
+        daemon=DaemonConfig(
+            listen_host=host,
+            listen_port=port,
+            allow_remote=allow_remote,
+            socket=socket,
+            state_dir=state_dir,
+        ),
         tmux=tmux,
         audit=audit,
         history=history,

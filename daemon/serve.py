@@ -2,7 +2,9 @@
 
 One worker, because the message queues, send locks and pending cards live in one process.
 The config path travels to the worker in ``OPENBUS_CONFIG``; the worker loads it again, so a
-bad file is reported here first, before gunicorn starts.
+bad file is reported here first, before gunicorn starts, as one line naming key and file
+(``preflight`` also reads what the worker would fail on: the policy, the OTLP headers file,
+the tunnel's key).
 """
 
 from __future__ import annotations
@@ -14,12 +16,13 @@ import sys
 from pathlib import Path
 
 from openbus.daemon import socket_acl
+from openbus.daemon.audit.shipper import read_headers_file
 from openbus.daemon.audit_export import export_settings
 from openbus.daemon.config import Config
 from openbus.daemon.policy_runtime import PolicyRuntime
 from openbus.daemon.tunnel_trust import tunnel_trust
 from openbus.kernel.clock import SystemClock
-from openbus.kernel.errors import Unavailable
+from openbus.kernel.errors import ConfigError, Unavailable
 
 
 def _clear_stale_socket(path: Path) -> None:
@@ -111,9 +114,28 @@ def open_socket_directory(config: Config) -> None:
 
 def preflight(config: Config) -> None:
     """Everything the worker would refuse at start, reported here as one clear line first."""
-    export_settings(config, PolicyRuntime.from_config(config, clock=SystemClock()))
+    policy = PolicyRuntime.from_config(config, clock=SystemClock())
+    audit = export_settings(config, policy)
+    if audit.otlp_endpoint and audit.otlp_headers_file is not None:
+        _check_headers_file(config, policy, audit.otlp_headers_file)
     if config.hosted.enabled:
         tunnel_trust(config)
+
+
+def _check_headers_file(config: Config, policy: PolicyRuntime, headers: Path) -> None:
+    """The OTLP headers file is read here, as the daemon's user, and not at config load (it is
+    the daemon's secret, unreadable to the other users of the CLI). A failure names the key
+    that set it: the policy's ``[audit] credential_file`` or the config's
+    ``[audit] otlp_headers_file``."""
+    try:
+        read_headers_file(headers)
+    except ConfigError as exc:
+        loaded = policy.loaded
+        if loaded is not None and loaded.policy.audit.endpoint:
+            where, key = str(loaded.path), "audit.credential_file"
+        else:
+            where, key = str(config.path or "<defaults>"), "audit.otlp_headers_file"
+        raise ConfigError(exc.message, path=where, key=key) from None
 
 
 def serve(config: Config, app: str = APP) -> None:

@@ -108,6 +108,8 @@ def _show_text(policy: Policy, signature: str) -> str:
     out.append(f"audit:     export {export}, {target}")
     if audit.credential_file:
         out.append(f"           credential file {audit.credential_file}")
+    for box, prints in sorted(audit.key_fingerprints.items()):
+        out += [f"           audit key of {box}: {p}" for p in sorted(prints)]
     out.append("limits:")
     for name, value in policy.limits.as_dict().items():
         builtin = BUILTIN_MAXIMA[name]

@@ -128,6 +128,12 @@ class AuditExport:
     endpoint: str | None = None
     protocol: str = "grpc"
     credential_file: Path | None = None
+    # box name -> the fingerprints of the audit keys it may sign checkpoints with (pinned
+    # for ``openbus audit verify``; more than one while a box's key is being replaced)
+    key_fingerprints: Mapping[str, frozenset[str]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key_fingerprints", _frozen(self.key_fingerprints))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -135,6 +141,9 @@ class AuditExport:
             "endpoint": self.endpoint,
             "protocol": self.protocol,
             "credential_file": str(self.credential_file) if self.credential_file else None,
+            "key_fingerprints": {
+                box: sorted(prints) for box, prints in sorted(self.key_fingerprints.items())
+            },
         }
 
 

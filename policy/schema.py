@@ -30,6 +30,10 @@ The schema (everything else is an error, including unknown keys)::
     protocol = "grpc"                    # grpc | http/protobuf
     credential_file = "/etc/openbus/otlp-headers"   # absolute path
 
+    [audit.key_fingerprints]             # box name = its audit key's fingerprint
+    "box-1" = "sha256:<64 hex digits>"   # what `openbus audit key` prints on that box
+    "box-2" = ["sha256:...", "sha256:..."]   # several while the box's key is replaced
+
     [limits]                             # each may only lower a built-in maximum
     message_bytes = 8192                 # see openbus.kernel.limits
 
@@ -46,11 +50,11 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from openbus.kernel.harnesses import HARNESSES, OTLP_PROTOCOLS
 from openbus.kernel.limits import BUILTIN_MAXIMA, MINIMA, Limits
 from openbus.kernel.scopes import Preset
+from openbus.kernel.urls import url_problem
 from openbus.policy.errors import PolicyInvalid, SchemaIssue
 from openbus.policy.model import AuditExport, HostedDefaults, Policy, dotted
 
@@ -60,12 +64,16 @@ CONTROL_MODES = ("connected", "off")
 _ORG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 # POSIX-portable user and group names, a little more lenient (upper case, trailing $).
 _ACCOUNT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,255}\$?$")
+# An audit key's fingerprint, as ``openbus.daemon.audit.checkpoints.fingerprint`` writes it.
+_FINGERPRINT = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 _TABLES: Mapping[str, frozenset[str]] = {
     "": frozenset({"org", "version", "issued", "caps", "harnesses", "audit", "limits", "hosted"}),
     "caps": frozenset({"default", "users", "groups"}),
     "harnesses": frozenset({"allowed"}),
-    "audit": frozenset({"export_required", "endpoint", "protocol", "credential_file"}),
+    "audit": frozenset(
+        {"export_required", "endpoint", "protocol", "credential_file", "key_fingerprints"}
+    ),
     "limits": frozenset(BUILTIN_MAXIMA),
     "hosted": frozenset({"connect_default", "control"}),
 }
@@ -308,9 +316,9 @@ def _audit(check: _Checker, data: Mapping[str, Any]) -> AuditExport:
         required = True  # fail closed for the rest of the checks
     endpoint = check.string(table, ("audit", "endpoint"))
     if endpoint is not None:
-        parts = urlsplit(endpoint)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            check.fail(("audit", "endpoint"), "must be an http:// or https:// URL with a host")
+        problem = url_problem(endpoint)
+        if problem is not None:
+            check.fail(("audit", "endpoint"), problem)
             endpoint = None
     elif required:
         check.fail(("audit", "endpoint"), "missing (required when export_required = true)")
@@ -327,7 +335,33 @@ def _audit(check: _Checker, data: Mapping[str, Any]) -> AuditExport:
         endpoint=endpoint,
         protocol=protocol,
         credential_file=credential_path,
+        key_fingerprints=_key_fingerprints(check, table),
     )
+
+
+def _key_fingerprints(check: _Checker, audit: Mapping[str, Any]) -> dict[str, frozenset[str]]:
+    """``[audit.key_fingerprints]``: box name = a fingerprint or an array of them."""
+    table = check.table(audit, ("audit", "key_fingerprints"))
+    out: dict[str, frozenset[str]] = {}
+    for box, value in table.items():
+        path = ("audit", "key_fingerprints", box)
+        if not box or not box.isprintable():
+            check.fail(path, "not a valid box name")
+            continue
+        items = value if isinstance(value, list) else [value]
+        if not items:
+            check.fail(path, "must name at least one fingerprint")
+            continue
+        bad = [i for i in items if not isinstance(i, str) or not _FINGERPRINT.match(i)]
+        if bad:
+            check.fail(
+                path,
+                f"{bad[0]!r} is not an audit key fingerprint "
+                "(sha256: and 64 lower-case hex digits, as `openbus audit key` prints it)",
+            )
+            continue
+        out[box] = frozenset(items)
+    return out
 
 
 def _limits(check: _Checker, data: Mapping[str, Any]) -> Limits:

@@ -4,7 +4,11 @@ Theory of operation
 -------------------
 The box has one audit key pair, made at the daemon's first start in its state dir:
 ``audit_key.pem`` (PKCS#8, mode 0600, readable by the daemon's user only) and
-``audit_key.pub`` (the public half, for reviewers). A *checkpoint* is the signature over
+``audit_key.pub`` (the public half, for reviewers). Its *fingerprint* (``fingerprint``,
+``sha256:`` and the hex SHA-256 of the key's 32 raw bytes; ``openbus audit key`` prints it) is
+what a reviewer pins, with the key file itself or in the org policy's
+``[audit.key_fingerprints]``, so that ``openbus audit verify`` never trusts a key the evidence
+brings along. A *checkpoint* is the signature over
 ``canonical({"seq", "hash", "time", "box"})`` of the chain head at ``seq``
 (see ``openbus.daemon.core.audit.Checkpoint``).
 
@@ -14,13 +18,23 @@ the monotonic clock. The ``Checkpointer`` applies it: it watches the audit log (
 that only counts and wakes its task), reads the committed head through its own connection
 (so it never signs a record a transaction might still roll back), signs it and stores the
 checkpoint in ``audit_checkpoints``; the shipper exports it from there. A last checkpoint is
-written on a clean stop, so a gracefully stopped box leaves no unverified tail.
+written on a clean stop, so a gracefully stopped box leaves no unverified tail; a tail that a
+killed run left unsigned is signed as soon as the next run's checkpointer starts, before that
+run's shipper sends anything.
+
+What a verifier may rely on (``CheckpointPolicy.deadline``): the first record after the last
+checkpoint is covered by a checkpoint no later than ``seconds`` after that checkpoint or that
+record, whichever is later, or as soon as the ``every``-th record after the last checkpoint
+is committed, whichever comes first; plus ``SLACK_SECONDS`` for the checkpointer's own delay
+(waking its task, a thread, the database's write lock). ``openbus audit verify`` fails a
+stream whose records run on past that with no checkpoint.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import os
 import sqlite3
@@ -41,6 +55,7 @@ log = logging.getLogger("openbus.audit")
 
 PRIVATE_KEY_NAME = "audit_key.pem"
 PUBLIC_KEY_NAME = "audit_key.pub"
+SLACK_SECONDS = 5.0  # how late a due checkpoint may be signed (see the module docstring)
 
 
 # --------------------------------------------------------------------------- keys
@@ -50,6 +65,11 @@ def public_pem(public: Ed25519PublicKey) -> bytes:
     return public.public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )
+
+
+def fingerprint(public: Ed25519PublicKey) -> str:
+    """The pin of an audit key: ``sha256:`` and the hex SHA-256 of its raw bytes."""
+    return "sha256:" + hashlib.sha256(public.public_bytes_raw()).hexdigest()
 
 
 def load_or_create_key(state_dir: Path) -> Ed25519PrivateKey:
@@ -178,6 +198,17 @@ class CheckpointPolicy:
         """How long until the time rule can next fire."""
         return max(0.0, self.seconds - (now - last_time))
 
+    def deadline(
+        self, *, last_time: float | None, first_time: float, nth_time: float | None
+    ) -> float:
+        """When a running checkpointer has signed a checkpoint covering the first record after
+        the last checkpoint (without ``SLACK_SECONDS``). ``last_time`` is that checkpoint's
+        time (None: there is none), ``first_time`` that record's, ``nth_time`` the time of
+        the ``every``-th record after the checkpoint (None: not written)."""
+        start = first_time if last_time is None else max(last_time, first_time)
+        due = start + self.seconds
+        return due if nth_time is None else min(due, nth_time)
+
 
 # --------------------------------------------------------------------------- the adapter
 
@@ -259,9 +290,19 @@ class Checkpointer:
         return checkpoint
 
     async def run(self) -> None:
-        """Forever: wait for ``every`` records or ``seconds``, then sign the head."""
+        """Sign what a previous run left unsigned, then forever: wait for ``every`` records or
+        ``seconds``, then sign the head.
+
+        The first signature is made at once, in the task's first step (before the shipper's
+        task, started after this one, reads anything): a tail left by a killed run is then
+        never older than this run's records, whose own deadlines start from here.
+        """
         self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
+        try:
+            self.tick(force=True)
+        except sqlite3.Error as exc:
+            log.warning("audit checkpoint at start not written (%s); will retry", exc)
         while True:
             timeout = self.policy.wait(now=self.clock.monotonic(), last_time=self.last_time)
             with contextlib.suppress(TimeoutError):

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import math
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from openbus.daemon.config import load_config, parse_config, resolve_config_path
+from openbus.daemon.config import Config, load_config, parse_config, resolve_config_path
 from openbus.kernel.errors import ConfigError
+from tests.support.daemon import write_config
+from tests.support.policy import signed_policy
 
 
 def parse(data: dict[str, object]) -> object:
@@ -120,3 +127,160 @@ def test_an_unreadable_file_is_a_clear_error(tmp_path: Path, content: bytes, say
 def test_a_missing_file_named_on_the_command_line_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no such file"):
         load_config(str(tmp_path / "missing.toml"))
+
+
+# ------------------------------------------------------------------- through `openbus serve`
+
+
+def serve_refuses(config: Path, env: dict[str, str] | None = None) -> str:
+    """Run the real ``openbus serve`` on ``config``; it must stop before gunicorn starts, with
+    one line on stderr and no traceback. Returns that line."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "openbus.daemon.cli", "serve", "--config", str(config)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+        start_new_session=True,
+    )
+    try:
+        out, err = process.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        raise AssertionError("openbus serve started: the config was accepted") from None
+    assert process.returncode != 0, out + err
+    assert "Traceback" not in err and "gunicorn" not in (out + err).lower(), err
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+def daemon_section(tmp_path: Path, **values: object) -> dict[str, object]:
+    return {
+        "listen": "127.0.0.1:1",
+        "socket": str(tmp_path / "run" / "d.sock"),
+        "state_dir": str(tmp_path / "state"),
+        **values,
+    }
+
+
+LONG = "x" * 110
+
+REFUSED: list[tuple[str, dict[str, dict[str, object]], str, str]] = [
+    ("listen on every address", {"daemon": {"listen": "0.0.0.0:7707"}}, "daemon.listen", "/mcp"),
+    (
+        "listen on a LAN address",
+        {"daemon": {"listen": "192.0.2.7:7707"}},
+        "daemon.listen",
+        "allow_remote",
+    ),
+    (
+        "listen on a host name",
+        {"daemon": {"listen": "box.example:7707"}},
+        "daemon.listen",
+        "loopback",
+    ),
+    (
+        "a nan duration",
+        {"audit": {"checkpoint_seconds": math.nan}},
+        "audit.checkpoint_seconds",
+        "finite",
+    ),
+    (
+        "an inf duration",
+        {"hosted": {"signature_window_seconds": math.inf}},
+        "hosted.signature_window_seconds",
+        "finite",
+    ),
+    (
+        "an endpoint that is no URL",
+        {"audit": {"otlp_endpoint": "not a url"}},
+        "audit.otlp_endpoint",
+        "http:// or https://",
+    ),
+    (
+        "an endpoint with a bad port",
+        {"audit": {"otlp_endpoint": "http://c:99999"}},
+        "audit.otlp_endpoint",
+        "port",
+    ),
+    (
+        "an org key with no policy",
+        {"policy": {"org_public_key": "/etc/openbus/org.pub"}},
+        "policy.file",
+        "org_public_key",
+    ),
+    (
+        "a policy with no org key",
+        {"policy": {"file": "/etc/openbus/policy.toml"}},
+        "policy.org_public_key",
+        "pinned public key",
+    ),
+    (
+        "a too long daemon socket",
+        {"daemon": {"socket": f"/tmp/{LONG}/d.sock"}},
+        "daemon.socket",
+        "107",
+    ),
+    ("a too long tmux socket", {"tmux": {"socket": f"/tmp/{LONG}/t.sock"}}, "tmux.socket", "107"),
+]
+
+
+@pytest.mark.parametrize(("name", "sections", "key", "says"), REFUSED, ids=[r[0] for r in REFUSED])
+def test_openbus_serve_refuses_in_one_line_naming_key_and_file(
+    tmp_path: Path, name: str, sections: dict[str, dict[str, object]], key: str, says: str
+) -> None:
+    merged = {"daemon": daemon_section(tmp_path, **sections.get("daemon", {}))}
+    merged.update({k: v for k, v in sections.items() if k != "daemon"})
+    config = write_config(tmp_path / "openbus.toml", merged)
+    line = serve_refuses(config)
+    assert f"{config}: {key}: " in line and says in line, line
+
+
+def test_a_defaulted_socket_path_too_long_names_the_key_to_set(tmp_path: Path) -> None:
+    state = tmp_path / LONG
+    config = write_config(
+        tmp_path / "openbus.toml", {"daemon": {"listen": "127.0.0.1:1", "state_dir": str(state)}}
+    )
+    line = serve_refuses(config, env={"XDG_RUNTIME_DIR": str(tmp_path / "no-runtime-dir")})
+    assert f"{config}: daemon.socket: the default socket path" in line, line
+    assert "set daemon.socket to a shorter path" in line
+
+
+def test_a_missing_otlp_headers_file_is_one_line_before_gunicorn_starts(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path / "openbus.toml",
+        {
+            "daemon": daemon_section(tmp_path),
+            "audit": {
+                "otlp_endpoint": "http://127.0.0.1:4317",
+                "otlp_headers_file": str(tmp_path / "no-such-headers"),
+            },
+        },
+    )
+    line = serve_refuses(config)
+    assert f"{config}: audit.otlp_headers_file: " in line and "no-such-headers" in line, line
+
+
+def test_a_missing_credential_file_named_by_the_policy_names_the_policy(tmp_path: Path) -> None:
+    text = (
+        'org = "test"\nversion = 1\nissued = "2026-11-30T00:00:00Z"\n[audit]\n'
+        f'endpoint = "http://127.0.0.1:4317"\ncredential_file = "{tmp_path / "nope"}"\n'
+    )
+    policy = signed_policy(tmp_path / "org", text)
+    config = write_config(
+        tmp_path / "openbus.toml", {"daemon": daemon_section(tmp_path), "policy": policy}
+    )
+    line = serve_refuses(config)
+    assert f"{policy['file']}: audit.credential_file: " in line, line
+
+
+def test_remote_listening_is_accepted_when_meant_and_loopback_always() -> None:
+    remote = parse({"daemon": {"listen": "0.0.0.0:7707", "allow_remote": True}})
+    assert isinstance(remote, Config) and remote.daemon.allow_remote
+    for listen in ("127.0.0.1:7707", "127.0.0.2:1", "[::1]:7707", "localhost:7707"):
+        config = parse({"daemon": {"listen": listen}})
+        assert isinstance(config, Config) and not config.daemon.allow_remote
+    config = parse({"audit": {"otlp_endpoint": "https://collector.example:4317"}})
+    assert isinstance(config, Config) and config.audit.otlp_endpoint

@@ -239,3 +239,54 @@ def test_a_policy_file_on_disk_parses_from_its_exact_bytes(tmp_path: Path) -> No
     path = tmp_path / "p.toml"
     path.write_text(FULL)
     assert parse_policy(path.read_bytes(), str(path)).lines[("caps", "users", "alice")] == 9
+
+
+FINGERPRINT = "sha256:" + "ab" * 32
+
+
+def test_audit_key_fingerprints_pin_each_boxs_key() -> None:
+    text = (
+        'org = "o"\nversion = 1\nissued = "2026-01-01T00:00:00Z"\n'
+        "[audit.key_fingerprints]\n"
+        f'"box-1.example" = "{FINGERPRINT}"\n'
+        f'box-2 = ["{FINGERPRINT}", "sha256:{"cd" * 32}"]\n'
+    )
+    audit = parse_policy(text.encode(), "p").audit
+    assert audit.key_fingerprints == {
+        "box-1.example": frozenset({FINGERPRINT}),
+        "box-2": frozenset({FINGERPRINT, "sha256:" + "cd" * 32}),
+    }
+    assert audit.to_dict()["key_fingerprints"]["box-2"] == sorted(audit.key_fingerprints["box-2"])
+    minimal = parse_policy(b'org = "o"\nversion = 1\nissued = 2026-01-01T00:00:00Z\n', "p")
+    assert minimal.audit.key_fingerprints == {}
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ('"ab12"', "not an audit key fingerprint"),
+        (f'"{FINGERPRINT.upper()}"', "not an audit key fingerprint"),
+        (f'"md5:{"ab" * 32}"', "not an audit key fingerprint"),
+        ("[]", "at least one fingerprint"),
+        (f'["{FINGERPRINT}", 7]', "7 is not an audit key fingerprint"),
+    ],
+)
+def test_a_malformed_audit_key_fingerprint_is_refused_with_field_and_line(
+    value: str, says: str
+) -> None:
+    text = (
+        'org = "o"\nversion = 1\nissued = "2026-01-01T00:00:00Z"\n'
+        f"[audit]\nexport_required = false\n[audit.key_fingerprints]\nbox-1 = {value}\n"
+    )
+    issue = only_issue(text)
+    assert (issue.field, issue.line) == ("audit.key_fingerprints.box-1", 7)
+    assert says in issue.message
+
+
+def test_audit_key_fingerprints_must_be_a_table() -> None:
+    text = (
+        'org = "o"\nversion = 1\nissued = "2026-01-01T00:00:00Z"\n'
+        f'[audit]\nkey_fingerprints = "{FINGERPRINT}"\n'
+    )
+    issue = only_issue(text)
+    assert (issue.field, issue.line) == ("audit.key_fingerprints", 5)

@@ -102,3 +102,14 @@ def test_an_altered_checkpoint_no_longer_verifies(tmp_path: Path) -> None:
     moved = Checkpoint(cp.seq + 1, cp.hash, cp.time, cp.box, cp.signature)
     assert signature_valid(public, cp) and not signature_valid(public, moved)
     assert not signature_valid(public, Checkpoint(cp.seq, cp.hash, cp.time, cp.box, "zz"))
+
+
+def test_a_checkpoint_is_due_a_cadence_after_the_tail_began_or_at_the_nth_record() -> None:
+    policy = CheckpointPolicy(every=10, seconds=60)
+    # quiet: 60 s after the later of the last checkpoint and the tail's first record
+    assert policy.deadline(last_time=100, first_time=130, nth_time=None) == 190
+    assert policy.deadline(last_time=100, first_time=90, nth_time=None) == 160
+    # busy: when the 10th record after the checkpoint was written, if that is sooner
+    assert policy.deadline(last_time=100, first_time=101, nth_time=120) == 120
+    # no checkpoint yet: from the first record
+    assert policy.deadline(last_time=None, first_time=5, nth_time=None) == 65

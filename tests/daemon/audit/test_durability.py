@@ -14,7 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.daemon import RunningDaemon, start_daemon
+from tests.daemon.audit.helpers import audited_burst, head_seq
+from tests.support.daemon import RunningDaemon, running_daemon, start_daemon
 from tests.support.wait import wait_until
 
 BASE = 10**12
@@ -82,6 +83,8 @@ def test_every_acknowledged_action_is_on_the_chain_after_a_kill_9_under_load(
             "verify",
             "--db",
             str(daemon.state_dir / "openbus.db"),
+            "--pubkey",
+            str(daemon.state_dir / "audit_key.pub"),
         ],
         capture_output=True,
         check=False,
@@ -90,3 +93,38 @@ def test_every_acknowledged_action_is_on_the_chain_after_a_kill_9_under_load(
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "chain intact" in result.stdout
+
+
+def last_checkpoint(state_dir: Path) -> int:
+    conn = sqlite3.connect(f"file:{state_dir / 'openbus.db'}?mode=ro", uri=True)
+    try:
+        return int(
+            conn.execute("SELECT COALESCE(MAX(seq), 0) FROM audit_checkpoints").fetchone()[0]
+        )
+    finally:
+        conn.close()
+
+
+def test_a_restarted_daemon_signs_the_tail_a_killed_one_left_at_once(tmp_path: Path) -> None:
+    """A tail left unsigned by a kill -9 is signed as the next run starts, not a cadence later:
+    the next run's records must never be newer than a due checkpoint that is not there (verify
+    fails such a stream as cut)."""
+    audit = {"audit": {"checkpoint_every": 1000, "checkpoint_seconds": 3600}}
+    daemon = start_daemon(tmp_path, audit)
+    try:
+        assert audited_burst(daemon, 20) == 20
+        head = head_seq(daemon)
+        os.killpg(daemon.process.pid, signal.SIGKILL)
+        daemon.process.wait(timeout=10)
+    finally:
+        if daemon.process.poll() is None:
+            os.killpg(daemon.process.pid, signal.SIGKILL)
+    assert last_checkpoint(daemon.state_dir) < head  # the kill left a tail unsigned
+    daemon.socket_path.unlink()
+
+    with running_daemon(tmp_path, audit) as again:
+        wait_until(
+            lambda: last_checkpoint(again.state_dir) >= head,
+            timeout=10,
+            what="the restarted daemon to sign the tail it found",
+        )
