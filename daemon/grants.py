@@ -119,6 +119,15 @@ class Grants:
         ).fetchall()
         return [_row(r) for r in rows]
 
+    def revoked_on_pane(self, pane_id: str, owner: str) -> bool:
+        """Whether ``owner`` launched an agent into ``pane_id`` whose token has been revoked."""
+        row = self.db.conn.execute(
+            "SELECT 1 FROM principals WHERE pane_id = ? AND owner = ? AND state = 'revoked' "
+            "LIMIT 1",
+            (pane_id, owner),
+        ).fetchone()
+        return row is not None
+
     def active(self) -> list[Principal]:
         rows = self.db.conn.execute(
             f"SELECT {_COLUMNS} FROM principals WHERE state = 'active'"
