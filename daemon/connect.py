@@ -6,7 +6,8 @@ invalidates the token at the daemon"): the token is refused from then on, and se
 back to Observe does not bring it back. Connecting an agent launched without a token, or one
 whose token was revoked, needs a new launch token (restart-to-connect, which this daemon does
 not do yet), and the refusal says so. A grant above
-the org policy's cap is refused naming the cap and its rule. Narrowing or revoking takes
+the org policy's cap, or to a harness outside its ``[harnesses] allowed``, is refused naming
+the cap or the harness and the rule. Narrowing or revoking takes
 effect on the agent's next call (scope is checked on every call); the registered revocation
 hooks then cancel what the agent had queued or open and end its streams and waits, before
 the human's call returns.
@@ -36,14 +37,18 @@ LIST_CONNECTIONS = Action("connect.list", tier=Tier.HUMAN)
 
 
 CapSource = Callable[[str], CapDecision]
+HarnessCheck = Callable[[str], None]  # raises PolicyRefused(field="harness") when forbidden
 RevocationHook = Callable[[Principal, Preset], Awaitable[None]]
 
 
 class Connect:
-    def __init__(self, gate: Gate, grants: Grants, cap_source: CapSource) -> None:
+    def __init__(
+        self, gate: Gate, grants: Grants, cap_source: CapSource, harness_check: HarnessCheck
+    ) -> None:
         self.gate = gate
         self.grants = grants
         self.cap_source = cap_source
+        self.check_harness = harness_check
         self._revocation_hooks: list[RevocationHook] = []
         gate.register(SET, self._set)
         gate.register(DISCONNECT_ALL, self._disconnect_all)
@@ -98,6 +103,8 @@ class Connect:
         if preset is not Preset.OFF:
             cap = self.check_cap(call.actor.user, preset)
             call.details["cap"] = cap.preset.value
+            for principal in principals:
+                self.check_harness(principal.harness)
         for principal in principals:
             call.details.setdefault("principals", []).append(principal.id)
             call.details["from"] = principal.preset.value

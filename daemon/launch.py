@@ -6,7 +6,8 @@ Theory of operation
 executor:
 
 1. validates the request (``launcher``, ``cwd``, ``preset``, ``prompt``; each bad field named)
-   and caps the preset by the org policy (``Connect.check_cap``: above the cap is refused);
+   refuses a harness the org policy does not allow (``Connect.check_harness``) and caps the
+   preset by it (``Connect.check_cap``: above the cap is refused);
 2. when the preset is not off and the launcher is connectable (structured Claude Code or
    Codex), mints a principal and token (``Grants.mint``, recording the launcher and, for
    Claude Code, the preset session id); otherwise Connect is unavailable and the answer says
@@ -193,6 +194,7 @@ class LaunchService(Feature):
             call.details["cwd"] = str(cwd)
         if prompt is not None:
             call.details["prompt_chars"] = len(prompt)
+        self.connect.check_harness(launcher.harness)  # the org policy's [harnesses] allowed
         if preset is not Preset.OFF:
             cap = self.connect.check_cap(owner, preset)
             call.details["cap"] = cap.preset.value
