@@ -1,9 +1,13 @@
 """Connect: the human sets an agent's preset; revoking and narrowing cascade at once.
 
 An agent is connectable here only if it was launched with a token (a structured launcher
-with a preset other than off). Connecting an agent launched without one needs
-restart-to-connect, which this daemon does not do yet, and the refusal says so. A grant above
-the org policy's cap is refused naming the cap and its rule. Narrowing or revoking takes
+with a preset other than off). Turning an agent Off revokes its principal (seed 000: "Off
+invalidates the token at the daemon"): the token is refused from then on, and setting the pane
+back to Observe does not bring it back. Connecting an agent launched without a token, or one
+whose token was revoked, needs a new launch token (restart-to-connect, which this daemon does
+not do yet), and the refusal says so. A grant above
+the org policy's cap, or to a harness outside its ``[harnesses] allowed``, is refused naming
+the cap or the harness and the rule. Narrowing or revoking takes
 effect on the agent's next call (scope is checked on every call); the registered revocation
 hooks then cancel what the agent had queued or open and end its streams and waits, before
 the human's call returns.
@@ -33,14 +37,18 @@ LIST_CONNECTIONS = Action("connect.list", tier=Tier.HUMAN)
 
 
 CapSource = Callable[[str], CapDecision]
+HarnessCheck = Callable[[str], None]  # raises PolicyRefused(field="harness") when forbidden
 RevocationHook = Callable[[Principal, Preset], Awaitable[None]]
 
 
 class Connect:
-    def __init__(self, gate: Gate, grants: Grants, cap_source: CapSource) -> None:
+    def __init__(
+        self, gate: Gate, grants: Grants, cap_source: CapSource, harness_check: HarnessCheck
+    ) -> None:
         self.gate = gate
         self.grants = grants
         self.cap_source = cap_source
+        self.check_harness = harness_check
         self._revocation_hooks: list[RevocationHook] = []
         gate.register(SET, self._set)
         gate.register(DISCONNECT_ALL, self._disconnect_all)
@@ -74,6 +82,17 @@ class Connect:
         call.target = pane
         call.details["preset"] = preset.value
         principals = [p for p in self.grants.by_pane(pane) if p.owner == call.actor.user]
+        if not principals and self.grants.revoked_on_pane(pane, call.actor.user):
+            if preset is Preset.OFF:
+                call.details["already"] = "revoked"
+                return {"pane": pane, "preset": preset.value, "principals": []}
+            raise Conflict(
+                f"the token {pane} was launched with has been revoked (Connect was turned off, or "
+                "its process exited); a new grant needs a new launch token, and "
+                "restart-to-connect is not available yet: launch it again with `openbus launch "
+                "LAUNCHER --preset ...`",
+                field="pane",
+            )
         if not principals:
             raise Conflict(
                 f"{pane} was not launched with an openbus token; connecting a running agent needs "
@@ -84,23 +103,25 @@ class Connect:
         if preset is not Preset.OFF:
             cap = self.check_cap(call.actor.user, preset)
             call.details["cap"] = cap.preset.value
+            for principal in principals:
+                self.check_harness(principal.harness)
         for principal in principals:
             call.details.setdefault("principals", []).append(principal.id)
             call.details["from"] = principal.preset.value
-            call.write(self.grants.set_preset(principal.id, preset))
+            if preset is Preset.OFF:
+                call.details["revoked"] = True
+                call.write(self.grants.revoke(principal.id))
+            else:
+                call.write(self.grants.set_preset(principal.id, preset))
             if preset.rank < principal.preset.rank:
                 call.after_commit_async.append(self._cascade(principal, preset))
         return {"pane": pane, "preset": preset.value, "principals": [p.id for p in principals]}
 
     async def _disconnect_all(self, call: Call) -> Any:
         assert call.actor.user is not None
-        affected = [
-            p
-            for p in self.grants.active()
-            if p.owner == call.actor.user and p.preset is not Preset.OFF
-        ]
-        for principal in affected:
-            call.write(self.grants.set_preset(principal.id, Preset.OFF))
+        affected = [p for p in self.grants.active() if p.owner == call.actor.user]
+        for principal in affected:  # off revokes: each of these tokens is refused from now on
+            call.write(self.grants.revoke(principal.id))
             call.after_commit_async.append(self._cascade(principal, Preset.OFF))
         call.details["count"] = len(affected)
         call.details["principals"] = [p.id for p in affected]

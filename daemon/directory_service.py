@@ -28,11 +28,13 @@ from openbus.daemon.history.liveness import walk_to_pane
 from openbus.daemon.tmux.adapter import Tmux
 from openbus.daemon.tmux.watcher import Watcher
 from openbus.kernel.clock import Clock, Random
+from openbus.kernel.errors import BadRequest, Conflict
 from openbus.kernel.ids import check_pane_id
 from openbus.kernel.scopes import Scope
 
 LIST = Action("directory.list", Scope.READ, Tier.READ)
 PANE = Action("directory.pane", Scope.READ, Tier.READ)
+SCREEN_CHARS = 16_384  # the most of a pane's screen text one read returns
 SECRET_FILE = "directory.secret"  # noqa: S105 - a file name, not a secret
 
 PaneSection = Callable[[str], Mapping[str, Any]]  # pane id -> more of a human's pane detail
@@ -92,15 +94,40 @@ class DirectoryFeature(Feature):
 
 
 def register_pane_detail(gate: Gate, directory: Directory, sections: Sequence[PaneSection]) -> None:
-    """``directory.pane``: one pane in detail; a human also sees each section's part."""
+    """``directory.pane``: one pane in detail with its screen text (bounded); a human also
+    sees each section's part. Given an incarnation, a pane that no longer runs it is refused
+    (``Conflict`` naming ``incarnation``)."""
 
     async def one_pane(call: Call) -> Any:
         pane = check_pane_id(call.params.get("pane"), "pane")
-        detail = directory.pane(pane)
+        entry = directory.entry(pane)
+        wanted = call.params.get("incarnation")
+        if wanted is not None:
+            if not isinstance(wanted, str):
+                raise BadRequest("incarnation must be text", field="incarnation")
+            if wanted != entry.incarnation:
+                # the pane id now belongs to another process: never read it in place of the
+                # one the caller named
+                raise Conflict(
+                    f"{pane} is no longer incarnation {wanted}: it now runs another process",
+                    field="incarnation",
+                )
+        detail = {**entry.detail(), **screen_of(entry.text)}
         if call.actor.is_human:
-            detail = dict(detail)
             for section in sections:
                 detail.update(section(pane))
         return detail
 
     gate.register(PANE, one_pane)
+
+
+def screen_of(text: str | None) -> dict[str, Any]:
+    """The pane's screen text as last captured, its last ``SCREEN_CHARS`` at most (whole
+    lines), and whether it was cut."""
+    if text is None:
+        return {"screen": None, "screen_truncated": False}
+    if len(text) <= SCREEN_CHARS:
+        return {"screen": text, "screen_truncated": False}
+    tail = text[-SCREEN_CHARS:]
+    newline = tail.find("\n")
+    return {"screen": tail[newline + 1 :] if newline >= 0 else tail, "screen_truncated": True}

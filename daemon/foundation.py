@@ -60,7 +60,7 @@ class Foundation:
             grants=grants,
             gate=gate,
             cards=cards,
-            connect=Connect(gate, grants, policy.cap_for),
+            connect=Connect(gate, grants, policy.cap_for, policy.check_harness),
             refusals=AnonymousRefusals(gate, clock),
         )
 

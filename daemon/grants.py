@@ -32,6 +32,7 @@ _FIELDS = (
     "session_id",
     "pane_id",
     "pid",
+    "pid_start",
     "incarnation",
     "preset",
     "state",
@@ -50,6 +51,7 @@ class Principal:
     session_id: str | None
     pane_id: str | None
     pid: int | None
+    pid_start: str | None  # the process's start time (/proc/<pid>/stat field 22)
     incarnation: str | None
     preset: Preset
     state: str
@@ -119,6 +121,15 @@ class Grants:
         ).fetchall()
         return [_row(r) for r in rows]
 
+    def revoked_on_pane(self, pane_id: str, owner: str) -> bool:
+        """Whether ``owner`` launched an agent into ``pane_id`` whose token has been revoked."""
+        row = self.db.conn.execute(
+            "SELECT 1 FROM principals WHERE pane_id = ? AND owner = ? AND state = 'revoked' "
+            "LIMIT 1",
+            (pane_id, owner),
+        ).fetchone()
+        return row is not None
+
     def active(self) -> list[Principal]:
         rows = self.db.conn.execute(
             f"SELECT {_COLUMNS} FROM principals WHERE state = 'active'"
@@ -162,13 +173,14 @@ class Grants:
         def write(conn: sqlite3.Connection) -> None:
             conn.execute(
                 f"INSERT INTO principals ({_COLUMNS}, token_hash) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     principal_id,
                     harness,
                     launcher,
                     owner,
                     session_id,
+                    None,
                     None,
                     None,
                     None,
@@ -183,15 +195,16 @@ class Grants:
         return principal_id, token, write
 
     def attach_pane(
-        self, principal_id: str, pane_id: str, pid: int, incarnation: str
+        self, principal_id: str, pane_id: str, pid: int, pid_start: str | None, incarnation: str
     ) -> Callable[[sqlite3.Connection], None]:
+        """Bind the principal to the process it was launched into: pid plus start time."""
         now = self.clock.now()
 
         def write(conn: sqlite3.Connection) -> None:
             conn.execute(
-                "UPDATE principals SET pane_id = ?, pid = ?, incarnation = ?, updated = ? "
-                "WHERE id = ?",
-                (pane_id, pid, incarnation, now, principal_id),
+                "UPDATE principals SET pane_id = ?, pid = ?, pid_start = ?, incarnation = ?, "
+                "updated = ? WHERE id = ?",
+                (pane_id, pid, pid_start, incarnation, now, principal_id),
             )
 
         return write

@@ -6,7 +6,8 @@ Theory of operation
 executor:
 
 1. validates the request (``launcher``, ``cwd``, ``preset``, ``prompt``; each bad field named)
-   and caps the preset by the org policy (``Connect.check_cap``: above the cap is refused);
+   refuses a harness the org policy does not allow (``Connect.check_harness``) and caps the
+   preset by it (``Connect.check_cap``: above the cap is refused);
 2. when the preset is not off and the launcher is connectable (structured Claude Code or
    Codex), mints a principal and token (``Grants.mint``, recording the launcher and, for
    Claude Code, the preset session id); otherwise Connect is unavailable and the answer says
@@ -25,8 +26,9 @@ record or not at all (a window whose token was never committed simply fails to c
 Afterwards (``LaunchService.tick`` every second, and ``LiveTokens.verify`` on each MCP
 request):
 
-* a principal whose process is gone (pane exited, or its pane id now runs another process)
-  is revoked, audited as ``agent.revoked``, and the revocation hooks run (its MCP sessions
+* a principal whose process is gone (pane exited, or its pid now names another process: the
+  pid and its start time are stored with the principal, so this holds after a restart) is
+  revoked, audited as ``agent.revoked``, and the revocation hooks run (its MCP sessions
   close), so a token fails after its pane exits;
 * a Codex principal is bound to its session id once its rollout's ``session_meta`` is seen
   (``agent.bind``), found from the rollout file its process tree holds open, else the newest
@@ -192,6 +194,7 @@ class LaunchService(Feature):
             call.details["cwd"] = str(cwd)
         if prompt is not None:
             call.details["prompt_chars"] = len(prompt)
+        self.connect.check_harness(launcher.harness)  # the org policy's [harnesses] allowed
         if preset is not Preset.OFF:
             cap = self.connect.check_cap(owner, preset)
             call.details["cap"] = cap.preset.value
@@ -247,7 +250,8 @@ class LaunchService(Feature):
         incarnation = await self._incarnation(pane, identity, launcher.harness)
         call.details.update({"pane": pane, "pid": pid, "incarnation": incarnation})
         if principal_id is not None:
-            call.write(self.grants.attach_pane(principal_id, pane, pid, incarnation))
+            start = identity.start if identity is not None else None
+            call.write(self.grants.attach_pane(principal_id, pane, pid, start, incarnation))
             codex_home = launcher.env.get("CODEX_HOME") if launcher.harness == "codex" else None
             record = Launched(
                 principal_id,
@@ -288,15 +292,14 @@ class LaunchService(Feature):
     # ------------------------------------------------------------------ liveness and binding
 
     def _alive(self, principal: Principal) -> bool:
+        """Whether the exact process the token was issued to still runs: its pid with the
+        start time stored beside it, so a recycled pid (also after a daemon restart, when
+        nothing of the launch is left in memory) is another process and the token is dead. A
+        principal with a pid but no start time cannot be told from an impostor: not alive."""
         if not principal.pid:
             return True  # not attached yet (the launch is committing)
-        known = self.launched.get(principal.id)
         now = identity_of(principal.pid)
-        if now is None:
-            return False
-        return not (
-            known is not None and known.identity is not None and now.start != known.identity.start
-        )
+        return now is not None and now.start == principal.pid_start
 
     async def tick(self) -> None:
         await self.sweep_once()

@@ -6,6 +6,8 @@ Theory of operation
 
 * no ``[policy] file`` in local mode: no org policy; every user's cap is ``collaborate`` with
   the rule "no org policy (local mode)", no harness is forbidden, limits are built-in;
+  otherwise ``check_harness`` refuses a harness outside ``[harnesses] allowed`` (launch and
+  Connect call it);
 * no ``[policy] file`` (or no pinned key) in hosted mode: ``ConfigError``, the daemon does
   not start (a hosted box runs under its org's policy);
 * a configured policy whose signature is missing or bad, or which does not validate, or is
@@ -30,7 +32,7 @@ from pathlib import Path
 
 from openbus.daemon.config import Config, PolicyConfig
 from openbus.kernel.clock import Clock
-from openbus.kernel.errors import ConfigError
+from openbus.kernel.errors import ConfigError, PolicyRefused
 from openbus.kernel.limits import BUILTIN_LIMITS, Limits
 from openbus.policy.accounts import UnknownUser, groups_of
 from openbus.policy.loader import LoadedPolicy, PolicyLoader, PolicyRejection
@@ -144,6 +146,20 @@ class PolicyRuntime:
     def harness_allowed(self, harness: str) -> bool:
         policy = self.policy
         return policy is None or policy.harness_allowed(harness)
+
+    def check_harness(self, harness: str) -> None:
+        """``PolicyRefused`` naming the harness and the rule when the org policy forbids it."""
+        policy = self.policy
+        if policy is None or self.harness_allowed(harness):
+            return
+        allowed = ", ".join(sorted(policy.harnesses or ())) or "none"
+        line = policy.lines.get(("harnesses", "allowed"))
+        where = f" (line {line} of {self.config.file})" if line else f" ({self.config.file})"
+        raise PolicyRefused(
+            f"the org policy does not allow the {harness} harness: rule harnesses.allowed = "
+            f"[{allowed}]{where}",
+            field="harness",
+        )
 
     def groups(self, user: str) -> tuple[str, ...]:
         """The user's groups, from NSS at most once per ``group_ttl`` seconds."""

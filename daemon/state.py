@@ -97,6 +97,11 @@ MIGRATIONS: tuple[str, ...] = (
         created REAL NOT NULL
     );
     """,
+    # 3: the start time of a principal's process, so a token is bound to that exact process
+    # (pid plus start time), also across daemon restarts; a row without one is not alive
+    """
+    ALTER TABLE principals ADD COLUMN pid_start TEXT;
+    """,
 )
 
 

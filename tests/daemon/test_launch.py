@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +17,9 @@ from openbus.daemon.launch_plan import TOKEN_ENV, check_cwd, check_prompt, plan_
 from openbus.kernel.errors import BadRequest
 from openbus.kernel.scopes import Preset
 from tests.daemon.mcp.conftest import Fleet, make_fleet
+from tests.daemon.mcp.test_endpoint import raw
+from tests.support.daemon import restart_daemon
+from tests.support.wait import wait_until
 
 URL = "http://127.0.0.1:7707/mcp"
 
@@ -145,3 +150,47 @@ def test_the_cli_prints_the_pane_and_incarnation_and_why_connect_is_unavailable(
     assert second.startswith("not connected: Connect is unavailable for Gemini CLI")
     bad = fleet.daemon.cli("launch", "fakeclaude", "--cwd", "/no/such/dir")
     assert bad.returncode == 1 and "(cwd)" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def _spawn_at(pid: int) -> subprocess.Popen[bytes] | None:
+    """A process of our own at ``pid`` (root: the kernel's next pid set just below it)."""
+    Path("/proc/sys/kernel/ns_last_pid").write_text(str(pid - 1))
+    process = subprocess.Popen(["sleep", "600"])
+    if process.pid == pid:
+        return process
+    process.kill()
+    process.wait()
+    return None
+
+
+@pytest.mark.root
+def test_a_recycled_pid_after_a_daemon_restart_does_not_keep_the_token_alive(
+    fleet: Fleet,
+) -> None:
+    launched = fleet.launch("fakeclaude", "observe")
+    token = fleet.token_of(launched["pid"])
+    assert raw(fleet, token).status_code == 200
+    fleet.daemon.stop()
+    # the agent exits while the daemon is down, and another process takes over its pid
+    os.kill(launched["pid"], signal.SIGKILL)
+    wait_until(
+        lambda: not os.path.exists(f"/proc/{launched['pid']}"),
+        timeout=30,
+        what="the agent's process to go",
+    )
+    impostor = wait_until(
+        lambda: _spawn_at(launched["pid"]), timeout=20, what="a process at the agent's old pid"
+    )
+    try:
+        fleet.daemon = restart_daemon(fleet.daemon)
+        try:
+            assert raw(fleet, token).status_code == 401
+            revoked = [r for r in fleet.audit() if r["action"] == "agent.revoked"]
+            assert [r["details"]["principal"] for r in revoked] == [
+                launched["connect"]["principal"]
+            ]
+        finally:
+            fleet.daemon.stop()
+    finally:
+        impostor.kill()
+        impostor.wait()

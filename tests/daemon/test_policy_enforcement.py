@@ -156,3 +156,46 @@ def test_a_tampered_or_older_policy_is_refused_audited_and_the_last_good_one_sta
             timeout=15,
             what="the rollback to be refused",
         )
+
+
+HARNESS_POLICY = """\
+org = "test"
+version = {version}
+issued = "2026-11-30T00:00:00Z"
+
+[caps]
+default = "collaborate"
+
+[harnesses]
+allowed = [{allowed}]
+"""
+
+
+def test_a_harness_the_policy_does_not_allow_is_refused_at_launch_and_at_connect(
+    tmp_path: Path,
+) -> None:
+    with governed_fleet(tmp_path, "collaborate") as (fleet, org):
+        signed_policy(org, HARNESS_POLICY.format(version=2, allowed='"claude"'))
+        launched = fleet.launch("fakeclaude", "observe")
+        signed_policy(org, HARNESS_POLICY.format(version=3, allowed='"codex"'))
+        with fleet.daemon.human() as client:
+
+            def launch_refused() -> Any:
+                response = client.post(
+                    "/api/launch",
+                    json={"launcher": "fakeclaude", "preset": "off", "cwd": str(fleet.project)},
+                )
+                return response if response.status_code == 403 else None
+
+            refused = wait_until(launch_refused, timeout=15, what="the codex-only policy").json()
+            connect = client.put(
+                "/api/connect", json={"pane": launched["pane"], "preset": "collaborate"}
+            )
+        assert refused["error"] == "policy_refused" and refused["field"] == "harness"
+        assert "claude harness" in refused["message"]
+        assert "harnesses.allowed = [codex]" in refused["message"]
+        assert connect.status_code == 403, connect.text
+        body = connect.json()
+        assert body["field"] == "harness" and "harnesses.allowed" in body["message"]
+        outcomes = [(r["action"], r["outcome"]) for r in records(fleet)]
+        assert ("launch", "refused") in outcomes and ("connect.set", "refused") in outcomes

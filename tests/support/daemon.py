@@ -60,6 +60,7 @@ class RunningDaemon:
     port: int
     state_dir: Path
     log_path: Path
+    spawned: tuple[list[str], dict[str, str], dict[str, Any]] = ([], {}, {})
 
     @property
     def base_url(self) -> str:
@@ -186,7 +187,7 @@ def start_daemon(
     for name, values in (extra or {}).items():
         sections.setdefault(name, {}).update(values)
     config_path = write_config(tmp / "openbus.toml", sections)
-    log_path = tmp / "daemon.log"
+    (tmp / "daemon.log").unlink(missing_ok=True)
     identity: dict[str, Any] = {}
     base_env = {**os.environ, "XDG_STATE_HOME": str(tmp / "xdg-state")}
     python = sys.executable
@@ -195,22 +196,47 @@ def start_daemon(
         identity = _as_user(user, [state, sock.parent, tmp / "xdg-state"])
         python, python_env = python_for(user)
         base_env.update(python_env, HOME=str(state))
-    with log_path.open("wb") as log:
+    argv = [python, *serve, "--config", str(config_path)]
+    return _spawn(argv, {**base_env, **(env or {})}, identity, config_path, sock, port, state)
+
+
+def _spawn(
+    argv: list[str],
+    env: Mapping[str, str],
+    identity: Mapping[str, Any],
+    config_path: Path,
+    sock: Path,
+    port: int,
+    state: Path,
+) -> RunningDaemon:
+    log_path = config_path.parent / "daemon.log"
+    with log_path.open("ab") as log:
         process = subprocess.Popen(
-            [python, *serve, "--config", str(config_path)],
+            argv,
             stdout=log,
             stderr=subprocess.STDOUT,
-            env={**base_env, **(env or {})},
+            env=dict(env),
             start_new_session=True,
             **identity,
         )
     daemon = RunningDaemon(process, config_path, sock, port, state, log_path)
+    daemon.spawned = (argv, dict(env), dict(identity))
     try:
         wait_until(lambda: _healthy(daemon), timeout=30, what="the daemon to answer /healthz")
     except BaseException:
         daemon.stop(signal.SIGKILL)
         raise
     return daemon
+
+
+def restart_daemon(daemon: RunningDaemon, sig: int = signal.SIGTERM) -> RunningDaemon:
+    """Stop ``daemon`` and start it again on the same config, state and port (the caller
+    stops the one returned)."""
+    daemon.stop(sig)
+    argv, env, identity = daemon.spawned
+    return _spawn(
+        argv, env, identity, daemon.config_path, daemon.socket_path, daemon.port, daemon.state_dir
+    )
 
 
 @contextmanager

@@ -126,16 +126,7 @@ def test_a_pure_agent_has_no_openbus_tools(fleet: Fleet) -> None:
             == 200
         )
 
-    async def go() -> Any:
-        async with mcp_session(fleet, token) as session:
-            await session.initialize()
-            tools = (await session.list_tools()).tools
-            refused = await session.call_tool("list_panes", {})
-            return tools, refused
-
-    tools, refused = run(go())
-    assert tools == []
-    assert refused.is_error and tool_data(refused)["error"] == "not_connected"
+    assert raw(fleet, token).status_code == 401  # off revoked the token
     off = fleet.launch("fakeclaude", "off")
     assert off["connect"]["connected"] is False and off["connect"]["principal"] is None
     assert wait_until(lambda: os.path.exists(f"/proc/{off['pid']}"))
@@ -164,13 +155,7 @@ def test_revocation_ends_the_open_session_and_the_next_call_is_not_connected(fle
     records = [r for r in fleet.audit() if r["action"] == "connect.disconnect_all"]
     assert records and launched["connect"]["principal"] in records[-1]["details"]["principals"]
 
-    async def again() -> Any:
-        async with mcp_session(fleet, token) as session:
-            await session.initialize()
-            return await session.list_tools(), await session.call_tool("list_panes", {})
-
-    tools, refused = run(again())
-    assert tools.tools == [] and refused.is_error
+    assert raw(fleet, token).status_code == 401  # disconnecting revoked the token
 
 
 def test_a_session_id_used_with_another_agents_token_is_refused(fleet: Fleet) -> None:

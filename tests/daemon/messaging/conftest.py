@@ -100,7 +100,9 @@ class World:
             principal, _token, mint = grants.mint(
                 harness="claude", owner=self.user, preset=preset, launcher=None
             )
-            attach = grants.attach_pane(principal, pane, entry.process.pid, entry.incarnation)
+            attach = grants.attach_pane(
+                principal, pane, entry.process.pid, str(entry.process.start), entry.incarnation
+            )
             self.gate.record(
                 AuditDraft(actor="system", action="test.grant", outcome="ok"), [mint, attach]
             )

@@ -178,7 +178,7 @@ def make(tmp_path: Path) -> Iterator[Callable[..., Any]]:
             pid, _t, mint = services.grants.mint(
                 harness="claude", owner=getpass.getuser(), preset=Preset.COLLABORATE, launcher=None
             )
-            attach = services.grants.attach_pane(pid, pane, 100 + n, f"inc_{name}")
+            attach = services.grants.attach_pane(pid, pane, 100 + n, None, f"inc_{name}")
             services.gate.record(
                 AuditDraft(actor="system", action="t", outcome="ok"), [mint, attach]
             )
