@@ -44,6 +44,7 @@ from openbus.daemon.mcp.tools import McpTool, ToolRegistry
 from openbus.daemon.messaging.fleet import DirectoryFleet
 from openbus.daemon.messaging.mcp_tools import MESSAGING_TOOLS
 from openbus.daemon.messaging.service import MessagingService
+from openbus.daemon.refusals import AgentRefusals
 from openbus.kernel.clock import Clock, Random
 
 log = logging.getLogger("openbus")
@@ -127,6 +128,7 @@ def build(
         CardExpiry(gate, base.cards),
         PolicyWatch(base.policy, base.connect, gate),
         base.refusals,
+        AgentRefusals(gate),
     )
     directory = DirectoryFeature(gate, config, clock, random)
     history = HistoryService(gate, open_index(config, clock, directory.pane_for_pid))

@@ -49,6 +49,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 
 from openbus.daemon.config import DaemonConfig
 from openbus.daemon.connect import Connect
+from openbus.daemon.core.actors import Actor
 from openbus.daemon.core.audit import AuditDraft
 from openbus.daemon.gate import Gate
 from openbus.daemon.grants import Grants, Principal
@@ -198,7 +199,7 @@ class McpEndpoint:
         if scope.get("type") != "http":
             return
         if scope.get("query_string"):
-            self._audit_refusal("mcp.query_refused", scope, {"reason": "query string"})
+            self._audit_query_refusal(scope)
             await _drain(receive)
             await _respond(
                 send,
@@ -263,11 +264,20 @@ class McpEndpoint:
         if session is not None:
             owner = self.owners.get(session)
             if owner is not None and owner != principal.id:
-                self._audit_refusal(
-                    principal.actor().name,
-                    scope,
-                    {"reason": "session of another agent", "principal": principal.id},
-                    action="mcp.session_refused",
+                actor = principal.actor()
+                await self._refused(
+                    actor,
+                    AuditDraft(
+                        actor=actor.name,
+                        action="mcp.session_refused",
+                        outcome="refused",
+                        target="/mcp",
+                        details={
+                            "reason": "session of another agent",
+                            "principal": principal.id,
+                            "method": scope.get("method"),
+                        },
+                    ),
                 )
                 await _drain(receive)
                 await _respond(send, 404, {"error": "not_found", "message": "Session not found"})
@@ -306,29 +316,22 @@ class McpEndpoint:
             return None
         return await self.verifier.verify(token)
 
-    def _audit_refusal(
-        self,
-        actor: str,
-        scope: Mapping[str, Any],
-        details: dict[str, Any],
-        *,
-        action: str = "mcp.refused",
-    ) -> None:
-        anonymous = action == "mcp.query_refused"
-        if anonymous:
-            actor, action = "system", "mcp.refused"
+    def _audit_query_refusal(self, scope: Mapping[str, Any]) -> None:
         draft = AuditDraft(
-            actor=actor,
-            action=action,
+            actor="system",
+            action="mcp.refused",
             outcome="refused",
             target="/mcp",
-            details={**details, "method": scope.get("method")},
+            details={"reason": "query string", "method": scope.get("method")},
         )
-        try:
-            if anonymous:  # no token was checked: sampled, so a flood cannot fill the store
-                self.refusals.refuse("mcp.refused query", draft)
-            else:
-                self.gate.record(draft)
+        try:  # no token was checked: sampled, so a flood cannot fill the store
+            self.refusals.refuse("mcp.refused query", draft)
+        except OpenbusError:
+            log.warning("could not audit a refused MCP request")
+
+    async def _refused(self, actor: Actor, draft: AuditDraft) -> None:
+        try:  # an agent's refusals are sampled per agent by the gate
+            await self.gate.refuse(actor, draft)
         except OpenbusError:
             log.warning("could not audit a refused MCP request")
 
@@ -403,15 +406,20 @@ class McpEndpoint:
         tool_ctx = ToolContext(principal, actor, self.launches, self.clock, mcp_session)
         args = dict(params.arguments or {})
         try:
+            self.gate.throttle(actor)
+        except OpenbusError as exc:
+            return _error_result(exc.to_dict())
+        try:
             call_params = tool.params(args, tool_ctx)
         except OpenbusError as exc:
-            self.gate.record(
+            await self._refused(
+                actor,
                 AuditDraft(
                     actor=actor.name,
                     action=tool.action,
                     outcome="refused",
                     details={"reason": exc.code, "message": exc.message, "tool": tool.name},
-                )
+                ),
             )
             return _error_result(exc.to_dict())
         try:
