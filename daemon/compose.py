@@ -14,7 +14,8 @@ is built, and is never changed afterwards:
 5. the audit export (checkpoints and the OTLP shipper), whether or not HTTP is served;
 6. launch (structured launchers, tokens, the liveness of launched agents);
 7. messaging on the directory's fleet, then the pane detail with messaging's section;
-8. the MCP endpoint over every feature's tools, its tokens verified by launch;
+8. the MCP endpoint over every feature's tools, its tokens verified by launch (its sessions
+   capped per agent, counted on ``/healthz``);
 9. ``extra``: features supplied by the caller (``bench/`` adds its no-op tool this way).
 
 The ``Daemon`` starts the features in this order, stops them in reverse, runs their ``tick``
@@ -177,7 +178,7 @@ def build(
         refusals=base.refusals,
         clock=clock,
     )
-    features = (*sweeps, directory, history, audit_export, launch, messaging, *added)
+    features = (*sweeps, directory, history, audit_export, launch, messaging, mcp, *added)
     return Daemon(
         foundation=base,
         directory=directory,
