@@ -160,6 +160,9 @@ def main() -> None:
                     "daemon": {"state_dir": str(root / "state"), "socket": str(root / "d.sock")},
                     "tmux": {"socket": str(server.socket)},
                     "history": {"claude_config_dirs": [], "codex_homes": []},
+                    # the flood measures the messaging refusals themselves, not the gate's
+                    # rate limit that would answer an agent refused this often
+                    "audit": {"agent_refusal_burst": 10 * FLOOD},
                 },
                 "<bench>",
             )

@@ -14,7 +14,8 @@ is built, and is never changed afterwards:
 5. the audit export (checkpoints and the OTLP shipper), whether or not HTTP is served;
 6. launch (structured launchers, tokens, the liveness of launched agents);
 7. messaging on the directory's fleet, then the pane detail with messaging's section;
-8. the MCP endpoint over every feature's tools, its tokens verified by launch;
+8. the MCP endpoint over every feature's tools, its tokens verified by launch (its sessions
+   capped per agent, counted on ``/healthz``);
 9. ``extra``: features supplied by the caller (``bench/`` adds its no-op tool this way).
 
 The ``Daemon`` starts the features in this order, stops them in reverse, runs their ``tick``
@@ -44,6 +45,7 @@ from openbus.daemon.mcp.tools import McpTool, ToolRegistry
 from openbus.daemon.messaging.fleet import DirectoryFleet
 from openbus.daemon.messaging.mcp_tools import MESSAGING_TOOLS
 from openbus.daemon.messaging.service import MessagingService
+from openbus.daemon.refusals import AgentRefusals
 from openbus.kernel.clock import Clock, Random
 
 log = logging.getLogger("openbus")
@@ -127,6 +129,7 @@ def build(
         CardExpiry(gate, base.cards),
         PolicyWatch(base.policy, base.connect, gate),
         base.refusals,
+        AgentRefusals(gate),
     )
     directory = DirectoryFeature(gate, config, clock, random)
     history = HistoryService(gate, open_index(config, clock, directory.pane_for_pid))
@@ -175,7 +178,7 @@ def build(
         refusals=base.refusals,
         clock=clock,
     )
-    features = (*sweeps, directory, history, audit_export, launch, messaging, *added)
+    features = (*sweeps, directory, history, audit_export, launch, messaging, mcp, *added)
     return Daemon(
         foundation=base,
         directory=directory,

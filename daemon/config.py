@@ -79,6 +79,10 @@ class AuditConfig:
     checkpoint_every: int = 1000
     checkpoint_seconds: float = 60.0
     box_name: str | None = None
+    # an agent's refused calls: this many a window get their own records, then it is
+    # rate-limited until the window closes, the rest counted in one summary record
+    agent_refusal_burst: int = 30
+    agent_refusal_window_seconds: float = 60.0
 
 
 @dataclass(frozen=True)
@@ -369,6 +373,8 @@ def parse_config(data: Mapping[str, Any], path: str, *, hosted_default: bool = F
         checkpoint_every=_positive(a, "checkpoint_every", int, 1000),
         checkpoint_seconds=_positive(a, "checkpoint_seconds", float, 60.0),
         box_name=a.get("box_name", str),
+        agent_refusal_burst=_positive(a, "agent_refusal_burst", int, 30),
+        agent_refusal_window_seconds=_positive(a, "agent_refusal_window_seconds", float, 60.0),
     )
     a.finish()
 

@@ -17,6 +17,7 @@ from openbus.daemon.cards import Cards
 from openbus.daemon.config import Config
 from openbus.daemon.connect import Connect
 from openbus.daemon.core.audit import AuditDraft
+from openbus.daemon.core.sampling import RefusalSampler
 from openbus.daemon.feature import Feature
 from openbus.daemon.gate import Gate
 from openbus.daemon.grants import Grants
@@ -47,7 +48,11 @@ class Foundation:
         audit = AuditLog(db, clock)
         policy = PolicyRuntime.from_config(config, clock=clock)
         grants = Grants(db, clock, random, cap_for=lambda owner: policy.cap_for(owner).preset)
-        gate = Gate(audit, grants)
+        agent_refusals = RefusalSampler(
+            burst=config.audit.agent_refusal_burst,
+            window=config.audit.agent_refusal_window_seconds,
+        )
+        gate = Gate(audit, grants, clock=clock, agent_refusals=agent_refusals)
         cards = Cards(db, clock, random)
         consent_actions.register(gate, cards)
         return cls(

@@ -31,6 +31,15 @@ A call that queues state changes (``call.write``) or in-process effects (``after
 commits at once, as before, so the next call on the loop sees its change: the open batch is
 flushed first (keeping arrival order) and then its own writes and record commit together in
 their own transaction. ``record()`` (the daemon acting on its own) does the same.
+
+Refused agents. An agent's refused calls are sampled per agent (``core.sampling``): the first
+``burst`` refusals of a window get their own records, and an agent that used its burst is
+rate-limited for the rest of the window: every further call answers ``RateLimited`` without
+being authorized or run, counted in one ``refusals.suppressed`` summary when the window
+closes (``sweep_refusals``, on the housekeeping tick). So a token that is refused (turned Off,
+lacking a scope) costs at most ``burst`` records and one summary a window, and an unrelated
+agent is untouched. Humans are never rate-limited here: a human must always be able to
+decide a card or disconnect a flooding agent, and their refusals stay one record each.
 """
 
 from __future__ import annotations
@@ -47,7 +56,9 @@ from openbus.daemon.audit.log import AuditLog
 from openbus.daemon.core.actions import Action, authorize
 from openbus.daemon.core.actors import Actor
 from openbus.daemon.core.audit import AuditDraft, AuditRecord
-from openbus.kernel.errors import AuditUnavailable, NotFound, OpenbusError
+from openbus.daemon.core.sampling import RefusalSampler, Suppressed
+from openbus.kernel.clock import Clock
+from openbus.kernel.errors import AuditUnavailable, NotFound, OpenbusError, RateLimited
 from openbus.kernel.scopes import Scope
 
 log = logging.getLogger("openbus.gate")
@@ -95,15 +106,26 @@ class GateStats:
     calls: int = 0  # actions run through the gate, whatever their outcome
     batches: int = 0  # group commits: record-only calls committed together
     batched_records: int = 0  # the records those group commits wrote
+    rate_limited: int = 0  # agents' calls answered rate_limited without running
+    refusals_sampled_out: int = 0  # agents' refusals counted in a summary, no record of their own
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
 
 
 class Gate:
-    def __init__(self, audit: AuditLog, scopes: ScopeSource | None = None) -> None:
+    def __init__(
+        self,
+        audit: AuditLog,
+        scopes: ScopeSource | None = None,
+        *,
+        clock: Clock,
+        agent_refusals: RefusalSampler,
+    ) -> None:
         self.audit = audit
         self.scopes: ScopeSource = scopes or NoGrants()
+        self.clock = clock
+        self.agent_refusals = agent_refusals  # keyed by the agent's actor name
         self._registry: dict[str, tuple[Action, Executor]] = {}
         self.stats = GateStats()
         # group commit: drafts waiting for the next flush, each with its caller's future
@@ -140,6 +162,7 @@ class Gate:
     ) -> Any:
         self.stats.calls += 1
         action, executor = self._lookup(name)
+        self.throttle(actor)
         call = Call(actor, action, dict(params or {}), target=target, message_id=message_id)
         try:
             scopes = self.scopes.scopes_for(actor) if actor.is_agent else frozenset()
@@ -164,6 +187,41 @@ class Gate:
         expiry sweeps, delivery outcomes, revocation cascades. Durable when this returns."""
         self.flush()
         return self._append(list(writes or []), draft)
+
+    def throttle(self, actor: Actor) -> None:
+        """Refuse (``RateLimited``) a call of an agent that used its window's refusals, before
+        anything of the call runs; the call is counted in the window's summary."""
+        if not actor.is_agent:
+            return
+        now = self.clock.monotonic()
+        wait = self.agent_refusals.retry_after(actor.name, now)
+        if wait is None:
+            return
+        _, due = self.agent_refusals.admit(actor.name, now)
+        self._summarise(due)
+        self.stats.rate_limited += 1
+        raise RateLimited(
+            f"too many refused calls: calls are refused for the next {wait:.0f} s", field="rate"
+        )
+
+    async def refuse(self, actor: Actor, draft: AuditDraft) -> None:
+        """Audit a refusal of ``actor``'s call: an agent's are sampled per agent (the first of
+        a window recorded, the rest counted in its summary), a human's always recorded."""
+        if actor.is_agent:
+            admitted, due = self.agent_refusals.admit(actor.name, self.clock.monotonic())
+            self._summarise(due)
+            if not admitted:
+                self.stats.refusals_sampled_out += 1
+                return
+        await self._grouped(draft)
+
+    def sweep_refusals(self) -> None:
+        """Record the summaries of agents' refusal windows that have closed."""
+        self._summarise(self.agent_refusals.sweep(self.clock.monotonic()))
+
+    def _summarise(self, due: list[Suppressed]) -> None:
+        for summary in due:
+            self.record(summary.draft())
 
     # ------------------------------------------------------------------ internals
 
@@ -204,9 +262,11 @@ class Gate:
         )
         reason = exc.code if isinstance(exc, OpenbusError) else "internal"
         message = exc.message if isinstance(exc, OpenbusError) else "internal error"
-        await self._grouped(
-            self._draft(call, outcome, {**call.details, "reason": reason, "message": message})
-        )
+        draft = self._draft(call, outcome, {**call.details, "reason": reason, "message": message})
+        if outcome == "refused":
+            await self.refuse(call.actor, draft)
+        else:
+            await self._grouped(draft)
 
     # ------------------------------------------------------------------ group commit
 

@@ -2,7 +2,9 @@
 
 A flood of forged identities or query-string tokens is counted in summary records instead of
 filling the audit store: per sampling key, the first refusals of a window are recorded one by
-one and the rest as one ``refusals.suppressed`` record when the window closes.
+one and the rest as one ``refusals.suppressed`` record when the window closes. Agents'
+refusals are sampled (and the agents rate-limited) by the gate itself; ``AgentRefusals``
+closes their windows on the housekeeping tick.
 """
 
 from __future__ import annotations
@@ -34,15 +36,16 @@ class AnonymousRefusals(Feature):
 
     def _record_suppressed(self, due: list[Suppressed]) -> None:
         for summary in due:
-            self.gate.record(
-                AuditDraft(
-                    actor="system",
-                    action="refusals.suppressed",
-                    outcome="refused",
-                    target=summary.key,
-                    details={
-                        "count": summary.count,
-                        "seconds": round(summary.until - summary.since, 3),
-                    },
-                )
-            )
+            self.gate.record(summary.draft())
+
+
+class AgentRefusals(Feature):
+    """Records the summaries of agents' refusal windows once they close (see ``Gate``)."""
+
+    name = "agent refusal summaries"
+
+    def __init__(self, gate: Gate) -> None:
+        self.gate = gate
+
+    def tick(self) -> None:
+        self.gate.sweep_refusals()

@@ -73,6 +73,12 @@ class Refused(OpenbusError):
     code = "refused"
 
 
+class RateLimited(Refused):
+    """The caller was refused too often in a window: its calls are not run until it closes."""
+
+    code = "rate_limited"
+
+
 class Unavailable(OpenbusError):
     """A dependency the action needs is not there (tmux server down, audit store failing)."""
 

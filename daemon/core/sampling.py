@@ -1,21 +1,30 @@
-"""Sampling anonymous refusals, so a flood cannot fill the audit store.
+"""Sampling refusals, so a flood cannot fill the audit store.
 
 Theory of operation
 -------------------
 Refusals of callers with no identity (a forged tunnel header over TCP, a token in a query
-string) are audited, but anyone on the box can send them as fast as the daemon answers. For
-each *key* (what was refused, and from which peer) the sampler admits the first ``burst``
-refusals of a window of ``window`` seconds as individual records; the rest are counted. When a
-window with suppressed refusals closes (noticed at the next refusal of that key, or by a
-periodic ``sweep``) the count comes out as one summary, so the trail stays complete in number:
-every refusal is either its own record or part of a summary's count. Keys whose windows closed
-are forgotten, and at most ``max_keys`` are tracked (the oldest window closes first), so the
-sampler's own memory is bounded.
+string) are audited, but anyone on the box can send them as fast as the daemon answers; so
+can a connected agent whose calls are refused (a token turned Off, a scope it lacks). For
+each *key* (what was refused and from which peer, or the agent refused) the sampler admits
+the first ``burst`` refusals of a window of ``window`` seconds as individual records; the rest
+are counted. When a window with suppressed refusals closes (noticed at the next refusal of
+that key, or by a periodic ``sweep``) the count comes out as one summary, so the trail stays
+complete in number: every refusal is either its own record or part of a summary's count. Keys
+whose windows closed are forgotten, and at most ``max_keys`` are tracked (the oldest window
+closes first), so the sampler's own memory is bounded.
+
+An agent that used its window's burst is rate-limited (``retry_after``): the gate answers its
+further calls of that window ``rate_limited`` without running them, each counted in the
+window's summary, so a refused caller costs neither records nor executor work.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from openbus.daemon.core.audit import AuditDraft
+
+SUPPRESSED_ACTION = "refusals.suppressed"
 
 
 @dataclass(frozen=True)
@@ -24,6 +33,16 @@ class Suppressed:
     count: int
     since: float
     until: float
+
+    def draft(self) -> AuditDraft:
+        """The summary record: how many refusals of ``key`` had no record of their own."""
+        return AuditDraft(
+            actor="system",
+            action=SUPPRESSED_ACTION,
+            outcome="refused",
+            target=self.key,
+            details={"count": self.count, "seconds": round(self.until - self.since, 3)},
+        )
 
 
 @dataclass
@@ -54,6 +73,14 @@ class RefusalSampler:
             return True, due
         current.suppressed += 1
         return False, due
+
+    def retry_after(self, key: str, now: float) -> float | None:
+        """Seconds until ``key``'s window closes when it has used its burst, else None."""
+        current = self._windows.get(key)
+        if current is None or current.admitted < self.burst:
+            return None
+        left = self.window - (now - current.opened)
+        return left if left > 0 else None
 
     def sweep(self, now: float) -> list[Suppressed]:
         """Close every window older than ``window``; the summaries of those that suppressed."""

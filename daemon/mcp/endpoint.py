@@ -26,8 +26,17 @@ id>``, or the pane form before the session id is bound); every result is framed 
 A result is one compact JSON text block (no ``structuredContent``: no tool declares an output
 schema, and the same data twice would double what every client parses), built once per
 projected object (``list_panes``: once per directory snapshot).
-Revoking or narrowing an agent (``Connect.on_revocation``) ends every open MCP session of
-that agent at once: its streams close, its session ids answer 404 from then on.
+Revoking or narrowing an agent (``Connect.on_revocation``: turning it Off, disconnect-all,
+a narrower org cap, its process exiting) ends every open MCP session of that agent at once:
+its streams close, its session ids answer 404 from then on.
+
+Sessions are bounded, so one token cannot exhaust the daemon's memory (each open session
+holds a server task and its streams, ~50 kB): an agent holds at most
+``MAX_SESSIONS_PER_AGENT`` sessions, and opening one more ends its oldest. Evicting rather
+than refusing keeps a real agent working when its client lost sessions without ending them
+(a restarted MCP client, a dropped connection): the sessions it loses are only ever its own.
+A session with no request in flight and no open stream ends after ``SESSION_IDLE_SECONDS``.
+The counts are this feature's section of ``/healthz``.
 """
 
 from __future__ import annotations
@@ -49,7 +58,9 @@ from mcp.server.transport_security import TransportSecuritySettings
 
 from openbus.daemon.config import DaemonConfig
 from openbus.daemon.connect import Connect
+from openbus.daemon.core.actors import Actor
 from openbus.daemon.core.audit import AuditDraft
+from openbus.daemon.feature import Feature
 from openbus.daemon.gate import Gate
 from openbus.daemon.grants import Grants, Principal
 from openbus.daemon.mcp.instructions import INSTRUCTIONS
@@ -63,7 +74,8 @@ from openbus.kernel.tunnel_signature import is_identity_header
 log = logging.getLogger("openbus.mcp")
 
 MAX_BODY = 1024 * 1024
-SESSION_IDLE_SECONDS = 6 * 3600.0
+SESSION_IDLE_SECONDS = 10 * 60.0
+MAX_SESSIONS_PER_AGENT = 8
 PRINCIPAL_SCOPE_KEY = "openbus.principal"
 SERVER_NAME = "openbus"
 
@@ -131,8 +143,10 @@ def allowed_hosts(host: str, port: int) -> list[str]:
     return hosts
 
 
-class McpEndpoint:
+class McpEndpoint(Feature):
     """The ``/mcp`` ASGI app and the MCP server behind it."""
+
+    name = "mcp"
 
     def __init__(
         self,
@@ -147,6 +161,7 @@ class McpEndpoint:
         refusals: AnonymousRefusals,
         clock: Clock,
         max_body: int = MAX_BODY,
+        max_sessions_per_agent: int = MAX_SESSIONS_PER_AGENT,
     ) -> None:
         self.gate = gate
         self.grants = grants
@@ -181,7 +196,9 @@ class McpEndpoint:
             max_request_body_size=max_body,
             session_idle_timeout=SESSION_IDLE_SECONDS,
         )
-        self.owners: dict[str, str] = {}  # MCP session id -> principal id
+        self.max_sessions_per_agent = max_sessions_per_agent
+        self.owners: dict[str, str] = {}  # MCP session id -> principal id, oldest first
+        self.evicted = 0  # sessions ended because their agent opened one more than its cap
         self._framed: dict[str, tuple[Any, dict[str, Any]]] = {}  # tool -> (data, wire result)
         connect.on_revocation(self.on_revoked)
 
@@ -198,7 +215,7 @@ class McpEndpoint:
         if scope.get("type") != "http":
             return
         if scope.get("query_string"):
-            self._audit_refusal("mcp.query_refused", scope, {"reason": "query string"})
+            self._audit_query_refusal(scope)
             await _drain(receive)
             await _respond(
                 send,
@@ -263,11 +280,20 @@ class McpEndpoint:
         if session is not None:
             owner = self.owners.get(session)
             if owner is not None and owner != principal.id:
-                self._audit_refusal(
-                    principal.actor().name,
-                    scope,
-                    {"reason": "session of another agent", "principal": principal.id},
-                    action="mcp.session_refused",
+                actor = principal.actor()
+                await self._refused(
+                    actor,
+                    AuditDraft(
+                        actor=actor.name,
+                        action="mcp.session_refused",
+                        outcome="refused",
+                        target="/mcp",
+                        details={
+                            "reason": "session of another agent",
+                            "principal": principal.id,
+                            "method": scope.get("method"),
+                        },
+                    ),
                 )
                 await _drain(receive)
                 await _respond(send, 404, {"error": "not_found", "message": "Session not found"})
@@ -291,14 +317,49 @@ class McpEndpoint:
                     if key.lower() == header:
                         self._prune()
                         self.owners[value.decode("latin-1")] = principal_id
+                        await self._evict_over_cap(principal_id)
             await send(message)
 
         return capture
+
+    async def _evict_over_cap(self, principal_id: str) -> None:
+        """End the agent's oldest sessions beyond its cap (the newest, just opened, stays)."""
+        sessions = self.sessions_of(principal_id)
+        for sid in sessions[: max(0, len(sessions) - self.max_sessions_per_agent)]:
+            if await self._end(sid):
+                self.evicted += 1
 
     def _prune(self) -> None:
         live = self.manager._server_instances  # the SDK keeps no public view of open sessions
         for sid in [s for s in self.owners if s not in live]:
             del self.owners[sid]
+
+    async def _end(self, sid: str) -> bool:
+        self.owners.pop(sid, None)
+        transport = self.manager._server_instances.get(sid)
+        if transport is None:
+            return False
+        await self.manager._discard_session(sid, transport)
+        return True
+
+    # ------------------------------------------------------------------ feature
+
+    def tick(self) -> None:
+        self._prune()  # forget sessions the SDK ended (idle, client DELETE)
+
+    def health(self) -> Mapping[str, Any]:
+        self._prune()
+        per_agent: dict[str, int] = {}
+        for owner in self.owners.values():
+            per_agent[owner] = per_agent.get(owner, 0) + 1
+        return {
+            "sessions": len(self.manager._server_instances),
+            "agents_with_sessions": len(per_agent),
+            "most_sessions_of_one_agent": max(per_agent.values(), default=0),
+            "max_sessions_per_agent": self.max_sessions_per_agent,
+            "evicted": self.evicted,
+            "idle_seconds": SESSION_IDLE_SECONDS,
+        }
 
     async def _authenticate(self, scope: Mapping[str, Any]) -> Principal | None:
         token = bearer_token(scope)
@@ -306,29 +367,22 @@ class McpEndpoint:
             return None
         return await self.verifier.verify(token)
 
-    def _audit_refusal(
-        self,
-        actor: str,
-        scope: Mapping[str, Any],
-        details: dict[str, Any],
-        *,
-        action: str = "mcp.refused",
-    ) -> None:
-        anonymous = action == "mcp.query_refused"
-        if anonymous:
-            actor, action = "system", "mcp.refused"
+    def _audit_query_refusal(self, scope: Mapping[str, Any]) -> None:
         draft = AuditDraft(
-            actor=actor,
-            action=action,
+            actor="system",
+            action="mcp.refused",
             outcome="refused",
             target="/mcp",
-            details={**details, "method": scope.get("method")},
+            details={"reason": "query string", "method": scope.get("method")},
         )
-        try:
-            if anonymous:  # no token was checked: sampled, so a flood cannot fill the store
-                self.refusals.refuse("mcp.refused query", draft)
-            else:
-                self.gate.record(draft)
+        try:  # no token was checked: sampled, so a flood cannot fill the store
+            self.refusals.refuse("mcp.refused query", draft)
+        except OpenbusError:
+            log.warning("could not audit a refused MCP request")
+
+    async def _refused(self, actor: Actor, draft: AuditDraft) -> None:
+        try:  # an agent's refusals are sampled per agent by the gate
+            await self.gate.refuse(actor, draft)
         except OpenbusError:
             log.warning("could not audit a refused MCP request")
 
@@ -341,11 +395,7 @@ class McpEndpoint:
         """End every open MCP session (and its streams) of one agent. Returns how many."""
         closed = 0
         for sid in self.sessions_of(principal_id):
-            self.owners.pop(sid, None)
-            transport = self.manager._server_instances.get(sid)
-            if transport is not None:
-                await self.manager._discard_session(sid, transport)
-                closed += 1
+            closed += await self._end(sid)
         return closed
 
     async def on_revoked(self, principal: Principal, preset: Preset) -> None:
@@ -403,15 +453,20 @@ class McpEndpoint:
         tool_ctx = ToolContext(principal, actor, self.launches, self.clock, mcp_session)
         args = dict(params.arguments or {})
         try:
+            self.gate.throttle(actor)
+        except OpenbusError as exc:
+            return _error_result(exc.to_dict())
+        try:
             call_params = tool.params(args, tool_ctx)
         except OpenbusError as exc:
-            self.gate.record(
+            await self._refused(
+                actor,
                 AuditDraft(
                     actor=actor.name,
                     action=tool.action,
                     outcome="refused",
                     details={"reason": exc.code, "message": exc.message, "tool": tool.name},
-                )
+                ),
             )
             return _error_result(exc.to_dict())
         try:

@@ -14,10 +14,11 @@ from openbus.daemon.audit.log import AuditLog
 from openbus.daemon.core import actors
 from openbus.daemon.core.actions import Action
 from openbus.daemon.core.audit import AuditDraft
+from openbus.daemon.core.sampling import RefusalSampler
 from openbus.daemon.gate import Call, Gate
 from openbus.daemon.grants import Grants
 from openbus.daemon.state import StateDB
-from openbus.kernel.errors import AuditUnavailable, NotConnected
+from openbus.kernel.errors import AuditUnavailable, Conflict, NotConnected, RateLimited
 from openbus.kernel.scopes import Preset, Scope
 from openbus.kernel.testing import FixedClock, SeededRandom
 from tests.support.wait import let_others_run
@@ -26,12 +27,15 @@ READ = Action("thing.read", scope=Scope.READ)
 WRITE = Action("thing.write", mutates=True)
 
 
-def build(tmp_path: Path) -> tuple[Gate, AuditLog, Grants]:
-    clock = FixedClock()
+def build(
+    tmp_path: Path, clock: FixedClock | None = None, burst: int = 100
+) -> tuple[Gate, AuditLog, Grants]:
+    clock = clock or FixedClock()
     db = StateDB(tmp_path / "state.db")
     audit = AuditLog(db, clock)
     grants = Grants(db, clock, SeededRandom(), cap_for=lambda owner: Preset.COLLABORATE)
-    return Gate(audit, grants), audit, grants
+    gate = Gate(audit, grants, clock=clock, agent_refusals=RefusalSampler(burst=burst, window=60))
+    return gate, audit, grants
 
 
 def run(coro: Any) -> Any:
@@ -70,6 +74,49 @@ def test_an_agent_without_scope_is_refused_and_the_refusal_is_audited(tmp_path: 
     assert ran == []
     [record] = audit.read()
     assert record.outcome == "refused" and record.details["reason"] == "not_connected"
+
+
+def test_an_agent_refused_beyond_its_burst_is_rate_limited_and_counted_in_one_summary(
+    tmp_path: Path,
+) -> None:
+    clock = FixedClock()
+    gate, audit, _ = build(tmp_path, clock, burst=3)
+    ran = []
+
+    async def executor(call: Call) -> None:
+        ran.append(call)
+        raise Conflict("not now")  # what a human's refused call looks like
+
+    gate.register(READ, executor)
+    flooder = actors.agent_session("claude", "s1", "p_missing")
+    other = actors.agent_session("claude", "s2", "p_other")
+    errors = []
+    for _ in range(10):
+        with pytest.raises((NotConnected, RateLimited)) as refused:
+            run(gate.run(flooder, "thing.read"))
+        errors.append(refused.value.code)
+    assert errors == ["not_connected"] * 3 + ["rate_limited"] * 7
+    with pytest.raises(NotConnected):  # another agent's window is its own
+        run(gate.run(other, "thing.read"))
+    for _ in range(5):  # a human is never rate-limited, each refusal recorded
+        with pytest.raises(Conflict):
+            run(gate.run(actors.human("alice"), "thing.read"))
+    assert [call.actor.kind for call in ran] == ["human"] * 5  # no agent call ran
+    assert [(r.actor, r.outcome) for r in audit.read()] == [
+        *[(flooder.name, "refused")] * 3,
+        (other.name, "refused"),
+        *[("human:alice", "refused")] * 5,
+    ]
+    clock.advance(60)
+    gate.sweep_refusals()
+    [summary] = audit.read(after=9)
+    assert (summary.action, summary.target, summary.details["count"]) == (
+        "refusals.suppressed",
+        flooder.name,
+        7,
+    )
+    with pytest.raises(NotConnected):  # a new window: refused, recorded, not rate-limited
+        run(gate.run(flooder, "thing.read"))
 
 
 def test_a_granted_agent_runs_and_narrowing_takes_effect_on_the_next_call(tmp_path: Path) -> None:
@@ -177,6 +224,8 @@ def test_concurrent_calls_share_a_commit_and_each_gets_its_record_in_a_gap_free_
         "calls": 50,
         "batches": gate.stats.batches,
         "batched_records": 50,
+        "rate_limited": 0,
+        "refusals_sampled_out": 0,
     }
     records = audit.read()
     assert [r.seq for r in records] == list(range(1, 51))

@@ -8,6 +8,16 @@ from hypothesis import strategies as st
 from openbus.daemon.core.sampling import RefusalSampler
 
 
+def test_a_key_that_used_its_burst_waits_until_its_window_closes() -> None:
+    sampler = RefusalSampler(burst=2, window=60)
+    sampler.admit("agent", 10.0)
+    assert sampler.retry_after("agent", 10.0) is None
+    sampler.admit("agent", 10.0)
+    assert sampler.retry_after("agent", 40.0) == 30.0
+    assert sampler.retry_after("other", 40.0) is None
+    assert sampler.retry_after("agent", 70.0) is None
+
+
 def test_the_first_refusals_of_a_window_get_their_own_records() -> None:
     sampler = RefusalSampler(burst=3, window=60)
     assert [sampler.admit("tcp", 0.0)[0] for _ in range(5)] == [True, True, True, False, False]

@@ -71,7 +71,7 @@ def fleet(tmp_path: Path) -> Iterator[Fleet]:
 
 
 @contextmanager
-def make_fleet(tmp_path: Path) -> Iterator[Fleet]:
+def make_fleet(tmp_path: Path, config: dict[str, dict[str, Any]] | None = None) -> Iterator[Fleet]:
     project = tmp_path / "project"
     project.mkdir()
     subprocess.run(["git", "init", "-q", str(project)], check=True)
@@ -98,6 +98,7 @@ def make_fleet(tmp_path: Path) -> Iterator[Fleet]:
             "launchers.fakecodex": {"harness": "codex", "argv": SLEEPER},
             "launchers.fakegemini": {"harness": "gemini", "argv": SLEEPER},
             "launchers.opaque": {"command": "exec sleep 600"},
+            **(config or {}),
         }
         with running_daemon(tmp_path, extra) as daemon:
             yield Fleet(daemon, tmux, project)

@@ -8,7 +8,14 @@ from collections.abc import Callable
 
 import pytest
 
-from openbus.kernel.errors import BadRequest, Conflict, NotConnected, NotFound, Refused
+from openbus.kernel.errors import (
+    BadRequest,
+    Conflict,
+    NotConnected,
+    NotFound,
+    RateLimited,
+    Refused,
+)
 from openbus.kernel.scopes import Preset
 from tests.daemon.messaging.conftest import Agent, Scenario, World
 
@@ -254,13 +261,16 @@ def test_a_flood_is_refused_before_admission_and_holds_no_memory(run_world: Run)
         assert refused == 500
         assert book.footprint() == before
         assert book.ids_held(a.principal or "") == 0
-        # the rate limit itself: admissions beyond the pair's minute are refused on the call
+        with pytest.raises(RateLimited):  # refused this often, the gate no longer runs its calls
+            await w.send(a, b, "ok", "after-the-flood")
+        # the pair's rate limit itself: admissions beyond the pair's minute are refused
+        c = await w.agent("c")
         limit = book.limits.pair_per_minute
         for i in range(limit):
-            await w.send(a, b, "ok", f"rate-{i}")
+            await w.send(c, b, "ok", f"rate-{i}")
         with pytest.raises(Refused, match="a minute"):
-            await w.send(a, b, "ok", "rate-over")
-        assert book.get(a.principal or "", "rate-over") is None
+            await w.send(c, b, "ok", "rate-over")
+        assert book.get(c.principal or "", "rate-over") is None
 
     run_world(scenario)
 

@@ -22,7 +22,9 @@ from tests.support.wait import wait_until
 
 @pytest.fixture
 def fleet(tmp_path: Path) -> Iterator[Fleet]:
-    with make_fleet(tmp_path) as made:
+    # these floods measure messaging's own refusals, so the gate's rate limit of an agent
+    # refused this often (tests/daemon/mcp/test_refused_flood.py) is set above them
+    with make_fleet(tmp_path, {"audit": {"agent_refusal_burst": 100_000}}) as made:
         yield made
 
 
