@@ -4,12 +4,12 @@ run anything (``/proc``), around the pure rule in ``daemon.core.agent_pool``.
 * The pool is every user whose primary or supplementary group is ``[hosted] agent_pool_group``
   (``openbus-agents``); a pool holding root, the tmux server's user or the daemon's own user
   is refused at start, since an agent under it would not be isolated.
-* A uid runs when any process has it as its real, effective, saved or filesystem uid (the
-  ``Uid:`` line of ``/proc/<pid>/status``; the owner of ``/proc/<pid>`` is not enough, a
-  non-dumpable process shows as root there). The scan fails closed: a ``/proc`` mounted with
-  ``hidepid`` (systemd's ``ProtectProc=``) would hide other users' processes and make a busy
-  uid look free, so it is refused at start, and a ``/proc`` that cannot be listed refuses
-  the launch.
+* A uid runs when any process that has not ended (a zombie has) has it as its real,
+  effective, saved or filesystem uid (the ``Uid:`` line of ``/proc/<pid>/status``; the owner
+  of ``/proc/<pid>`` is not enough, a non-dumpable process shows as root there). The scan
+  fails closed: a ``/proc`` mounted with ``hidepid`` (systemd's ``ProtectProc=``) would hide
+  other users' processes and make a busy uid look free, so it is refused at start, and a
+  ``/proc`` that cannot be listed refuses the launch.
 """
 
 from __future__ import annotations
@@ -45,6 +45,8 @@ def running_uids(proc: Path = PROC) -> tuple[frozenset[int], frozenset[int]]:
         try:
             with open(proc / name / "status", "rb") as handle:
                 for line in handle:
+                    if line.startswith(b"State:") and line.split()[1:2] == [b"Z"]:
+                        break  # a zombie has ended: nothing of it runs
                     if line.startswith(b"Uid:"):
                         uids.update(int(v) for v in line.split()[1:5])
                         pids.add(int(name))

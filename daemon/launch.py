@@ -81,8 +81,8 @@ log = logging.getLogger("openbus.launch")
 
 LAUNCH = Action("launch", tier=Tier.HUMAN, mutates=True)
 STALE_ENV_FILE_SECONDS = 60.0
-INCARNATION_POLLS = 20
-INCARNATION_POLL_SECONDS = 0.1
+INCARNATION_POLLS = 100  # at most 2 s, re-probing the pane at each poll
+INCARNATION_POLL_SECONDS = 0.02
 
 
 class AgentUserPool(Protocol):
@@ -191,6 +191,7 @@ class LaunchService(Feature):
                         if entry.harness == harness:
                             return str(seen)
                 await asyncio.sleep(INCARNATION_POLL_SECONDS)
+                self.directory.reprobe(pane)
             if seen:
                 return seen
         if identity is None:
