@@ -27,6 +27,7 @@ run: $(VENV)/.installed
 
 system-deps:
 	@command -v tmux >/dev/null 2>&1 || { apt-get update -q && apt-get install -y -q tmux; }
+	@command -v sudo >/dev/null 2>&1 && command -v visudo >/dev/null 2>&1 || { apt-get update -q && apt-get install -y -q sudo; }
 	@command -v npm >/dev/null 2>&1 || { apt-get update -q && apt-get install -y -q nodejs npm; }
 	@command -v systemd-analyze >/dev/null 2>&1 && command -v systemd-sysusers >/dev/null 2>&1 || { apt-get update -q && apt-get install -y -q systemd; }
 	@/usr/bin/python3 -c "import ensurepip, venv" 2>/dev/null || { apt-get update -q && apt-get install -y -q python3-venv; }

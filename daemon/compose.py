@@ -12,7 +12,8 @@ is built, and is never changed afterwards:
 3. the fleet directory (tmux adapter, directory, watcher; ``directory.list``);
 4. the history index (its pane lookup is the directory's);
 5. the audit export (checkpoints and the OTLP shipper), whether or not HTTP is served;
-6. launch (structured launchers, tokens, the liveness of launched agents);
+6. launch (structured launchers, tokens, the liveness of launched agents; on a hosted box in
+   ``pool`` mode, the agent-user pool that gives each agent its own uid);
 7. messaging on the directory's fleet, then the pane detail with messaging's section;
 8. the MCP endpoint over every feature's tools, its tokens verified by launch (its sessions
    capped per agent, counted on ``/healthz``);
@@ -31,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from openbus.daemon import messaging as messaging_feature
+from openbus.daemon.agent_users import AgentUsers
 from openbus.daemon.audit.shipper import Exporter
 from openbus.daemon.audit_export import AuditExport
 from openbus.daemon.config import Config
@@ -152,6 +154,7 @@ def build(
         connect=base.connect,
         tmux=directory.tmux,
         directory=directory.directory,
+        pool=AgentUsers.from_config(config, clock),
     )
     messaging = messaging_feature.build(
         gate=gate,

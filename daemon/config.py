@@ -120,6 +120,11 @@ class HostedConfig:
     operators_group: str | None = "openbus-operators"
     tunnel_public_key: Path | None = None
     signature_window_seconds: float = 30.0
+    agent_isolation: str = "pool"  # "pool": one uid of agent_pool_group per agent; "shared"
+    agent_pool_group: str = "openbus-agents"
+
+
+AGENT_ISOLATION = ("pool", "shared")
 
 
 @dataclass(frozen=True)
@@ -418,6 +423,8 @@ def parse_config(data: Mapping[str, Any], path: str, *, hosted_default: bool = F
         operators_group=ho.get("operators_group", str, "openbus-operators"),
         tunnel_public_key=ho.path_value("tunnel_public_key"),
         signature_window_seconds=_positive(ho, "signature_window_seconds", float, 30.0),
+        agent_isolation=_choice(ho, "agent_isolation", AGENT_ISOLATION, "pool"),
+        agent_pool_group=ho.get("agent_pool_group", str, "openbus-agents"),
     )
     ho.finish()
     root.finish()

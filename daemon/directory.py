@@ -285,6 +285,13 @@ class Directory:
             else:
                 self._entries[info.pane_id] = before
 
+    def reprobe(self, pane_id: str) -> None:
+        """Probe one known pane's processes again now, as a listing would: a launch whose
+        command starts under a wrapper (sudo to a pool user) asks until it sees the harness."""
+        entry = self._entries.get(pane_id)
+        if entry is not None:
+            self._upsert_one(entry.info, None)
+
     def pane_gone(self, pane_id: str) -> None:
         if pane_id in self._entries:
             self._remove(pane_id)

@@ -5,7 +5,9 @@ Theory of operation
 * Harness: read from /proc, never from the pane title. Candidates are the pane's process,
   the leader of the terminal's foreground process group (``tpgid`` in ``/proc/<pid>/stat``)
   and, when neither is recognized, that leader's descendants (a few levels, for ``npx`` and
-  similar launchers). A process is recognized by its argv words and its executable's name:
+  similar launchers, and for ``sudo`` starting a hosted agent under its pool user: the first
+  harness below, else the first shell). A process is recognized by its argv words and its
+  executable's name:
   ``claude``, ``codex``, ``opencode``, ``omp``, ``gemini`` (also as ``node .../claude``,
   ``node .../@openai/codex/bin/codex.js``), shells as ``shell``, anything else ``unknown``.
   The answer is cached per (pane pid, its start time, tpgid), unless it is ``unknown``: a
@@ -169,23 +171,37 @@ class ProcessProbe:
         own = _classify(pane_pid)
         if own not in (None, "shell"):
             return Detected(own, pane, pane)
+        root, kind = pane_pid, own
         if tpgid > 0 and tpgid != pane_pid:
-            leader = _classify(tpgid)
-            if leader not in (None, "shell"):
-                return Detected(leader, proc_identity(tpgid), pane)
-            if leader is None and _stat(tpgid) is not None:
-                tree = _children_map()
-                frontier, depth = [tpgid], 0
-                while frontier and depth < 3:
-                    nxt: list[int] = []
-                    for pid in frontier:
-                        for child in tree.get(pid, []):
-                            kind = _classify(child)
-                            if kind not in (None, "shell"):
-                                return Detected(kind, proc_identity(child), pane)
-                            nxt.append(child)
-                    frontier, depth = nxt, depth + 1
+            root, kind = tpgid, _classify(tpgid)
+            if kind not in (None, "shell"):
+                return Detected(kind, proc_identity(tpgid), pane)
+        if kind is None and _stat(root) is not None:
+            # an unrecognised wrapper (npx; sudo switching a hosted agent to its pool user,
+            # which keeps the pane's foreground group): look a few levels below it
+            found = self._descendant(root, pane)
+            if found is not None:
+                return found
         return Detected(own or "unknown", pane, pane)
+
+    @staticmethod
+    def _descendant(root: int, pane: ProcIdentity) -> Detected | None:
+        """The first harness below ``root``, else the first shell (what the wrapper runs)."""
+        tree = _children_map()
+        frontier, depth = [root], 0
+        shell: Detected | None = None
+        while frontier and depth < 3:
+            nxt: list[int] = []
+            for pid in frontier:
+                for child in tree.get(pid, []):
+                    kind = _classify(child)
+                    if kind not in (None, "shell"):
+                        return Detected(kind, proc_identity(child), pane)
+                    if kind == "shell" and shell is None:
+                        shell = Detected("shell", proc_identity(child), pane)
+                    nxt.append(child)
+            frontier, depth = nxt, depth + 1
+        return shell
 
     # ------------------------------------------------------------------ git
 

@@ -16,7 +16,13 @@ executor:
    0600 file in a 0700 directory and opens a detached tmux window running
    ``python -m openbus.daemon.launch_exec FILE -- <harness argv>`` on the configured tmux
    server, as that server's user; the wrapper unlinks the file and execs the harness, so the
-   token is in no argv at any time;
+   token is in no argv at any time. On a hosted box the agents' tmux server is another user's:
+   the environment goes over the control client's stdin (``new-window -e``) instead, and in
+   ``pool`` mode (``[hosted] agent_isolation``) the pane runs ``sudo --user <pool user>
+   --preserve-env=<those names> -- python -m openbus.daemon.launch_exec - -- <harness argv>``,
+   so each agent has a uid of its own (``daemon.core.agent_pool``; held until its uid runs,
+   given back when nothing of it runs) and cannot read another's environment, memory or files
+   nor open the agents' tmux socket; ``shared`` mode runs every agent as the server's user;
 4. attaches the principal to the new pane and process and returns the pane id and the
    incarnation (the directory's, once its watcher has seen the new pane).
 
@@ -48,18 +54,25 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from openbus.daemon.config import Config, Launcher
 from openbus.daemon.connect import Connect
 from openbus.daemon.core.actions import Action
+from openbus.daemon.core.agent_pool import PoolUser
 from openbus.daemon.core.audit import AuditDraft
 from openbus.daemon.core.consent import Tier
 from openbus.daemon.directory import Directory
 from openbus.daemon.feature import Feature
 from openbus.daemon.gate import Call, Gate
 from openbus.daemon.grants import Grants, Principal
-from openbus.daemon.launch_plan import TOKEN_ENV, check_cwd, check_prompt, plan_launch
+from openbus.daemon.launch_plan import (
+    TOKEN_ENV,
+    as_pool_user,
+    check_cwd,
+    check_prompt,
+    plan_launch,
+)
 from openbus.daemon.launch_proc import ProcessIdentity, find_codex_session, identity_of
 from openbus.daemon.tmux.adapter import Tmux
 from openbus.kernel.clock import Clock, Random
@@ -70,8 +83,20 @@ log = logging.getLogger("openbus.launch")
 
 LAUNCH = Action("launch", tier=Tier.HUMAN, mutates=True)
 STALE_ENV_FILE_SECONDS = 60.0
-INCARNATION_POLLS = 20
-INCARNATION_POLL_SECONDS = 0.1
+INCARNATION_POLLS = 100  # at most 2 s, re-probing the pane at each poll
+INCARNATION_POLL_SECONDS = 0.02
+
+
+class AgentUserPool(Protocol):
+    """Where each agent's own uid comes from on a hosted box in ``pool`` mode."""
+
+    def acquire(self) -> PoolUser: ...
+
+    def started(self, user: PoolUser, pid: int) -> None: ...
+
+    def release(self, user: PoolUser) -> None: ...
+
+    def health(self) -> dict[str, object]: ...
 
 
 @dataclass
@@ -84,6 +109,7 @@ class Launched:
     harness: str
     started: float
     codex_home: str | None = None
+    agent_user: str | None = None
 
 
 class LaunchService(Feature):
@@ -100,8 +126,10 @@ class LaunchService(Feature):
         connect: Connect,
         tmux: Tmux,
         directory: Directory,
+        pool: AgentUserPool | None = None,
     ) -> None:
         self.config = config
+        self.pool = pool
         self.clock = clock
         self.random = random
         self.gate = gate
@@ -165,6 +193,7 @@ class LaunchService(Feature):
                         if entry.harness == harness:
                             return str(seen)
                 await asyncio.sleep(INCARNATION_POLL_SECONDS)
+                self.directory.reprobe(pane)
             if seen:
                 return seen
         if identity is None:
@@ -221,13 +250,30 @@ class LaunchService(Feature):
         if plan.reason:
             call.details["connect_unavailable"] = plan.reason
 
+        agent_user: PoolUser | None = None
         if self._server_is_another_users():
             # Hosted: the agents' tmux server runs as another user, who could not open a file
             # only the daemon may read. Its environment goes over the control client's stdin
             # (``new-window -e``), which is never argv either.
-            pane, pid = await self.tmux.new_window(
-                list(plan.argv), env=env, cwd=str(cwd) if cwd else None, name=launcher.name
-            )
+            argv = list(plan.argv)
+            pool = self.pool
+            if pool is not None:
+                agent_user = pool.acquire()
+                call.details["agent_user"] = agent_user.name
+                env.update(self._wrapper_env())
+                argv = as_pool_user(
+                    argv, user=agent_user.name, env_names=list(env), python=sys.executable
+                )
+            try:
+                pane, pid = await self.tmux.new_window(
+                    argv, env=env, cwd=str(cwd) if cwd else None, name=launcher.name
+                )
+            except BaseException:
+                if pool is not None and agent_user is not None:
+                    pool.release(agent_user)
+                raise
+            if pool is not None and agent_user is not None:
+                pool.started(agent_user, pid)
         else:
             env_file = self._write_env_file(env)
             wrapper = [
@@ -262,6 +308,7 @@ class LaunchService(Feature):
                 launcher.harness,
                 self.clock.now(),
                 codex_home,
+                agent_user.name if agent_user else None,
             )
             call.after_commit.append(lambda: self.launched.__setitem__(record.principal, record))
         actor = None
@@ -278,6 +325,7 @@ class LaunchService(Feature):
             "launcher": launcher.name,
             "harness": launcher.harness,
             "cwd": str(cwd) if cwd else None,
+            "agent_user": agent_user.name if agent_user else None,
             "preset": preset.value if plan.connect else Preset.OFF.value,
             "connect": {
                 "available": plan.reason is None and launcher.structured,
@@ -288,6 +336,16 @@ class LaunchService(Feature):
                 "actor": actor,
             },
         }
+
+    @staticmethod
+    def _wrapper_env() -> dict[str, str]:
+        """What the wrapper needs to import openbus under the pool user: the daemon's own
+        import path when it runs with one (a checkout; an installed venv needs none)."""
+        path = os.environ.get("PYTHONPATH")
+        return {"PYTHONPATH": path} if path else {}
+
+    def health(self) -> dict[str, object] | None:
+        return self.pool.health() if self.pool is not None else None
 
     # ------------------------------------------------------------------ liveness and binding
 

@@ -8,6 +8,11 @@ never appears in any process's argv (world-readable in /proc), not even tmux's o
 and never in tmux's environment tables; it lives only in the harness's environment, which
 only its own user can read. The file is refused unless it belongs to this user, is a regular
 file and is readable by nobody else. Standard library only, to start fast.
+
+``python -m openbus.daemon.launch_exec - -- ARGV...`` is the pool form on a hosted box: sudo
+has already switched to the agent's pool user and kept the launch's variables (the token
+among them) from the pane's environment, so there is no file; the wrapper refuses to run the
+harness as root and execs it.
 """
 
 from __future__ import annotations
@@ -54,10 +59,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if len(args) < 3 or args[1] != "--":
         return fail("usage: python -m openbus.daemon.launch_exec ENVFILE -- ARGV...")
     path, command = args[0], args[2:]
-    try:
-        extra = read_env_file(path)
-    except (OSError, ValueError) as exc:
-        return fail(f"cannot read the launch environment: {exc}")
+    if path == "-":
+        if os.getuid() == 0 or os.geteuid() == 0:
+            return fail("refusing to run an agent as root")
+        extra = {}
+    else:
+        try:
+            extra = read_env_file(path)
+        except (OSError, ValueError) as exc:
+            return fail(f"cannot read the launch environment: {exc}")
     env = dict(os.environ)
     env.update(extra)
     try:

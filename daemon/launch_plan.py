@@ -144,6 +144,39 @@ def plan_launch(
     )
 
 
+# Kept across the switch to the pool user besides the launch's own variables: what tmux gives a
+# pane that the harness may use. TMUX (the server's socket) is not: the pool user cannot open it.
+POOL_KEEP_ENV = ("COLORTERM", "LANG", "LC_ALL", "TMUX_PANE")
+WRAPPER_MODULE = "openbus.daemon.launch_exec"
+
+
+def as_pool_user(
+    argv: tuple[str, ...] | list[str], *, user: str, env_names: list[str], python: str
+) -> list[str]:
+    """The pane's command that runs ``argv`` as the pool user ``user``: sudo (the deployed rule
+    lets the tmux server's user run only the launch wrapper, as members of the pool group),
+    keeping exactly the named variables (the token among them, never in argv), then the
+    wrapper, which execs the harness under the pool user's uid."""
+    names = sorted({*env_names, *POOL_KEEP_ENV})
+    if any(not n or "," in n or "=" in n for n in names):
+        raise BadRequest("environment variable names may not hold ',' or '='", field="env")
+    return [
+        "sudo",
+        "--non-interactive",
+        "--set-home",
+        "--user",
+        user,
+        f"--preserve-env={','.join(names)}",
+        "--",
+        python,
+        "-m",
+        WRAPPER_MODULE,
+        "-",
+        "--",
+        *argv,
+    ]
+
+
 def check_cwd(value: object, default: Path | None) -> Path | None:
     """The launch directory: absolute, existing, a directory. None: the tmux default."""
     if value is None or value == "":

@@ -77,6 +77,7 @@ def test_the_flag_wins_over_the_environment_which_wins_over_the_user_file(
             "strings",
         ),
         ({"hosted": {"enabled": "yes"}}, "hosted.enabled", "true or false"),
+        ({"hosted": {"agent_isolation": "none"}}, "hosted.agent_isolation", "pool, shared"),
     ],
 )
 def test_a_bad_key_or_value_names_the_key_and_the_file(

@@ -4,6 +4,11 @@ tests/daemon/tmux for the real server)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -11,11 +16,12 @@ import pytest
 
 from openbus.daemon.directory import Directory
 from openbus.daemon.directory_probe import Detected, ProcessProbe, ProcIdentity
+from openbus.daemon.launch_proc import process_tree
 from openbus.daemon.screens import ClaudeStatus
 from openbus.daemon.tmux.adapter import PaneInfo
 from openbus.kernel.errors import BadRequest, NotFound
 from openbus.kernel.testing import FixedClock
-from tests.support.wait import let_others_run
+from tests.support.wait import let_others_run, wait_until
 
 CASES = Path(__file__).parent / "screens" / "cases"
 
@@ -275,3 +281,25 @@ def test_a_pane_whose_files_cannot_be_read_does_not_hide_the_rest_of_the_fleet()
     d, _, _ = make(Denied(harness={10: "claude", 20: "codex"}))
     d.panes_listed([info("%1", cwd="/private"), info("%2", pid=20)])
     assert [p["pane"] for p in d.snapshot()["panes"]] == ["%2"]
+
+
+def test_a_shell_started_under_an_unrecognised_wrapper_is_seen_below_it() -> None:
+    """As sudo starts a hosted agent under its pool user: the pane's own process is the
+    wrapper, which keeps the foreground group, and the harness runs below it."""
+    wrapper = subprocess.Popen(
+        [sys.executable, "-c", "import subprocess; subprocess.run(['/bin/sh', '-c', 'sleep 30'])"]
+    )
+    try:
+        probe = ProcessProbe()
+        found = wait_until(
+            lambda: (d := probe.detect(wrapper.pid)).harness == "shell" and d,
+            timeout=10,
+            what="the shell below the wrapper",
+        )
+        assert found.pane.pid == wrapper.pid
+        assert found.process.pid != wrapper.pid
+    finally:
+        for child in process_tree(wrapper.pid)[::-1]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child, signal.SIGKILL)
+        wrapper.wait()

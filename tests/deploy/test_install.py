@@ -16,8 +16,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 INSTALL = REPO / "deploy" / "install"
-USERS = ["openbus", "openbus-tunnel", "openbus-agent"]
-GROUPS = [*USERS, "openbus-operators"]
+POOL = [f"openbus-agent-{i}" for i in range(1, 9)]  # --pool-size's default
+USERS = ["openbus", "openbus-tunnel", "openbus-agent", *POOL]
+GROUPS = ["openbus", "openbus-tunnel", "openbus-agent", "openbus-operators", "openbus-agents"]
 UNITS = [
     "openbus.service",
     "openbus-tunnel.service",
@@ -30,6 +31,8 @@ INSTALLED = [
     "/etc/pam.d/openbus",
     "/etc/sysusers.d/openbus.conf",
     "/etc/tmpfiles.d/openbus.conf",
+    "/etc/sysusers.d/openbus-pool.conf",
+    "/etc/sudoers.d/openbus",
     *(f"/etc/systemd/system/{u}" for u in UNITS),
     "/run/openbus",
     "/run/openbus-agent",
@@ -95,6 +98,17 @@ def test_install_then_uninstall_leaves_nothing_behind() -> None:
         assert groups_present() == set(GROUPS)
         assert grp.getgrnam("openbus").gr_mem == ["openbus-tunnel"]
         assert grp.getgrnam("openbus-agent").gr_mem == ["openbus"]
+        pool_gid = grp.getgrnam("openbus-agents").gr_gid
+        assert {pwd.getpwnam(u).pw_gid for u in POOL} == {pool_gid}
+        for user in POOL:
+            assert mode_owner(f"/var/lib/openbus-agents/{user}") == (
+                "0o700",
+                user,
+                "openbus-agents",
+            )
+        assert mode_owner("/etc/sudoers.d/openbus") == ("0o440", "root", "root")
+        checked = subprocess.run(["visudo", "-c"], capture_output=True, text=True, check=False)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
         assert mode_owner("/etc/openbus/tunnel/credential.key") == (
             "0o400",
             "openbus-tunnel",

@@ -7,7 +7,11 @@
 * the tunnel's user alone holds the Ed25519 credential (0400 in a 0700 dir);
 * the agent user runs its own tmux server from its 0700 home; like ``openbus-agent.service`` it
   opens the socket to its group (0660) and grants the daemon's user with ``server-access -a``;
-* an operator (in the operators' group) and an outsider (in no group of ours) at the desk.
+* an operator (in the operators' group) and an outsider (in no group of ours) at the desk;
+* the agent-user pool (``agent_isolation = "pool"``, the hosted default): ``POOL_SIZE`` users
+  in the pool group, each with a 0700 home, and ``deploy/sudoers.d/openbus`` installed with
+  this box's names and interpreter (checked by ``visudo -c``), so each launched agent runs
+  under its own uid as it would on an installed box.
 
 Everything is removed after the module: processes, users, groups and files.
 """
@@ -17,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import re
 import secrets
 import shutil
 import signal
@@ -27,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -39,8 +45,16 @@ from tests.support.wait import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 AGENT_TMUX_CONF = REPO / "deploy" / "systemd" / "agent-tmux.conf"
+SUDOERS = REPO / "deploy" / "sudoers.d" / "openbus"
+POOL_SIZE = 3
 
-FAKE_AGENT = ["/bin/sh", "-c", "exec sleep 600", "agent"]
+# An agent that keeps its token in a file of its own, as harnesses keep credentials.
+FAKE_AGENT = [
+    "/bin/sh",
+    "-c",
+    'printenv OPENBUS_TOKEN > "$HOME/token"; exec sleep 600',
+    "agent",
+]
 
 needs_root = pytest.mark.skipif(
     os.geteuid() != 0,
@@ -65,9 +79,11 @@ class Accounts:
         self.groups.append(name)
         return name
 
-    def user(self, *groups: str) -> str:
+    def user(self, *groups: str, home: Path | None = None) -> str:
         name = "obh" + secrets.token_hex(4)
         argv = ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin"]
+        if home is not None:
+            argv += ["--home-dir", str(home)]
         if groups:
             argv += ["--groups", ",".join(groups)]
         _run(*argv, "--user-group", name)
@@ -127,6 +143,8 @@ class HostedBox:
     operator: str
     outsider: str
     operators_group: str
+    pool_group: str
+    pool_users: list[str]
     credential: Path
     tmux_socket: Path
     daemon: RunningDaemon
@@ -168,6 +186,43 @@ def _start_agent_tmux(box_root: Path, agent: str, daemon_user: str, sock: Path) 
             raise AssertionError(f"{' '.join(argv)} as {agent} failed: {done.stderr}")
 
 
+def _pool(box_root: Path, accounts: Accounts, group: str) -> list[str]:
+    """The pool's users, each with a private home (the harness's config lives there)."""
+    users: list[str] = []
+    for i in range(POOL_SIZE):
+        home = box_root / "pool-home" / str(i)
+        home.mkdir(parents=True)
+        name = accounts.user(group, home=home)
+        entry = pwd.getpwnam(name)
+        os.chown(home, entry.pw_uid, entry.pw_gid)
+        home.chmod(0o700)
+        users.append(name)
+    (box_root / "pool-home").chmod(0o755)
+    return users
+
+
+def render_sudoers(agent_user: str, pool_group: str, python: str) -> str:
+    """``deploy/sudoers.d/openbus`` with this box's names and the daemon's interpreter."""
+    text = SUDOERS.read_text()
+    text = re.sub(r"/opt/openbus/venv/bin/python3?\b", python, text)
+    text = text.replace("%openbus-agents", "%" + pool_group)
+    text = text.replace("OPENBUS_LAUNCH", "OPENBUS_LAUNCH_" + secrets.token_hex(4).upper())
+    return re.sub(r"\bopenbus-agent\b(?!s)", agent_user, text)
+
+
+def install_sudoers(text: str) -> Path:
+    path = Path("/etc/sudoers.d") / ("openbus-test-" + secrets.token_hex(4))
+    staged = path.with_name("." + path.name)
+    staged.write_text(text)
+    staged.chmod(0o440)
+    checked = subprocess.run(["visudo", "-cf", str(staged)], capture_output=True, text=True)
+    if checked.returncode != 0:
+        staged.unlink()
+        raise AssertionError(f"visudo refused the rendered sudoers file: {checked.stderr}")
+    staged.rename(path)
+    return path
+
+
 def _write_credential(directory: Path, tunnel_user: str) -> tuple[Path, Path]:
     """The tunnel's Ed25519 credential (0400, its user's, in a 0700 dir) and public key."""
     entry = pwd.getpwnam(tunnel_user)
@@ -191,6 +246,30 @@ def _write_credential(directory: Path, tunnel_user: str) -> tuple[Path, Path]:
     return credential, public
 
 
+def mcp_initialize(box: HostedBox, token: str) -> int:
+    """The agents' port answers an MCP ``initialize`` with ``token``: its status."""
+    with httpx.Client(base_url=box.daemon.base_url, timeout=10) as agent_side:
+        answer = agent_side.post(
+            "/mcp",
+            headers={
+                "authorization": f"Bearer {token}",
+                "accept": "application/json, text/event-stream",
+                "content-type": "application/json",
+            },
+            json={
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "t", "version": "0"},
+                },
+            },
+        )
+    return answer.status_code
+
+
 @pytest.fixture(scope="module")
 def box() -> Iterator[HostedBox]:
     if os.geteuid() != 0:
@@ -201,6 +280,8 @@ def box() -> Iterator[HostedBox]:
     tmux_socket = root / "agent-run" / "tmux.sock"
     daemon: RunningDaemon | None = None
     agent = ""
+    sudoers: Path | None = None
+    pool_users: list[str] = []
     try:
         operators = accounts.group()
         agent = accounts.user()
@@ -208,6 +289,11 @@ def box() -> Iterator[HostedBox]:
         tunnel_user = accounts.user()
         operator = accounts.user(operators)
         outsider = accounts.user()
+        pool_group = accounts.group()
+        pool_users = _pool(root, accounts, pool_group)
+        if shutil.which("sudo") is None or shutil.which("visudo") is None:
+            skip_missing("root", "the agent pool needs sudo (apt-get install sudo)")
+        sudoers = install_sudoers(render_sudoers(agent, pool_group, python_for(daemon_user)[0]))
         tunnel_dir = root / "tunnel"
         tunnel_dir.mkdir(mode=0o755)
         credential, public = _write_credential(tunnel_dir, tunnel_user)
@@ -220,6 +306,7 @@ def box() -> Iterator[HostedBox]:
                 "agent_user": agent,
                 "operators_group": operators,
                 "tunnel_public_key": str(public),
+                "agent_pool_group": pool_group,
             },
             "tmux": {"socket": str(tmux_socket)},
             "policy": signed_policy(root / "org"),
@@ -234,6 +321,8 @@ def box() -> Iterator[HostedBox]:
             operator=operator,
             outsider=outsider,
             operators_group=operators,
+            pool_group=pool_group,
+            pool_users=pool_users,
             credential=credential,
             tmux_socket=tmux_socket,
             daemon=daemon,
@@ -249,6 +338,14 @@ def box() -> Iterator[HostedBox]:
             wait_until(
                 lambda: not _has_processes(agent), timeout=10, what="the agent's tmux to exit"
             )
+        for user in pool_users:
+            wait_until(
+                lambda user=user: not _has_processes(user),
+                timeout=10,
+                what=f"the agents of pool user {user} to exit",
+            )
+        if sudoers is not None:
+            sudoers.unlink(missing_ok=True)
         left = accounts.remove_all()
         shutil.rmtree(root, ignore_errors=True)
         assert not left, f"could not remove {left}"

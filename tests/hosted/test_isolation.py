@@ -15,13 +15,13 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from openbus.daemon import audit_export as audit_service
 from openbus.daemon import socket_acl
+from openbus.daemon.launch_proc import process_tree
 from openbus.daemon.socket_acl import EXECUTE, GROUP, GROUP_OBJ, MASK, OTHER, READ, USER, WRITE
-from tests.hosted.conftest import HostedBox, as_user, needs_root, probe
+from tests.hosted.conftest import HostedBox, as_user, mcp_initialize, needs_root, probe
 from tests.support.daemon import python_for
 from tests.support.wait import wait_until
 from tests.tunnel.conftest import start_tunnel, stop_tunnel
@@ -287,7 +287,7 @@ def test_a_person_signs_in_through_the_real_tunnel_and_is_the_actor(
     assert [r["actor"] for r in served] == [f"human:{person}"]
 
 
-def test_an_operator_launches_a_connected_agent_into_the_agent_users_server(
+def test_an_operator_launches_a_connected_agent_into_the_agents_server_under_a_pool_user(
     box: HostedBox,
 ) -> None:
     python, env = python_for(box.operator)
@@ -297,10 +297,21 @@ def test_an_operator_launches_a_connected_agent_into_the_agent_users_server(
     assert done.returncode == 0, done.stderr
     launched = json.loads(done.stdout)
     assert launched["connect"]["connected"], launched
-    pid = int(launched["pid"])
-    status = Path(f"/proc/{pid}/status").read_text()
-    uid = int(next(line.split()[1] for line in status.splitlines() if line.startswith("Uid:")))
-    assert uid == pwd.getpwnam(box.agent_user).pw_uid  # it runs as the agents' user
+    assert launched["agent_user"] in box.pool_users
+    uid = pwd.getpwnam(launched["agent_user"]).pw_uid
+
+    def harness() -> int | None:
+        for pid in process_tree(int(launched["pid"])):
+            status = Path(f"/proc/{pid}/status").read_text()
+            uids = next(line for line in status.splitlines() if line.startswith("Uid:"))
+            if (
+                uids.split()[1:] == [str(uid)] * 4
+                and b"OPENBUS_TOKEN=" in Path(f"/proc/{pid}/environ").read_bytes()
+            ):
+                return pid
+        return None
+
+    pid = wait_until(harness, timeout=15, what="the harness to run as its pool user")
     environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
     token = next(e.split(b"=", 1)[1].decode() for e in environ if e.startswith(b"OPENBUS_TOKEN="))
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
@@ -308,24 +319,4 @@ def test_an_operator_launches_a_connected_agent_into_the_agent_users_server(
             assert token.encode() not in cmdline.read_bytes()
         except OSError:
             continue  # a process that ended while we looked
-    # the token works on the agents' port, as that agent
-    with httpx.Client(base_url=box.daemon.base_url, timeout=10) as agent_side:
-        answer = agent_side.post(
-            "/mcp",
-            headers={
-                "authorization": f"Bearer {token}",
-                "accept": "application/json, text/event-stream",
-                "content-type": "application/json",
-            },
-            json={
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": "2025-06-18",
-                    "capabilities": {},
-                    "clientInfo": {"name": "t", "version": "0"},
-                },
-            },
-        )
-    assert answer.status_code == 200, answer.text
+    assert mcp_initialize(box, token) == 200  # the token works on the agents' port

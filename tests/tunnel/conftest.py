@@ -347,6 +347,7 @@ def hosted_pair(
             "tunnel_user": tunnel_user,
             "tunnel_public_key": str(tunnel_dir / "tunnel.pub"),
             "operators_group": tunnel_user,
+            "agent_isolation": "shared",  # these boxes launch no agents
         },
         "policy": signed_policy(base / "org"),
     }
