@@ -44,6 +44,7 @@ from openbus.daemon.mcp.tools import McpTool, ToolRegistry
 from openbus.daemon.messaging.fleet import DirectoryFleet
 from openbus.daemon.messaging.mcp_tools import MESSAGING_TOOLS
 from openbus.daemon.messaging.service import MessagingService
+from openbus.daemon.pane_owners import PaneOwners
 from openbus.kernel.clock import Clock, Random
 
 log = logging.getLogger("openbus")
@@ -128,7 +129,8 @@ def build(
         PolicyWatch(base.policy, base.connect, gate),
         base.refusals,
     )
-    directory = DirectoryFeature(gate, config, clock, random)
+    owners = PaneOwners(base.grants, config.hosted)
+    directory = DirectoryFeature(gate, config, clock, random, owners)
     history = HistoryService(gate, open_index(config, clock, directory.pane_for_pid))
     audit_export = AuditExport(
         config,
@@ -159,7 +161,7 @@ def build(
         policy=base.policy,
         fleet=DirectoryFleet(directory.directory, directory.tmux),
     )
-    register_pane_detail(gate, directory.directory, [messaging.pane_section])
+    register_pane_detail(gate, directory.directory, owners, [messaging.pane_section])
     added = tuple(e.build(base) for e in extra)
     tools = ToolRegistry(
         [*OBSERVE_TOOLS, *MESSAGING_TOOLS, *(tool for e in extra for tool in e.tools)]
