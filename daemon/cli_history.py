@@ -1,15 +1,17 @@
 """``openbus history``: the index of past agent sessions, from the command line.
 
-* ``history reindex [--full]`` opens the index file directly (``<state dir>/history.db``), so
-  it works with or without a running daemon; both may write it at once (SQLite WAL). It only
-  re-derives the index from transcripts the user can read already, which is not an action on
-  anyone's behalf, so it is not audited. A progress bar goes to stderr on a terminal, else a
-  line per tenth.
+* ``history reindex [--full]`` and ``history push`` write the index on the user's behalf, so
+  they are actions on the daemon's gate (``history.reindex``, ``history.push``) and each
+  leaves one audit record with the user as the actor. Without a daemon they refuse (exit 1,
+  one line) rather than write the index unaudited: the CLI writing the audit log itself
+  would append to a hash chain whose head the daemon keeps in memory (a daemon starting
+  meanwhile would fork it), on a hosted box it cannot open the daemon's state at all, and
+  nothing is lost by waiting, since the daemon reconciles every transcript when it starts.
 * ``history push`` is for Claude Code's Stop, SessionEnd and SubagentStop hooks: it reads the
   hook's JSON from stdin (``transcript_path``, ``agent_transcript_path``, ``session_id``) and
-  indexes that transcript directly, like reindex. It never exits 2 (which would block the
-  agent); problems go to stderr with exit 1. ``--transcript PATH`` or ``--harness H --session
-  ID`` instead of stdin, for scripts.
+  asks the daemon to index that transcript. It never exits 2 (which would block the agent);
+  problems go to stderr with exit 1. ``--transcript PATH`` or ``--harness H --session ID``
+  instead of stdin, for scripts.
 * ``history search``, ``history get`` and ``history expunge`` go through the daemon: they are
   actions on the gate and each leaves an audit record. Expunge removes the entry and its
   transcript file(s).
@@ -21,10 +23,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
-import time
 from collections.abc import Callable
-from typing import Any, TextIO
+from typing import Any
 
 from openbus.daemon.cli_common import add_common, emit
 from openbus.daemon.client import DaemonClient
@@ -42,38 +44,6 @@ def _open(config: Config) -> HistoryIndex:
     return HistoryIndex(
         config.daemon.state_dir / DB_NAME, Sources.from_config(config), clock=SystemClock()
     )
-
-
-class ProgressBar:
-    """A bar on a terminal, else a line at every tenth (and at the end)."""
-
-    def __init__(self, stream: TextIO, width: int = 30) -> None:
-        self.stream = stream
-        self.tty = stream.isatty()
-        self.width = width
-        self._last_tenth = -1
-        self._last_draw = 0.0
-
-    def __call__(self, done: int, total: int) -> None:
-        if total == 0:
-            return
-        if self.tty:
-            now = time.monotonic()
-            if done != total and now - self._last_draw < 0.05:
-                return
-            self._last_draw = now
-            filled = self.width * done // total
-            bar = "#" * filled + "." * (self.width - filled)
-            self.stream.write(f"\r[{bar}] {done}/{total} transcripts")
-            if done == total:
-                self.stream.write("\n")
-            self.stream.flush()
-            return
-        tenth = 10 * done // total
-        if tenth != self._last_tenth:
-            self._last_tenth = tenth
-            self.stream.write(f"reindex: {done}/{total} transcripts ({10 * tenth}%)\n")
-            self.stream.flush()
 
 
 def _status(args: argparse.Namespace, config: Config) -> int:
@@ -105,14 +75,9 @@ def _status(args: argparse.Namespace, config: Config) -> int:
 
 
 def _reindex(args: argparse.Namespace, config: Config) -> int:
-    index = _open(config)
-    try:
-        if args.full:
-            index.forget_files()
-        stats = index.reconcile(progress=None if args.json else ProgressBar(sys.stderr))
-    finally:
-        index.close()
-    data = stats.to_dict()
+    data = DaemonClient(config, timeout=None).request(
+        "POST", "/api/history/reindex", json={"full": bool(args.full)}
+    )
     emit(
         args,
         data,
@@ -123,32 +88,26 @@ def _reindex(args: argparse.Namespace, config: Config) -> int:
             + "".join(f"\nfailed: {e}" for e in d["errors"][:10])
         ),
     )
-    return 1 if stats.errors else 0
+    return 1 if data["errors"] else 0
+
+
+def _push_body(args: argparse.Namespace) -> dict[str, Any]:
+    if args.transcript:
+        return {"transcript_path": os.path.abspath(os.path.expanduser(args.transcript))}
+    if args.harness or args.session:
+        return {"harness": args.harness, "session_id": args.session}
+    raw = sys.stdin.read()
+    try:
+        hook = json.loads(raw) if raw.strip() else None
+    except ValueError:
+        raise BadRequest("the hook input on stdin is not JSON", field="stdin") from None
+    if not isinstance(hook, dict):
+        raise BadRequest("expected the hook's JSON object on stdin", field="stdin")
+    return {"hook": hook}
 
 
 def _push(args: argparse.Namespace, config: Config) -> int:
-    try:
-        index = _open(config)
-    except Exception as exc:  # noqa: BLE001 (a hook must not break the agent; reconcile catches up)
-        print(f"openbus history push: {exc}", file=sys.stderr)
-        return 1
-    try:
-        if args.transcript:
-            entries = [e for e in [index.push(transcript_path=args.transcript)] if e]
-        elif args.harness or args.session:
-            entries = [e for e in [index.push(harness=args.harness, session_id=args.session)] if e]
-        else:
-            raw = sys.stdin.read()
-            try:
-                hook = json.loads(raw) if raw.strip() else None
-            except ValueError:
-                raise BadRequest("the hook input on stdin is not JSON", field="stdin") from None
-            if not isinstance(hook, dict):
-                raise BadRequest("expected the hook's JSON object on stdin", field="stdin")
-            entries = index.push_hook(hook)
-    finally:
-        index.close()
-    data = {"indexed": [{"harness": e.harness, "session_id": e.session_id} for e in entries]}
+    data = DaemonClient(config).request("POST", "/api/history/push", json=_push_body(args))
     emit(
         args,
         data,

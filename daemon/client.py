@@ -28,7 +28,7 @@ _BY_CODE: dict[str, type[errors.OpenbusError]] = {
 
 
 class DaemonClient:
-    def __init__(self, config: Config, timeout: float = 30.0) -> None:
+    def __init__(self, config: Config, timeout: float | None = 30.0) -> None:
         self.socket = config.daemon.socket
         self._client = httpx.Client(
             transport=httpx.HTTPTransport(uds=str(self.socket)),

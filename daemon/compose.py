@@ -47,6 +47,7 @@ from openbus.daemon.mcp.tools import McpTool, ToolRegistry
 from openbus.daemon.messaging.fleet import DirectoryFleet
 from openbus.daemon.messaging.mcp_tools import MESSAGING_TOOLS
 from openbus.daemon.messaging.service import MessagingService
+from openbus.daemon.pane_owners import PaneOwners
 from openbus.daemon.refusals import AgentRefusals
 from openbus.kernel.clock import Clock, Random
 
@@ -133,7 +134,8 @@ def build(
         base.refusals,
         AgentRefusals(gate),
     )
-    directory = DirectoryFeature(gate, config, clock, random)
+    owners = PaneOwners(base.grants, config.hosted)
+    directory = DirectoryFeature(gate, config, clock, random, owners)
     history = HistoryService(gate, open_index(config, clock, directory.pane_for_pid))
     audit_export = AuditExport(
         config,
@@ -165,7 +167,7 @@ def build(
         policy=base.policy,
         fleet=DirectoryFleet(directory.directory, directory.tmux),
     )
-    register_pane_detail(gate, directory.directory, [messaging.pane_section])
+    register_pane_detail(gate, directory.directory, owners, [messaging.pane_section])
     added = tuple(e.build(base) for e in extra)
     tools = ToolRegistry(
         [*OBSERVE_TOOLS, *MESSAGING_TOOLS, *(tool for e in extra for tool in e.tools)]

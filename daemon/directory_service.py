@@ -6,6 +6,10 @@ incarnation secret, kept 0600 in the state dir so incarnations survive a daemon 
 the watcher that follows the server; it registers ``directory.list`` (scope ``read``). The
 pane detail (``directory.pane``) is registered by ``register_pane_detail`` once the features
 that add sections to a human's view of a pane (messaging) exist; the root calls it.
+
+Both answer with the caller's panes only (``core.pane_view``: in local mode every pane; on a
+hosted box a human's are the agents they launched, an agent's are its owner's, operators see
+all): a pane the caller does not see is not found, the same answer as for no pane at all.
 """
 
 from __future__ import annotations
@@ -25,10 +29,11 @@ from openbus.daemon.directory_probe import ProcessProbe
 from openbus.daemon.feature import Feature
 from openbus.daemon.gate import Call, Gate
 from openbus.daemon.history.liveness import walk_to_pane
+from openbus.daemon.pane_owners import PaneOwners
 from openbus.daemon.tmux.adapter import Tmux
 from openbus.daemon.tmux.watcher import Watcher
 from openbus.kernel.clock import Clock, Random
-from openbus.kernel.errors import BadRequest, Conflict
+from openbus.kernel.errors import BadRequest, Conflict, NotFound
 from openbus.kernel.ids import check_pane_id
 from openbus.kernel.scopes import Scope
 
@@ -57,7 +62,10 @@ def incarnation_secret(state_dir: Path, random: Random) -> bytes:
 class DirectoryFeature(Feature):
     name = "tmux"
 
-    def __init__(self, gate: Gate, config: Config, clock: Clock, random: Random) -> None:
+    def __init__(
+        self, gate: Gate, config: Config, clock: Clock, random: Random, owners: PaneOwners
+    ) -> None:
+        self.owners = owners
         self.tmux = Tmux(config.tmux.socket)
         self.directory = Directory(
             clock,
@@ -71,6 +79,9 @@ class DirectoryFeature(Feature):
 
     async def _list(self, call: Call) -> Any:
         snapshot = self.directory.snapshot()
+        view = self.owners.view(call.actor)
+        if not view.every:
+            snapshot = {**snapshot, "panes": view.cut(snapshot["panes"])}
         call.details["panes"] = len(snapshot["panes"])
         return snapshot
 
@@ -93,7 +104,9 @@ class DirectoryFeature(Feature):
         }
 
 
-def register_pane_detail(gate: Gate, directory: Directory, sections: Sequence[PaneSection]) -> None:
+def register_pane_detail(
+    gate: Gate, directory: Directory, owners: PaneOwners, sections: Sequence[PaneSection]
+) -> None:
     """``directory.pane``: one pane in detail with its screen text (bounded); a human also
     sees each section's part. Given an incarnation, a pane that no longer runs it is refused
     (``Conflict`` naming ``incarnation``)."""
@@ -101,6 +114,8 @@ def register_pane_detail(gate: Gate, directory: Directory, sections: Sequence[Pa
     async def one_pane(call: Call) -> Any:
         pane = check_pane_id(call.params.get("pane"), "pane")
         entry = directory.entry(pane)
+        if not owners.view(call.actor).sees(pane, entry.incarnation):
+            raise NotFound(f"no pane {pane} in the directory", field="pane")
         wanted = call.params.get("incarnation")
         if wanted is not None:
             if not isinstance(wanted, str):

@@ -130,6 +130,15 @@ class Grants:
         ).fetchone()
         return row is not None
 
+    def panes_owned_by(self, owner: str) -> list[tuple[str, str]]:
+        """(pane id, incarnation) of every agent ``owner`` launched, whatever its state."""
+        rows = self.db.conn.execute(
+            "SELECT pane_id, incarnation FROM principals "
+            "WHERE owner = ? AND pane_id IS NOT NULL AND incarnation IS NOT NULL",
+            (owner,),
+        ).fetchall()
+        return [(str(pane), str(incarnation)) for pane, incarnation in rows]
+
     def active(self) -> list[Principal]:
         rows = self.db.conn.execute(
             f"SELECT {_COLUMNS} FROM principals WHERE state = 'active'"

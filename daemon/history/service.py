@@ -9,6 +9,14 @@ Actions (every call goes through the gate and leaves one audit record):
   session outside that repo is not found.
 * ``history.expunge`` (human only, mutating): ``{"harness", "session_id"}``; removes the
   entry and its transcript file(s).
+* ``history.push`` (human only, mutating): index one transcript now, given
+  ``{"transcript_path"}`` (absolute), ``{"harness", "session_id"}`` or ``{"hook": {...}}``
+  (the JSON a Claude Code hook passes on stdin); only a transcript under one of the
+  configured sources is read. The record names what was indexed.
+* ``history.reindex`` (human only, mutating): ``{"full"?}``; reconcile now (``full`` forgets
+  what was seen and re-parses every transcript), in a worker thread; the record carries the
+  counts. ``openbus history push`` and ``reindex`` are these actions, so every write of the
+  index on someone's behalf leaves its audit record here.
 
 Reconcile runs in a worker thread: once at start, then whenever a search finds the last pass
 older than ``STALE_SECONDS``. The search does not wait for it (seed 000: "a reconcile that a
@@ -50,6 +58,8 @@ log = logging.getLogger("openbus.history")
 SEARCH = Action("history.search", scope=Scope.HISTORY, tier=Tier.READ)
 GET = Action("history.get", scope=Scope.HISTORY, tier=Tier.READ)
 EXPUNGE = Action("history.expunge", scope=None, tier=Tier.HUMAN, mutates=True)
+PUSH = Action("history.push", scope=None, tier=Tier.HUMAN, mutates=True)
+REINDEX = Action("history.reindex", scope=None, tier=Tier.HUMAN, mutates=True)
 
 Shape = Callable[[SessionEntry, Sequence[str], Liveness], dict[str, Any]]
 
@@ -72,6 +82,8 @@ class HistoryService(Feature):
         gate.register(SEARCH, self.search)
         gate.register(GET, self.get)
         gate.register(EXPUNGE, self.expunge)
+        gate.register(PUSH, self.push)
+        gate.register(REINDEX, self.reindex)
 
     # ---------------------------------------------------------------- reconcile
 
@@ -181,6 +193,49 @@ class HistoryService(Feature):
         removed = await asyncio.to_thread(self.index.expunge, harness, session_id)
         call.details["removed_files"] = len(removed)
         return {"harness": harness, "session_id": session_id, "removed": removed}
+
+    async def push(self, call: Call) -> Any:
+        entries = await asyncio.to_thread(self._push, call.params)
+        keys = [f"{e.harness}:{e.session_id}" for e in entries]
+        call.target = keys[0] if len(keys) == 1 else None
+        call.details["indexed"] = keys
+        return {"indexed": [{"harness": e.harness, "session_id": e.session_id} for e in entries]}
+
+    def _push(self, params: Any) -> list[SessionEntry]:
+        hook = params.get("hook")
+        path = params.get("transcript_path")
+        if hook is not None:
+            if not isinstance(hook, dict):
+                raise BadRequest("expected the hook's JSON object", field="hook")
+            return self.index.push_hook(hook)
+        if path is not None:
+            if not isinstance(path, str) or not path.startswith("/"):
+                raise BadRequest("an absolute path is required", field="transcript_path")
+            found = self.index.push(transcript_path=path)
+        else:
+            harness, session_id = _key(params)
+            found = self.index.push(harness=harness, session_id=session_id)
+        return [found] if found is not None else []
+
+    async def reindex(self, call: Call) -> Any:
+        full = call.params.get("full", False)
+        if not isinstance(full, bool):
+            raise BadRequest("full must be true or false", field="full")
+        stats = await asyncio.to_thread(self._reindex, full)
+        data = stats.to_dict()
+        call.details.update(
+            full=full,
+            **{k: data[k] for k in ("scanned", "changed", "indexed", "gone")},
+            failed=len(data["errors"]),
+        )
+        return data
+
+    def _reindex(self, full: bool) -> ReconcileStats:
+        if full:
+            self.index.forget_files()
+        stats = self.index.reconcile(cancel=self._cancel)
+        self.last_stats = stats
+        return stats
 
 
 def _limit(value: object) -> int:

@@ -10,8 +10,11 @@ results are cut to what agents may see and made safe to read:
   (``daemon.mcp.masking``; results cached per string, so an unchanged fleet costs nothing);
 * history is projected onto seed 000's allowlist again, whatever the index returned;
 * ``find_sessions`` searches the caller's own repository (the git repo of its launch cwd)
-  unless the grant is widened, and ``get_session`` answers only for sessions of that repo.
-  No widening setting exists yet, so today every agent is held to its own repo.
+  unless the grant is widened, and ``get_session`` answers only for sessions of that repo
+  (the executor's repo filter decides, so what the agent is told and the audit record agree).
+  A caller whose launch directory is not known has no own repo: both are refused before the
+  gate, and the refusal is audited. No widening setting exists yet, so today every agent is
+  held to its own repo.
 """
 
 from __future__ import annotations
@@ -187,8 +190,8 @@ def _find_params(args: Mapping[str, Any], ctx: ToolContext) -> Mapping[str, Any]
             "the human has not widened it",
             field="repo",
         )
-    if mine is None and not widened(ctx.principal):
-        raise NotFound("your launch directory is not known, so there is no own repo to search")
+    if not widened(ctx.principal):
+        mine = _own_repo_or_refuse(ctx, "to search")
     return {"q": query, "repo": repo or mine, "limit": limit}
 
 
@@ -222,16 +225,24 @@ def _get_params(args: Mapping[str, Any], ctx: ToolContext) -> Mapping[str, Any]:
         raise BadRequest("a session id is required", field="session_id")
     params: dict[str, Any] = {"harness": harness, "session_id": session_id}
     if not widened(ctx.principal):
-        params["repo"] = own_repo(ctx)
+        params["repo"] = _own_repo_or_refuse(ctx, "to look in")
     return params
 
 
+def _own_repo_or_refuse(ctx: ToolContext, purpose: str) -> str:
+    """The caller's own repo; refused (before the gate runs anything, audited ``refused`` by
+    the endpoint) when its launch directory is not known, e.g. after a daemon restart on a
+    box whose agents run as another user, whose ``/proc`` cwd the daemon cannot read."""
+    mine = own_repo(ctx)
+    if mine is None:
+        raise NotFound(f"your launch directory is not known, so there is no own repo {purpose}")
+    return mine
+
+
 def _get_project(result: Any, ctx: ToolContext) -> Any:
+    # the executor's repo filter alone decides what is found: what it returned is in the repo
     session = result.get("session") if isinstance(result, Mapping) else None
-    projected = _project_session(session)
-    if not widened(ctx.principal) and projected.get("repo") != own_repo(ctx):
-        raise NotFound("no such session in your own repo")
-    return _masked_sessions([projected], "session")
+    return _masked_sessions([_project_session(session)], "session")
 
 
 def _slim(pane: Mapping[str, Any]) -> dict[str, Any]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import pwd
@@ -12,9 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from openbus.daemon.cli_history import ProgressBar
 from tests.daemon.history.homes import ClaudeHome, CodexHome
-from tests.support.daemon import running_daemon, write_config
+from tests.support.daemon import RunningDaemon, running_daemon, write_config
 from tests.support.wait import wait_until
 
 
@@ -64,35 +62,71 @@ def test_history_alone_names_its_sources_and_says_omp_is_pending(tmp_path: Path)
     assert str(tmp_path / "claude") in result.stdout
 
 
-def test_reindex_works_without_a_daemon_and_reports_progress(tmp_path: Path) -> None:
-    _, _, section = _homes(tmp_path)
-    config = _offline_config(tmp_path, section)
-    first = _run(config, "reindex")
-    assert first.returncode == 0, first.stderr
-    assert "reindexed 3 of 3 changed transcripts" in first.stdout
-    assert "reindex: 3/3 transcripts (100%)" in first.stderr  # not a tty: plain lines
-    second = _run(config, "reindex", "--json")
-    assert json.loads(second.stdout)["changed"] == 0
-    full = _run(config, "reindex", "--full", "--json")
-    assert json.loads(full.stdout)["indexed"] == 3
-
-
-def test_push_reads_the_claude_hook_json_on_stdin(tmp_path: Path) -> None:
+def test_reindex_and_push_refuse_without_a_daemon_and_leave_the_index_unwritten(
+    tmp_path: Path,
+) -> None:
     claude, _, section = _homes(tmp_path)
     config = _offline_config(tmp_path, section)
     path = claude.session("c-new", "/w/app", ["pushed from the stop hook"])
-    hook = {
+    for args, stdin in ((["reindex"], None), (["push"], json.dumps(_hook(path)))):
+        result = _run(config, *args, stdin=stdin)
+        assert result.returncode == 1, result  # never 2: a hook must not block the agent
+        assert "cannot reach the daemon" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "state" / "history.db").exists()
+
+
+def _hook(path: Path) -> dict[str, Any]:
+    return {
         "session_id": "c-new",
         "transcript_path": str(path),
         "cwd": "/w/app",
         "hook_event_name": "Stop",
         "stop_hook_active": False,
     }
-    result = _run(config, "push", stdin=json.dumps(hook))
-    assert result.returncode == 0, result.stderr
-    assert "indexed claude c-new" in result.stdout
-    bad = _run(config, "push", stdin="not json")
-    assert bad.returncode == 1 and "stdin" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def _audit(daemon: RunningDaemon, action: str) -> list[tuple[str, str, str | None]]:
+    db = sqlite3.connect(daemon.state_dir / "openbus.db")
+    try:
+        rows = db.execute(
+            "SELECT actor, outcome, target FROM audit WHERE action = ? ORDER BY seq", (action,)
+        ).fetchall()
+    finally:
+        db.close()
+    return [tuple(row) for row in rows]
+
+
+def test_push_and_reindex_go_through_the_daemon_and_each_leaves_one_audit_record(
+    tmp_path: Path,
+) -> None:
+    claude, _, section = _homes(tmp_path)
+    user = f"human:{_user()}"
+    with running_daemon(tmp_path, {"history": section}) as daemon:
+        with daemon.human() as human:
+            wait_until(
+                lambda: human.get("/healthz").json()["history"]["sessions"] == 3,
+                what="the start-up reconcile",
+            )
+        path = claude.session("c-new", "/w/app", ["pushed from the stop hook"])
+        pushed = _run(daemon.config_path, "push", stdin=json.dumps(_hook(path)))
+        assert pushed.returncode == 0, pushed.stderr
+        assert "indexed claude c-new" in pushed.stdout
+        assert _audit(daemon, "history.push") == [(user, "ok", "claude:c-new")]
+        found = daemon.cli("history", "search", "stop hook", "--json", check=True)
+        assert [r["session_id"] for r in json.loads(found.stdout)["results"]] == ["c-new"]
+
+        bad = _run(daemon.config_path, "push", stdin="not json")
+        assert bad.returncode == 1 and "stdin" in bad.stderr and "Traceback" not in bad.stderr
+        outside = _run(daemon.config_path, "push", "--transcript", "/etc/passwd")
+        assert outside.returncode == 1 and "transcript_path" in outside.stderr
+        assert [r[1] for r in _audit(daemon, "history.push")] == ["ok", "refused"]
+
+        again = _run(daemon.config_path, "reindex", "--json")
+        assert again.returncode == 0, again.stderr
+        assert json.loads(again.stdout)["changed"] == 0
+        full = _run(daemon.config_path, "reindex", "--full", "--json")
+        assert json.loads(full.stdout)["indexed"] == 4
+        assert _audit(daemon, "history.reindex") == [(user, "ok", None), (user, "ok", None)]
 
 
 def test_search_get_and_expunge_go_through_the_daemon_and_are_audited(tmp_path: Path) -> None:
@@ -145,15 +179,3 @@ def test_search_get_and_expunge_go_through_the_daemon_and_are_audited(tmp_path: 
 
 def _user() -> str:
     return pwd.getpwuid(os.getuid()).pw_name
-
-
-def test_reindex_draws_a_bar_on_a_terminal() -> None:
-    class Terminal(io.StringIO):
-        def isatty(self) -> bool:
-            return True
-
-    screen = Terminal()
-    bar = ProgressBar(screen, width=10)
-    for done in range(0, 5):
-        bar(done, 4)
-    assert screen.getvalue().endswith("\r[##########] 4/4 transcripts\n")
