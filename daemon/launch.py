@@ -212,7 +212,8 @@ class LaunchService(Feature):
                 f"unknown field {params['unknown'][0]!r}", field=str(params["unknown"][0])
             )
         launcher = self._launcher(params.get("launcher"))
-        preset = parse_preset(params.get("preset", "off") or "off")
+        given = params.get("preset")
+        preset = parse_preset("off" if given is None or given == "" else given)
         prompt = check_prompt(params.get("prompt"), launcher)
         cwd = check_cwd(params.get("cwd"), launcher.cwd)
         call.target = launcher.name

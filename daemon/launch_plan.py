@@ -38,6 +38,7 @@ from openbus.kernel.scopes import Preset
 TOKEN_ENV = "OPENBUS_TOKEN"  # noqa: S105 - the variable's name, not a token
 SERVER_NAME = "openbus"
 MAX_PROMPT_CHARS = 32 * 1024
+MAX_PATH_BYTES = 4096  # PATH_MAX on Linux, counting the terminating NUL
 CONNECTABLE = ("claude", "codex")
 PROMPTABLE = ("claude", "codex")
 
@@ -185,11 +186,17 @@ def check_cwd(value: object, default: Path | None) -> Path | None:
         raise BadRequest("cwd must be a path", field="cwd")
     if "\0" in value or "\n" in value:
         raise BadRequest("cwd must be one line without NUL", field="cwd")
+    if len(value.encode("utf-8", "surrogateescape")) >= MAX_PATH_BYTES:
+        raise BadRequest(f"cwd is longer than {MAX_PATH_BYTES - 1} bytes", field="cwd")
     path = Path(value)
     if not path.is_absolute():
         raise BadRequest(f"cwd must be an absolute path, got {value!r}", field="cwd")
-    if not path.exists():
+    try:
+        is_dir, exists = path.is_dir(), path.exists()
+    except OSError as exc:  # a component too long, a loop, no permission on the way
+        raise BadRequest(f"cwd cannot be looked up: {exc.strerror}", field="cwd") from None
+    if not exists:
         raise BadRequest(f"no such directory: {value}", field="cwd")
-    if not path.is_dir():
+    if not is_dir:
         raise BadRequest(f"not a directory: {value}", field="cwd")
     return path

@@ -9,6 +9,15 @@ outside the hierarchy is ``InvalidTransition``: a bug in the caller, never sent 
 
 from __future__ import annotations
 
+MAX_MESSAGE_CHARS = 500  # what a caller is told; a message quoting its input is cut here
+MAX_FIELD_CHARS = 100
+
+
+def _shortened(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return f"{text[: limit - 40]}… ({len(text) - limit + 40} more characters)"
+
 
 class OpenbusError(Exception):
     """Base of every error the daemon reports to a caller."""
@@ -21,9 +30,11 @@ class OpenbusError(Exception):
         self.field = field
 
     def to_dict(self) -> dict[str, str]:
-        body = {"error": self.code, "message": self.message}
+        """The one shape every edge answers with: ``{error, message[, field]}``, bounded in
+        size however much of the caller's input a message quotes."""
+        body = {"error": self.code, "message": _shortened(self.message, MAX_MESSAGE_CHARS)}
         if self.field is not None:
-            body["field"] = self.field
+            body["field"] = _shortened(self.field, MAX_FIELD_CHARS)
         return body
 
 
@@ -31,6 +42,12 @@ class BadRequest(OpenbusError):
     """The request itself is malformed: a missing or invalid field."""
 
     code = "bad_request"
+
+
+class UnsupportedMedia(BadRequest):
+    """The body is not in the one content type the route reads (JSON)."""
+
+    code = "unsupported_media_type"
 
 
 class Unauthenticated(OpenbusError):

@@ -6,13 +6,13 @@ Only the tunnel client (system user ``openbus-tunnel``) holds the Ed25519 privat
 every request it forwards to the daemon's unix socket it adds four headers::
 
     X-Tunnel-User       the PAM login name of the human
-    X-Tunnel-Timestamp  integer seconds since the epoch, when it signed
+    X-Tunnel-Timestamp  integer milliseconds since the epoch, when it signed
     X-Tunnel-Nonce      16 random bytes, base64url without padding (22 characters)
     X-Tunnel-Signature  Ed25519 over the canonical bytes below, base64url without padding
 
 The canonical bytes are the lines (joined by ``\\n``)::
 
-    openbus-tunnel-v1
+    openbus-tunnel-v2
     METHOD                (upper case)
     TARGET                (the request target as sent: raw path, and ``?query`` if any)
     USER
@@ -25,11 +25,18 @@ body. The daemon's ``TunnelVerifier.verify`` accepts a request only when each of
 headers appears exactly once, in its one canonical spelling (case is free in HTTP; an
 underscore variant such as ``X_Tunnel_User`` is an attack, not a spelling), the values are
 well formed, the signature checks against one key of the ring, the timestamp is within the
-window (±30 s by default) of the injected clock, and the nonce was not seen before. Nonces
-are remembered only after the signature checks (so only the key holder can fill the cache)
-and only until the timestamp leaves the window (after which the window check alone refuses
-a replay). The cache is bounded; when it is full of live nonces the verifier refuses (fails
-closed) rather than forgetting one.
+window (±30 s by default) of the injected clock, is not older than the verifier itself
+(``not_before``, the clock's time when it was built), and the nonce was not seen before.
+Nonces are remembered only after the signature checks (so only the key holder can fill the
+cache) and only until the timestamp leaves the window (after which the window check alone
+refuses a replay). The cache is bounded; when it is full of live nonces the verifier refuses
+(fails closed) rather than forgetting one.
+
+The cache lives in memory, so it is empty in a new process; ``not_before`` is what keeps a
+signature that an earlier daemon accepted from being accepted again by the next one within
+its window: a signature from an earlier millisecond than the start is refused (the timestamp
+is in milliseconds for this; a replay would need the earlier daemon to have accepted the
+request in the very millisecond the next one was built).
 
 Every failure raises the same ``Unauthenticated("tunnel identity not accepted")``: a caller
 learns nothing about which check failed. ``rejection_reason`` on the exception is for the
@@ -62,7 +69,7 @@ HEADER_NONCE = "X-Tunnel-Nonce"
 HEADER_SIGNATURE = "X-Tunnel-Signature"
 SIGNED_HEADERS = (HEADER_USER, HEADER_TIMESTAMP, HEADER_NONCE, HEADER_SIGNATURE)
 
-DOMAIN = b"openbus-tunnel-v1"
+DOMAIN = b"openbus-tunnel-v2"
 NONCE_BYTES = 16
 DEFAULT_WINDOW = 30.0
 DEFAULT_NONCE_CAPACITY = 100_000
@@ -70,7 +77,7 @@ REJECTED = "tunnel identity not accepted"
 
 # Login names as PAM and useradd accept them, plus dots and upper case for other directories.
 _USER_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\$?")
-_TIMESTAMP_RE = re.compile(r"[0-9]{1,12}")
+_TIMESTAMP_RE = re.compile(r"[0-9]{1,15}")
 _NONCE_RE = re.compile(r"[A-Za-z0-9_-]{22}")
 _SIGNATURE_RE = re.compile(r"[A-Za-z0-9_-]{86}")
 _TARGET_RE = re.compile(r"/[\x21-\x7e]*")
@@ -191,7 +198,7 @@ def sign(  # noqa: PLR0917
         raise ValueError("target must be an origin-form request target")
     if len(nonce) != NONCE_BYTES:
         raise ValueError(f"nonce must be {NONCE_BYTES} bytes")
-    timestamp = str(int(now))
+    timestamp = str(int(now * 1000))
     nonce_text = _b64(nonce)
     signature = private_key.sign(canonical_bytes(method, target, user, timestamp, nonce_text, body))
     return {
@@ -288,7 +295,8 @@ def _one_each(headers: Iterable[tuple[str | bytes, str | bytes]]) -> dict[str, s
 
 
 class TunnelVerifier:
-    """Checks the tunnel's signed identity; one instance per daemon process."""
+    """Checks the tunnel's signed identity; one instance per daemon process, built when the
+    daemon starts: it refuses every signature made before it was built (``not_before``)."""
 
     def __init__(
         self,
@@ -306,6 +314,8 @@ class TunnelVerifier:
         self._clock = clock
         self.window = float(window)
         self._nonces = nonce_cache if nonce_cache is not None else NonceCache()
+        self.not_before = clock.now()
+        self._not_before_ms = int(self.not_before * 1000)
 
     def verify(
         self,
@@ -336,9 +346,12 @@ class TunnelVerifier:
         if not any(self._checks(key, signature, message) for key in self._keys):
             raise TunnelRejected("bad signature")
         now = self._clock.now()
-        claimed = float(int(timestamp))
+        claimed_ms = int(timestamp)
+        claimed = claimed_ms / 1000
         if abs(now - claimed) > self.window:
             raise TunnelRejected("timestamp outside the window")
+        if claimed_ms < self._not_before_ms:
+            raise TunnelRejected("signed before this daemon started")
         problem = self._nonces.add(nonce, claimed + self.window, now)
         if problem is not None:
             raise TunnelRejected(problem)

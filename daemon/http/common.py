@@ -7,13 +7,40 @@ from typing import Any
 
 import falcon.asgi
 
-from openbus.kernel.errors import BadRequest
+from openbus.kernel.errors import BadRequest, UnsupportedMedia
 
 MAX_BODY = 256 * 1024
+MAX_DEPTH = 32  # the human API's bodies are flat objects; deeper nesting is never meant
+JSON_TYPES = ("application/json",)
+
+
+def _depth_at_most(data: object, limit: int) -> bool:
+    """Whether ``data`` nests no deeper than ``limit`` containers (iteratively: no recursion)."""
+    stack: list[tuple[object, int]] = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict):
+            children: list[object] = list(value.values())
+        elif isinstance(value, list):
+            children = value
+        else:
+            continue
+        if depth > limit:
+            return False
+        stack.extend((child, depth + 1) for child in children)
+    return True
+
+
+def _too_deep() -> BadRequest:
+    return BadRequest(f"body nests deeper than {MAX_DEPTH} levels", field="body")
 
 
 async def read_json(req: falcon.asgi.Request) -> dict[str, Any]:
-    """The request's JSON object body; a clear 400 for anything else."""
+    """The request's JSON object body; a clear 4xx naming ``content-type`` or ``body`` for
+    anything else (another media type, too large, not JSON, nested too deeply, not an object)."""
+    media = (req.content_type or "").partition(";")[0].strip().lower()
+    if media not in JSON_TYPES:
+        raise UnsupportedMedia("the body must be sent as application/json", field="content-type")
     body = getattr(req.context, "body", None)
     if body is None:
         if req.content_length is not None and req.content_length > MAX_BODY:
@@ -27,6 +54,10 @@ async def read_json(req: falcon.asgi.Request) -> dict[str, Any]:
         data = json.loads(body)
     except (ValueError, UnicodeDecodeError):
         raise BadRequest("body is not valid JSON", field="body") from None
+    except RecursionError:  # nested past the parser's own limit
+        raise _too_deep() from None
+    if not _depth_at_most(data, MAX_DEPTH):
+        raise _too_deep()
     if not isinstance(data, dict):
         raise BadRequest("body must be a JSON object", field="body")
     return data
@@ -45,3 +76,18 @@ def int_param(
     if not minimum <= value <= maximum:
         raise BadRequest(f"must be between {minimum} and {maximum}", field=name)
     return value
+
+
+TRUE = frozenset({"true", "1", "yes", "on"})
+FALSE = frozenset({"false", "0", "no", "off"})
+
+
+def bool_param(req: falcon.asgi.Request, name: str, default: bool) -> bool:
+    raw = req.get_param(name)
+    if raw is None or raw == "":
+        return default
+    if raw.lower() in TRUE:
+        return True
+    if raw.lower() in FALSE:
+        return False
+    raise BadRequest("must be true or false", field=name)

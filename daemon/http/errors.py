@@ -1,7 +1,10 @@
-"""The HTTP edge's one translation of the core error hierarchy.
+"""The HTTP edge's one translation of the core error hierarchy, and its one error shape.
 
-Nothing else in the daemon picks status codes. An unexpected exception becomes a plain 500
-with no traceback in the body; the traceback goes to the daemon's log only.
+Nothing else in the daemon picks status codes. Every error the edge answers has the body
+``{"error": code, "message": sentence[, "field": name]}`` (``OpenbusError.to_dict``): the
+core's errors, falcon's own (an unknown path names ``path``, an unserved method ``method``,
+another media type ``content-type``) and the unexpected, which becomes a plain 500 with no
+traceback in the body; the traceback goes to the daemon's log only.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from openbus.kernel import errors
 log = logging.getLogger("openbus.http")
 
 STATUS: dict[type[errors.OpenbusError], int] = {
+    errors.UnsupportedMedia: 415,
     errors.BadRequest: 400,
     errors.Unauthenticated: 401,
     errors.NotConnected: 403,
@@ -48,15 +52,42 @@ async def handle_openbus_error(
     resp.media = exc.to_dict()
 
 
+# falcon's own errors: the code and the field at fault, by status
+FRAMEWORK: dict[int, tuple[str, str | None]] = {
+    400: ("bad_request", None),
+    404: ("not_found", "path"),
+    405: ("method_not_allowed", "method"),
+    411: ("bad_request", "content-length"),
+    413: ("bad_request", "body"),
+    414: ("bad_request", "path"),
+    415: ("unsupported_media_type", "content-type"),
+    431: ("bad_request", "headers"),
+}
+
+
+def framework_error(exc: falcon.HTTPError) -> dict[str, str]:
+    """Falcon's own error in the one shape (``http_error`` where it names no known case)."""
+    code, field = FRAMEWORK.get(exc.status_code, ("http_error", None))
+    message = exc.description or exc.title or str(exc.status)
+    return errors.OpenbusError(message, field=field).to_dict() | {"error": code}
+
+
+async def handle_framework_error(
+    req: falcon.asgi.Request,
+    resp: falcon.asgi.Response,
+    exc: falcon.HTTPError,
+    params: dict[str, Any],
+) -> None:
+    resp.status = exc.status
+    resp.set_headers(exc.headers or {})  # 405's Allow, for one
+    resp.media = framework_error(exc)
+
+
 async def handle_unexpected(
     req: falcon.asgi.Request, resp: falcon.asgi.Response, exc: Exception, params: dict[str, Any]
 ) -> None:
     if isinstance(exc, falcon.HTTPError):
-        resp.status = exc.status
-        body: dict[str, str] = {"error": "http_error", "message": exc.title or str(exc.status)}
-        if exc.description:
-            body["message"] = exc.description
-        resp.media = body
+        await handle_framework_error(req, resp, exc, params)
         return
     log.exception("unexpected error on %s %s", req.method, req.path)
     resp.status = 500
@@ -65,4 +96,5 @@ async def handle_unexpected(
 
 def install(app: falcon.asgi.App[Any, Any]) -> None:
     app.add_error_handler(Exception, handle_unexpected)
+    app.add_error_handler(falcon.HTTPError, handle_framework_error)  # replaces falcon's own
     app.add_error_handler(errors.OpenbusError, handle_openbus_error)

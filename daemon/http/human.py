@@ -7,7 +7,7 @@ from typing import Any
 import falcon.asgi
 
 from openbus.daemon.gate import Gate
-from openbus.daemon.http.common import read_json
+from openbus.daemon.http.common import bool_param, read_json
 from openbus.daemon.http.identity import require_actor
 
 
@@ -16,7 +16,7 @@ class CardsResource:
         self.gate = gate
 
     async def on_get(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
-        pending = req.get_param_as_bool("pending", default=True)
+        pending = bool_param(req, "pending", default=True)
         resp.media = {
             "cards": await self.gate.run(require_actor(req), "cards.list", {"pending": pending})
         }

@@ -1,4 +1,5 @@
-"""deploy/install on this machine (root): users, files, units verified, then nothing left."""
+"""deploy/install on this machine (root): users, files, units verified, the box started from
+its units (as systemd would start them) and reached through its tunnel, then nothing left."""
 
 from __future__ import annotations
 
@@ -7,12 +8,22 @@ import hashlib
 import os
 import pwd
 import re
+import secrets
 import shutil
+import signal
 import stat
 import subprocess
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
+
+from tests.deploy.units import Unit, listen_stream
+from tests.support.wait import wait_until
+from tests.tunnel.conftest import ThrowawayUsers
 
 REPO = Path(__file__).resolve().parents[2]
 INSTALL = REPO / "deploy" / "install"
@@ -84,16 +95,29 @@ def mode_owner(path: str) -> tuple[str, str, str]:
     )
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="deploy/install needs root")
-@pytest.mark.timeout(900)
-def test_install_then_uninstall_leaves_nothing_behind() -> None:
+@contextmanager
+def fresh_install(*args: str) -> Iterator[subprocess.CompletedProcess[str]]:
+    """deploy/install on a machine without openbus; uninstalled and purged afterwards."""
     if users_present() or groups_present() or any(Path(p).exists() for p in STATE + INSTALLED):
         pytest.skip("an openbus installation already exists on this machine; not touching it")
     if shutil.which("systemd-sysusers") is None:
         pytest.skip("systemd-sysusers is not installed (make system-deps)")
     before = snapshot()
     try:
-        run()
+        yield run(*args)
+    finally:
+        subprocess.run(
+            [str(INSTALL), "--uninstall", "--purge"], capture_output=True, text=True, check=False
+        )
+    assert users_present() == set()
+    assert groups_present() == set()
+    assert snapshot() - before == set()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="deploy/install needs root")
+@pytest.mark.timeout(900)
+def test_install_then_uninstall_leaves_nothing_behind() -> None:
+    with fresh_install():
         assert users_present() == set(USERS)
         assert groups_present() == set(GROUPS)
         assert grp.getgrnam("openbus").gr_mem == ["openbus-tunnel"]
@@ -164,10 +188,108 @@ def test_install_then_uninstall_leaves_nothing_behind() -> None:
         assert groups_present() == set()
         assert [p for p in INSTALLED if Path(p).exists()] == []
         assert all(Path(p).exists() for p in STATE), "state is kept without --purge"
-    finally:
-        subprocess.run(
-            [str(INSTALL), "--uninstall", "--purge"], capture_output=True, text=True, check=False
+
+
+def started(stack: ExitStack, unit: Unit, log: Path, **kw: Any) -> subprocess.Popen[bytes]:
+    """The unit's ExecStart running, stopped (its whole process group) when ``stack`` closes."""
+    process = unit.start(log=stack.enter_context(log.open("ab")), **kw)
+
+    def stop() -> None:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=10)
+
+    stack.callback(stop)
+    return process
+
+
+def alive_until(process: subprocess.Popen[bytes], log: Path, ready: Any) -> bool:
+    if process.poll() is not None:
+        raise AssertionError(f"exited with {process.returncode}:\n{log.read_text()[-3000:]}")
+    return bool(ready())
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="deploy/install needs root")
+@pytest.mark.timeout(900)
+def test_an_installed_box_starts_from_its_units_and_answers_healthz_through_the_tunnel(
+    tmp_path: Path,
+) -> None:
+    with fresh_install() as installed, ExitStack() as stack:
+        # no --policy: a single-org key pair and a default policy, and the output says where
+        assert "/etc/openbus/org/org.key" in installed.stdout
+        assert "/etc/openbus/policy.toml" in installed.stdout
+        assert mode_owner("/etc/openbus/org/org.key") == ("0o400", "root", "root")
+        assert mode_owner("/etc/openbus/org") == ("0o700", "root", "root")
+        for public in ("/etc/openbus/org.pub", "/etc/openbus/policy.toml.sig"):
+            assert mode_owner(public) == ("0o444", "root", "openbus")
+        units = {name: Unit.read(Path("/etc/systemd/system") / name) for name in UNITS}
+
+        agents = units["openbus-agent.service"]
+        tmux = started(stack, agents, tmp_path / "agent.log")
+        wait_until(
+            lambda: alive_until(
+                tmux, tmp_path / "agent.log", Path(agents.argv("ExecStop")[2]).exists
+            ),
+            timeout=30,
+            what="the agents' tmux server",
         )
-    assert users_present() == set()
-    assert groups_present() == set()
-    assert snapshot() - before == set()
+        post = subprocess.run(
+            agents.argv("ExecStartPost"),
+            env=agents.environment(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            **agents.credentials(),
+        )
+        assert post.returncode == 0, post.stderr
+
+        daemon = started(stack, units["openbus.service"], tmp_path / "daemon.log")
+
+        def daemon_answers() -> bool:
+            try:
+                return httpx.get("http://127.0.0.1:7707/healthz", timeout=5).status_code == 200
+            except httpx.TransportError:
+                return False
+
+        # its worker built, so the verifier too: a request signed before that is refused
+        wait_until(
+            lambda: alive_until(daemon, tmp_path / "daemon.log", daemon_answers),
+            timeout=60,
+            what="the daemon to answer /healthz on its agents' port",
+        )
+        listening = stack.enter_context(listen_stream(units["openbus-tunnel.socket"]))
+        port = listening.getsockname()[1]
+        tunnel = started(
+            stack, units["openbus-tunnel.service"], tmp_path / "tunnel.log", listening=listening
+        )
+
+        password = "pw-" + secrets.token_urlsafe(12)
+        people = ThrowawayUsers()
+        stack.callback(people.remove_all)
+        operator = people.add(password, groups=("openbus-operators",))
+
+        url = "https://127.0.0.1" + ("" if port == 443 else f":{port}")  # the Host it sends
+        client = stack.enter_context(httpx.Client(base_url=url, verify=False, timeout=15))
+
+        def signed_in() -> bool:
+            try:
+                response = client.post(
+                    "/login",
+                    data={"user": operator, "password": password, "next": "/"},
+                    headers={"origin": url},
+                )
+            except httpx.TransportError:
+                return alive_until(tunnel, tmp_path / "tunnel.log", lambda: False)
+            assert response.status_code == 303, response.text
+            return True
+
+        wait_until(signed_in, timeout=60, what="a sign-in through the tunnel")
+        health = client.get("/healthz")
+        assert health.status_code == 200, health.text
+        assert isinstance(health.json(), dict)
+        assert daemon.poll() is None, (tmp_path / "daemon.log").read_text()[-3000:]

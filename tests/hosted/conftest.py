@@ -149,6 +149,7 @@ class HostedBox:
     tmux_socket: Path
     daemon: RunningDaemon
     accounts: Accounts
+    config: dict[str, dict[str, Any]]
 
     def tmux(self, *args: str) -> subprocess.CompletedProcess[str]:
         """A tmux command against the agents' server, as the agent user."""
@@ -156,6 +157,13 @@ class HostedBox:
             self.agent_user,
             ["tmux", "-S", str(self.tmux_socket), *args],
             env={"HOME": str(self.root / "agent-home"), "SHELL": "/bin/sh"},
+        )
+
+    def restart_daemon(self) -> None:
+        """Stop the daemon and start it again on the same state, socket and port."""
+        assert self.daemon.stop() == 0, self.daemon.log()
+        self.daemon = start_daemon(
+            self.root / "daemon", self.config, user=self.daemon_user, port=self.daemon.port
         )
 
     def worker_pids(self) -> list[int]:
@@ -279,6 +287,7 @@ def box() -> Iterator[HostedBox]:
     root.chmod(0o755)
     tmux_socket = root / "agent-run" / "tmux.sock"
     daemon: RunningDaemon | None = None
+    hosted_box: HostedBox | None = None
     agent = ""
     sudoers: Path | None = None
     pool_users: list[str] = []
@@ -313,7 +322,7 @@ def box() -> Iterator[HostedBox]:
             "launchers.fakeclaude": {"harness": "claude", "argv": FAKE_AGENT},
         }
         daemon = start_daemon(root / "daemon", hosted, user=daemon_user)
-        yield HostedBox(
+        hosted_box = HostedBox(
             root=root,
             daemon_user=daemon_user,
             tunnel_user=tunnel_user,
@@ -327,8 +336,12 @@ def box() -> Iterator[HostedBox]:
             tmux_socket=tmux_socket,
             daemon=daemon,
             accounts=accounts,
+            config=hosted,
         )
+        yield hosted_box
     finally:
+        if hosted_box is not None:  # its daemon, restarted or not
+            daemon = hosted_box.daemon
         if daemon is not None and daemon.process.poll() is None:
             daemon.stop()
             if daemon.process.poll() is None:

@@ -10,6 +10,9 @@ asserts and the probe only reports what the kernel and the daemon answered.
 * ``signed {"socket", "key", "requests": [{"method", "path", "user", "body", "sent",
   "times"}]}``: sign each request with the tunnel's key (over ``body``), send ``sent`` (the
   body as sent, by default ``body``) ``times`` times with the same signature; the statuses.
+* ``sign {"key", "method", "path", "user"}``: the tunnel's headers for one bodiless request,
+  not sent (what someone who captured a signed request holds).
+* ``send {"socket", "method", "path", "headers"}``: that request sent as is; the status.
 """
 
 from __future__ import annotations
@@ -66,9 +69,7 @@ def tcp(args: dict[str, Any]) -> list[int]:
 
 
 def signed(args: dict[str, Any]) -> list[list[int]]:
-    with open(args["key"], "rb") as f:
-        key = serialization.load_pem_private_key(f.read(), password=None)
-    assert isinstance(key, Ed25519PrivateKey)
+    key = _tunnel_key(args["key"])
     transport = httpx.HTTPTransport(uds=args["socket"])
     results: list[list[int]] = []
     with httpx.Client(transport=transport, base_url="http://openbus", timeout=10) as client:
@@ -95,7 +96,32 @@ def signed(args: dict[str, Any]) -> list[list[int]]:
     return results
 
 
-PROBES = {"read": read, "connect": connect, "tcp": tcp, "signed": signed}
+def _tunnel_key(path: str) -> Ed25519PrivateKey:
+    with open(path, "rb") as f:
+        key = serialization.load_pem_private_key(f.read(), password=None)
+    assert isinstance(key, Ed25519PrivateKey)
+    return key
+
+
+def sign_only(args: dict[str, Any]) -> dict[str, str]:
+    key = _tunnel_key(args["key"])
+    return sign(key, args["method"], args["path"], args["user"], b"", time.time(), os.urandom(16))
+
+
+def send(args: dict[str, Any]) -> int:
+    transport = httpx.HTTPTransport(uds=args["socket"])
+    with httpx.Client(transport=transport, base_url="http://openbus", timeout=10) as client:
+        return client.request(args["method"], args["path"], headers=args["headers"]).status_code
+
+
+PROBES = {
+    "read": read,
+    "connect": connect,
+    "tcp": tcp,
+    "signed": signed,
+    "sign": sign_only,
+    "send": send,
+}
 
 
 def main() -> None:

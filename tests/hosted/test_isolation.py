@@ -171,6 +171,23 @@ def test_a_replayed_signed_request_is_refused_and_audited(box: HostedBox) -> Non
     assert "(tunnel)" in refused[0]["details"]["peer"]
 
 
+def test_a_signed_request_captured_before_a_restart_is_refused_after_it_and_audited(
+    box: HostedBox,
+) -> None:
+    request = {"method": "GET", "path": "/api/directory", "user": box.operator}
+    headers = probe(box.tunnel_user, "sign", {"key": str(box.credential), **request})
+    replay = {"socket": str(box.daemon.socket_path), "headers": headers, **request}
+    assert probe(box.tunnel_user, "send", replay) == 200
+    box.restart_daemon()  # well within the signature's 30 s window; the nonce cache is new
+    before = audit_head(box)
+    assert probe(box.tunnel_user, "send", replay) == 401
+    refused = refusals(audit_after(box, before))
+    assert len(refused) == 1
+    assert "signed before this daemon started" in refused[0]["details"]["peer"]
+    fresh = {"socket": str(box.daemon.socket_path), "key": str(box.credential)}
+    assert probe(box.tunnel_user, "signed", {**fresh, "requests": [request]}) == [[200]]
+
+
 def test_a_signed_request_whose_body_was_altered_is_refused(box: HostedBox) -> None:
     before = audit_head(box)
     body = json.dumps({"to": "%0", "text": "hello"})

@@ -104,9 +104,27 @@ def test_a_timestamp_more_than_30_seconds_off_is_refused(skew: float) -> None:
 
 def test_a_timestamp_at_the_edge_of_the_window_is_accepted() -> None:
     clock, rnd = FixedClock(), SeededRandom()
+    verifier = make(clock)
     headers = signed(clock, rnd)
     clock.advance(30)
+    assert verifier.verify("GET", "/api/directory", headers, b"") == "alice"
+
+
+def test_a_signature_accepted_before_a_restart_is_refused_by_the_next_verifier() -> None:
+    clock, rnd = FixedClock(), SeededRandom()
+    headers = signed(clock, rnd)
     assert make(clock).verify("GET", "/api/directory", headers, b"") == "alice"
+    clock.advance(0.001)  # the daemon restarts a millisecond later: a new, empty nonce cache
+    restarted = make(clock)
+    assert rejected(restarted, "GET", "/api/directory", headers) == (
+        "signed before this daemon started"
+    )
+    assert restarted.verify("GET", "/api/directory", signed(clock, rnd), b"") == "alice"
+
+
+def test_the_timestamp_is_in_milliseconds() -> None:
+    clock, rnd = FixedClock(1_800_000_000.123), SeededRandom()
+    assert dict(signed(clock, rnd))["X-Tunnel-Timestamp"] == "1800000000123"
 
 
 @pytest.mark.parametrize(

@@ -28,8 +28,13 @@ async def call(
     peer: dict[str, int] | None = None,
     headers: list[tuple[bytes, bytes]] | None = None,
     query: str = "",
+    content: bytes | None = None,
+    content_type: bytes | None = b"application/json",
 ) -> tuple[int, Any]:
-    payload = b"" if body is None else json.dumps(body).encode()
+    """One request; ``content`` is the body as sent (instead of ``body`` as JSON), and
+    ``content_type`` None sends no Content-Type."""
+    payload = content if content is not None else b"" if body is None else json.dumps(body).encode()
+    typed = [(b"content-type", content_type)] if content_type is not None else []
     scope: dict[str, Any] = {
         "type": "http",
         "asgi": {"version": "3.0", "spec_version": "2.4"},
@@ -42,7 +47,7 @@ async def call(
         "root_path": "",
         "headers": [
             (b"host", b"openbus"),
-            (b"content-type", b"application/json"),
+            *typed,
             (b"content-length", str(len(payload)).encode()),
             *(headers or []),
         ],

@@ -40,7 +40,7 @@ def _run(*argv: str, stdin: str | None = None) -> None:
 class ThrowawayUsers:
     created: list[str] = field(default_factory=list)
 
-    def add(self, password: str | None = None) -> str:
+    def add(self, password: str | None = None, groups: tuple[str, ...] = ()) -> str:
         name = "obt" + secrets.token_hex(4)
         _run(
             "useradd",
@@ -49,6 +49,7 @@ class ThrowawayUsers:
             "--shell",
             "/usr/sbin/nologin",
             "--user-group",
+            *(("--groups", ",".join(groups)) if groups else ()),
             name,
         )
         self.created.append(name)

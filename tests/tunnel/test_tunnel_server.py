@@ -40,11 +40,8 @@ class Box:
     tunnel_user: str
     human: str
     password: str
-
-    def verifier(self) -> TunnelVerifier:
-        return TunnelVerifier(
-            load_public_keys(self.tunnel.public_key.read_bytes()), clock=SystemClock()
-        )
+    # built before any request, as the daemon builds its own when it starts
+    verifier: TunnelVerifier
 
     @contextmanager
     def signed_in(self) -> Iterator[httpx.Client]:
@@ -68,8 +65,11 @@ def box(users: ThrowawayUsers, pam_service: str, open_dir: Path) -> Iterator[Box
             failed_login_delay=0.01,
             max_failed_logins=3,
         )
+        verifier = TunnelVerifier(
+            load_public_keys(tunnel.public_key.read_bytes()), clock=SystemClock()
+        )
         try:
-            yield Box(tunnel, upstream, tunnel_user, human, password)
+            yield Box(tunnel, upstream, tunnel_user, human, password, verifier)
         finally:
             stop_tunnel(tunnel)
 
@@ -139,7 +139,7 @@ def test_requests_reach_the_daemon_signed_as_the_logged_in_user(box: Box) -> Non
     assert response.json() == {"ok": True}
     (seen,) = box.upstream.requests
     assert seen.target == "/api/launch?cwd=%2Ftmp"
-    assert box.verifier().verify(seen.method, seen.target, seen.headers, seen.body) == box.human
+    assert box.verifier.verify(seen.method, seen.target, seen.headers, seen.body) == box.human
     names = {name for name, _ in seen.headers}
     assert "cookie" not in names
     assert "authorization" not in names
@@ -170,14 +170,14 @@ def test_incoming_identity_headers_are_stripped_in_every_spelling(box: Box) -> N
         ["x-tunnel-user", "x-tunnel-timestamp", "x-tunnel-nonce", "x-tunnel-signature"]
     )
     assert dict(identity)["x-tunnel-user"] == box.human
-    assert box.verifier().verify(seen.method, seen.target, seen.headers, seen.body) == box.human
+    assert box.verifier.verify(seen.method, seen.target, seen.headers, seen.body) == box.human
 
 
 def test_a_replayed_signed_request_is_refused(box: Box) -> None:
     with box.signed_in() as client:
         client.get("/api/directory")
     (seen,) = box.upstream.requests
-    verifier = box.verifier()
+    verifier = box.verifier
     assert verifier.verify(seen.method, seen.target, seen.headers, seen.body) == box.human
     with pytest.raises(Unauthenticated, match="tunnel identity not accepted"):
         verifier.verify(seen.method, seen.target, seen.headers, seen.body)

@@ -116,7 +116,11 @@ def test_a_malformed_decision_is_400_naming_the_field(
     daemon, (mine, *_) = seeded
     with daemon.human() as client:
         if body == "not json":
-            response = client.post(f"/api/cards/{mine}", content=b"{not json")
+            response = client.post(
+                f"/api/cards/{mine}",
+                content=b"{not json",
+                headers={"Content-Type": "application/json"},
+            )
         else:
             response = client.post(f"/api/cards/{mine}", json=body)
     assert response.status_code == 400
