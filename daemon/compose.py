@@ -166,6 +166,7 @@ def build(
         clock=clock,
         policy=base.policy,
         fleet=DirectoryFleet(directory.directory, directory.tmux),
+        db=base.db,
     )
     register_pane_detail(gate, directory.directory, owners, [messaging.pane_section])
     added = tuple(e.build(base) for e in extra)

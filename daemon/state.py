@@ -1,4 +1,5 @@
-"""The daemon's state database (SQLite, WAL): grants, cards, approvals, the audit chain.
+"""The daemon's state database (SQLite, WAL): grants, cards, approvals, message ids, the audit
+chain.
 
 One connection, used from the daemon's one event loop. WAL with ``synchronous=NORMAL``: a
 committed transaction survives a daemon crash (kill -9); only power loss can take the last
@@ -101,6 +102,19 @@ MIGRATIONS: tuple[str, ...] = (
     # (pid plus start time), also across daemon restarts; a row without one is not alive
     """
     ALTER TABLE principals ADD COLUMN pid_start TEXT;
+    """,
+    # 4: message ids held for their hour (at most once across a restart)
+    """
+    CREATE TABLE message_ids (
+        principal TEXT NOT NULL,
+        message_id TEXT NOT NULL,
+        sender_actor TEXT NOT NULL,
+        recipient_pane TEXT,
+        outcome TEXT NOT NULL,
+        expires REAL NOT NULL,
+        PRIMARY KEY (principal, message_id)
+    );
+    CREATE INDEX message_ids_expires ON message_ids(expires);
     """,
 )
 

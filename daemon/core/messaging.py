@@ -16,6 +16,11 @@ adapter calls it right after the call's audit record is written.
 **Ids** are held per (sender principal, message id) for an hour from admission and never
 evicted early. A message still waiting when its hour ends is ended ``expired``
 (``expire_due``); the adapter records that outcome and only then ``release``s the id.
+The adapter keeps every held id, with its outcome and expiry, in the state database in the
+same transaction as the record that admitted or ended it; a new daemon lifetime ``restore``s
+them as ``HeldId``s, so a retried (sender, id) is refused across a restart within its hour.
+An id whose message had no final outcome when the daemon stopped is restored ``unconfirmed``
+(``HeldId.after_restart``): the text is gone with the old process, and it may have been typed.
 
 **Hops and cards.** A message from a principal that received one within ``reply_window``
 joins that conversation at the next hop, else it opens one at hop 0. ``_card_need``: a hop
@@ -53,8 +58,8 @@ from __future__ import annotations
 
 import enum
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TypeAlias
 
@@ -68,6 +73,9 @@ REPLY_WINDOW_SECONDS = 300.0
 RATE_WINDOW_SECONDS = 60.0
 TOTAL_QUEUE_BYTES = 8 * 1024 * 1024
 EXPIRY_REASON = "its hour ran out before it could be delivered"
+RESTART_REASON = (
+    "the daemon restarted before this message's outcome was known; it may have been typed"
+)
 
 
 class Outcome(enum.StrEnum):
@@ -259,6 +267,28 @@ class Message:
         }
 
 
+@dataclass(frozen=True)
+class HeldId:
+    """An id held from an earlier daemon lifetime: who sent it, its outcome, its hour's end."""
+
+    sender: str
+    message_id: str
+    sender_actor: str
+    recipient_pane: str | None
+    outcome: Outcome
+    expires: float
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.sender, self.message_id)
+
+    def after_restart(self) -> HeldId:
+        """What a new lifetime holds: an outcome that was not final is ``unconfirmed``."""
+        if self.outcome.final:
+            return self
+        return replace(self, outcome=Outcome.UNCONFIRMED)
+
+
 class CardNeed(enum.StrEnum):
     NONE = "none"
     PAIR = "message"  # a new pair: the card kind "message"
@@ -289,6 +319,7 @@ class MessageBook:
         fixed = limits if isinstance(limits, MessageLimits) else MessageLimits()
         self._limits: Callable[[], MessageLimits] = limits if callable(limits) else lambda: fixed
         self._messages: dict[tuple[str, str], Message] = {}
+        self._restored: dict[tuple[str, str], HeldId] = {}  # from an earlier lifetime
         self._ids_held: dict[str, int] = {}
         self._sender_rate: dict[str, deque[float]] = {}
         self._pair_rate: dict[tuple[str, str], deque[float]] = {}
@@ -309,6 +340,10 @@ class MessageBook:
 
     def get(self, sender: str, message_id: str) -> Message | None:
         return self._messages.get((sender, message_id))
+
+    def restored(self, sender: str, message_id: str) -> HeldId | None:
+        """An id this sender used in an earlier daemon lifetime, still within its hour."""
+        return self._restored.get((sender, message_id))
 
     def by_card(self, card_id: str) -> Message | None:
         key = self._cards.get(card_id)
@@ -344,6 +379,7 @@ class MessageBook:
         """Sizes of every structure, for the memory-flat checks."""
         return {
             "messages": len(self._messages),
+            "restored_ids": len(self._restored),
             "senders": len(self._ids_held),
             "sender_rates": len(self._sender_rate),
             "pair_rates": len(self._pair_rate),
@@ -371,7 +407,7 @@ class MessageBook:
     ) -> Admission:
         """Judge a message: an ``Admission`` to ``commit``, or raise why not. Stores nothing."""
         mid = check_message_id(message_id)
-        held = self._messages.get((sender, mid))
+        held = self._messages.get((sender, mid)) or self._restored.get((sender, mid))
         if held is not None:
             raise Conflict(
                 f"message id {mid} was already used by this sender "
@@ -438,7 +474,7 @@ class MessageBook:
         Nothing may run between ``check`` and ``commit`` (the adapter commits right after the
         audit record is written, with no await in between)."""
         message = admission.message
-        if message.key in self._messages:
+        if message.key in self._messages or message.key in self._restored:
             raise Conflict(f"message id {message.message_id} was already used", field="message_id")
         if message.conversation == f"cv{self._conversations + 1}" and message.hop == 0:
             self._conversations += 1
@@ -616,6 +652,36 @@ class MessageBook:
         now = self.clock.now()
         return [m for m in list(self._messages.values()) if m.final and now >= m.expires]
 
+    def restore(self, held: Iterable[HeldId]) -> list[HeldId]:
+        """Hold the ids of an earlier lifetime still within their hour (each after its
+        restart: see ``HeldId.after_restart``) and return them."""
+        now = self.clock.now()
+        kept = []
+        for earlier in held:
+            key = earlier.key
+            if now >= earlier.expires or key in self._messages or key in self._restored:
+                continue
+            entry = self._restored[key] = earlier.after_restart()
+            self._ids_held[entry.sender] = self._ids_held.get(entry.sender, 0) + 1
+            kept.append(entry)
+        return kept
+
+    def release_restored(self) -> int:
+        """Free the restored ids whose hour is over; how many were freed."""
+        now = self.clock.now()
+        due = [k for k, e in self._restored.items() if now >= e.expires]
+        for key in due:
+            del self._restored[key]
+            self._drop_id(key[0])
+        return len(due)
+
+    def _drop_id(self, sender: str) -> None:
+        left = self._ids_held.get(sender, 0) - 1
+        if left > 0:
+            self._ids_held[sender] = left
+        else:
+            self._ids_held.pop(sender, None)
+
     def release(self, message: Message) -> None:
         """Free a final message's id once its hour is over and its outcome is recorded."""
         _move(message, Step.RELEASE)
@@ -624,11 +690,7 @@ class MessageBook:
         if self._messages.get(message.key) is not message:
             return
         del self._messages[message.key]
-        left = self._ids_held.get(message.sender, 0) - 1
-        if left > 0:
-            self._ids_held[message.sender] = left
-        else:
-            self._ids_held.pop(message.sender, None)
+        self._drop_id(message.sender)
 
     def prune(self) -> None:
         """Drop empty rate windows and stale hop memories (memory stays flat)."""
@@ -644,11 +706,13 @@ class MessageBook:
 __all__ = [
     "FINAL_OUTCOMES",
     "MOVES",
+    "RESTART_REASON",
     "TYPING_ENDS",
     "WAITING_ENDS",
     "Admission",
     "CardNeed",
     "Event",
+    "HeldId",
     "Message",
     "MessageBook",
     "MessageLimits",

@@ -1,7 +1,8 @@
 """Peer messaging: the queue, delivery, consent and the tools and views over them.
 
 ``build`` assembles the feature on the directory's fleet: one ``MessageBook`` (the pure
-rules), ``Addressing`` (target to recipient) and ``Outcomes`` (every ending recorded once),
+rules), ``Addressing`` (target to recipient), ``HeldIds`` (the ids in the state database) and
+``Outcomes`` (every ending recorded once),
 which the ``MessagingService`` (the gate actions ``message.send``, ``message.status``,
 ``messages.list``, consent and revocation) and the ``DeliveryEngine`` (typing at idle) share;
 neither of those two calls the other except for the service waking delivery.
@@ -18,9 +19,11 @@ from openbus.daemon.grants import Grants
 from openbus.daemon.messaging.addressing import Addressing
 from openbus.daemon.messaging.delivery import DEFAULT_TIMEOUTS, DeliveryEngine, DeliveryTimeouts
 from openbus.daemon.messaging.fleet import Fleet
+from openbus.daemon.messaging.held_ids import HeldIds
 from openbus.daemon.messaging.outcomes import Outcomes
 from openbus.daemon.messaging.service import MessagingService
 from openbus.daemon.policy_runtime import PolicyRuntime
+from openbus.daemon.state import StateDB
 from openbus.kernel.clock import Clock
 
 
@@ -48,11 +51,13 @@ def build(
     clock: Clock,
     policy: PolicyRuntime,
     fleet: Fleet,
+    db: StateDB,
     timeouts: DeliveryTimeouts = DEFAULT_TIMEOUTS,
 ) -> MessagingService:
     book = MessageBook(clock, PolicyLimits(policy))
     addressing = Addressing(fleet, grants, cards)
-    outcomes = Outcomes(book, gate, cards, clock)
+    held_ids = HeldIds(db)
+    outcomes = Outcomes(book, gate, cards, clock, held_ids)
     return MessagingService(
         gate=gate,
         grants=grants,
@@ -63,4 +68,5 @@ def build(
         addressing=addressing,
         outcomes=outcomes,
         delivery=DeliveryEngine(book, addressing, outcomes, timeouts),
+        held_ids=held_ids,
     )

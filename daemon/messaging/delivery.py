@@ -19,9 +19,11 @@ came from, and tmux still reports the pane's process the directory saw (a direct
 not caught up with a respawn must not pass a new process off as the old incarnation). Any
 transient difference leaves the message queued for the next idle transition.
 Then, once and only once (``book.begin_typing``), it types ONE bracketed paste holding the
-daemon's provenance line and the text, waits until the composer shows it (the screen still
-idle, the composer no longer empty), presses Enter (for Codex only after its paste-burst
-window), and re-parses until the turn started or the composer emptied:
+daemon's provenance line and the text, each of its lines behind a quote bar
+(``typed_form``: the sender's words can never look like the stamp), waits until the
+composer shows it (the screen still idle, the composer no longer empty), presses Enter (for
+Codex only after its paste-burst window), and re-parses until the turn started or the
+composer emptied:
 
 * ``delivered``: the paste landed in the idle composer and was submitted;
 * ``unconfirmed``: the paste failed partway, the screen left the checked idle state before
@@ -39,6 +41,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from openbus.daemon.core.message_text import QUOTE_BAR, line_count, typed_form
 from openbus.daemon.core.messaging import CardNeed, Message, MessageBook, Outcome, Phase
 from openbus.daemon.messaging.addressing import Addressing
 from openbus.daemon.messaging.fleet import FleetChange, PaneView, normalize
@@ -58,16 +61,20 @@ PASTE_BURST_SECONDS = {"codex": 0.4}
 
 
 def provenance(message: Message) -> str:
-    """The line the daemon stamps above every message: who sent it, never the sender's words."""
+    """The line the daemon stamps above every message: who sent it, never the sender's words,
+    and how many lines of them follow behind the quote bar (``core.message_text``)."""
     where = f" (pane {message.sender_pane})" if message.sender_pane else ""
+    lines = line_count(message.text)
     return (
         f"[openbus message from {message.sender_actor}{where} \u00b7 id {message.message_id} "
+        f"\u00b7 {'1 line follows' if lines == 1 else f'{lines} lines follow'}, each behind "
+        f"{QUOTE_BAR.strip()} "
         "\u00b7 reply with send_message]"
     )
 
 
 def payload(message: Message) -> str:
-    return provenance(message) + "\n" + message.text
+    return typed_form(provenance(message), message.text)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 
 Shared by the service (declines, expiry, revocation) and the delivery engine (delivered,
 unconfirmed, a handle that moved). An admitted message has two audit records: ``queued`` at
-admission and its final outcome here (``record_outcome``). An outcome whose record could not
+admission and its final outcome here (``record_outcome``), which commits with the held id's
+outcome (``HeldIds.ended``). An outcome whose record could not
 be written is logged, its id stays held, and the sweep tries it again before releasing the id;
 waiters on the message (``message_status`` with a wait) wake either way.
 """
@@ -16,9 +17,17 @@ from typing import Any
 from openbus.daemon.cards import Cards
 from openbus.daemon.core.audit import AuditDraft
 from openbus.daemon.core.consent import Card, CardState
-from openbus.daemon.core.messaging import CardNeed, Message, MessageBook, Outcome
+from openbus.daemon.core.messaging import (
+    RESTART_REASON,
+    CardNeed,
+    HeldId,
+    Message,
+    MessageBook,
+    Outcome,
+)
 from openbus.daemon.gate import Gate
 from openbus.daemon.messaging.actions import SEND
+from openbus.daemon.messaging.held_ids import HeldIds
 from openbus.kernel.clock import Clock
 from openbus.kernel.errors import NotFound
 from openbus.kernel.scopes import Scope
@@ -29,8 +38,11 @@ PREVIEW_CHARS = 200
 
 
 class Outcomes:
-    def __init__(self, book: MessageBook, gate: Gate, cards: Cards, clock: Clock) -> None:
+    def __init__(
+        self, book: MessageBook, gate: Gate, cards: Cards, clock: Clock, held_ids: HeldIds
+    ) -> None:
         self.book = book
+        self.held_ids = held_ids
         self.gate = gate
         self.cards = cards
         self.clock = clock
@@ -76,16 +88,33 @@ class Outcomes:
         }
         if message.reason:
             details["reason"] = message.reason
+        held = HeldId(
+            message.sender,
+            message.message_id,
+            message.sender_actor,
+            message.recipient.pane,
+            message.outcome,
+            message.expires,
+        )
+        self._write_final(held, details)
+
+    def record_restored(self, entry: HeldId) -> None:
+        """The outcome of an id an earlier lifetime left open (``HeldId.after_restart``)."""
+        self._write_final(entry, {"reason": RESTART_REASON, "by": "system"})
+
+    def _write_final(self, held: HeldId, details: dict[str, Any]) -> None:
+        """A final outcome's record, committed with the held id's outcome."""
         self.gate.record(
             AuditDraft(
-                actor=message.sender_actor,
+                actor=held.sender_actor,
                 action=SEND.name,
-                outcome=message.outcome.value,
+                outcome=held.outcome.value,
                 scope=Scope.MESSAGE.value,
-                target=message.recipient.pane,
-                message_id=message.message_id,
+                target=held.recipient_pane,
+                message_id=held.message_id,
                 details=details,
-            )
+            ),
+            [self.held_ids.ended(held)],
         )
 
     def _wake_waiters(self, message: Message) -> None:

@@ -21,6 +21,10 @@ of the daemon:
   or received, and forgets its pair approvals, before the human's toggle returns.
 * The sweep (once a second): messages whose hour is over are recorded ``expired`` (the
   audit record is written first) and only then is the id released.
+* Restart (``start``): the ids the last lifetime held within their hour (``HeldIds``, written
+  with the records that admitted and ended them) are held again, so a retried id is refused;
+  one whose outcome was not final gets its ``unconfirmed`` record now, and the message cards
+  left pending (their messages died with the old process) are cancelled.
 
 Every final outcome gets exactly one more audit record with the message id
 (``record_outcome``). Delivery itself is in ``daemon.messaging.delivery``.
@@ -32,6 +36,7 @@ import asyncio
 import contextlib
 import getpass
 import logging
+import sqlite3
 from typing import Any
 
 from openbus.daemon.cards import Cards
@@ -41,6 +46,7 @@ from openbus.daemon.core.audit import AuditDraft
 from openbus.daemon.core.consent import Card, CardState
 from openbus.daemon.core.message_text import check_message_id, check_text
 from openbus.daemon.core.messaging import (
+    RESTART_REASON,
     CardNeed,
     Message,
     MessageBook,
@@ -53,6 +59,7 @@ from openbus.daemon.grants import Grants, Principal
 from openbus.daemon.messaging.actions import LIST, SEND, STATUS
 from openbus.daemon.messaging.addressing import Addressing
 from openbus.daemon.messaging.delivery import DeliveryEngine
+from openbus.daemon.messaging.held_ids import HeldIds
 from openbus.daemon.messaging.outcomes import Outcomes, preview
 from openbus.kernel.clock import Clock
 from openbus.kernel.errors import BadRequest, NotConnected, Unavailable
@@ -82,6 +89,7 @@ class MessagingService(Feature):
         addressing: Addressing,
         outcomes: Outcomes,
         delivery: DeliveryEngine,
+        held_ids: HeldIds,
     ) -> None:
         self.gate = gate
         self.grants = grants
@@ -91,6 +99,7 @@ class MessagingService(Feature):
         self.addressing = addressing
         self.outcomes = outcomes
         self.delivery = delivery
+        self.held_ids = held_ids
         self.fleet = addressing.fleet
         self._delivering: asyncio.Task[None] | None = None
         self._revoked: dict[str, asyncio.Event] = {}
@@ -104,6 +113,7 @@ class MessagingService(Feature):
     # ------------------------------------------------------------------ feature
 
     async def start(self) -> None:
+        self.restore()
         self._delivering = asyncio.get_running_loop().create_task(
             self.delivery.run(), name="message delivery"
         )
@@ -115,6 +125,18 @@ class MessagingService(Feature):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+    def restore(self) -> None:
+        """Hold again the ids of the last lifetime; record the outcomes it left open."""
+        loaded = self.held_ids.held(self.clock.now())
+        was = {entry.key: entry.outcome for entry in loaded}
+        for entry in self.book.restore(loaded):
+            if was[entry.key].final:
+                continue
+            self.outcomes.record_restored(entry)
+        for card in self.cards.listing(pending_only=True, limit=100_000):
+            if card.kind in MESSAGE_CARD_KINDS:
+                self.outcomes.cancel_card(card.id)
 
     def tick(self) -> None:
         self.sweep()
@@ -181,6 +203,7 @@ class MessagingService(Feature):
                 "bytes": message.size,
             }
         )
+        call.write(self.held_ids.admitted(message))
         card: Card | None = None
         if admission.card is not CardNeed.NONE:
             card, write = self.outcomes.new_card(message, admission.card, owner)
@@ -243,13 +266,24 @@ class MessagingService(Feature):
         wait = min(float(wait), MAX_WAIT_SECONDS)
         call.target = mid
         message = self.book.get(sender, mid)
+        restored = self.book.restored(sender, mid) if message is None else None
+        if restored is not None:
+            call.details["outcome"] = restored.outcome.value
+            return {
+                "message_id": mid,
+                "outcome": restored.outcome.value,
+                "final": True,
+                "reason": RESTART_REASON
+                if restored.outcome is Outcome.UNCONFIRMED
+                else "sent before the daemon restarted; this was its recorded outcome",
+            }
         if message is None:
             return {
                 "message_id": mid,
                 "outcome": "unconfirmed",
                 "final": True,
-                "reason": "the daemon does not know this id (never sent, older than an hour, "
-                "or sent before a restart): treat it as unconfirmed",
+                "reason": "the daemon does not know this id (never sent, or older than an hour): "
+                "treat it as unconfirmed",
             }
         if not message.final and wait > 0:
             await self._wait(message, sender, wait)
@@ -351,6 +385,11 @@ class MessagingService(Feature):
             self.book.release(message)
             outcomes.forget(message)
             self._preview.pop(message.key, None)
+        self.book.release_restored()
+        try:
+            self.held_ids.release_due(self.clock.now())
+        except sqlite3.Error as exc:  # the rows stay: a later sweep deletes them
+            log.error("message ids past their hour could not be deleted: %s", exc)
         self.book.prune()
         for key in [
             k for k, e in self._revoked.items() if not e.is_set() and not self.book.ids_held(k)

@@ -108,11 +108,17 @@ def _healthy(daemon: RunningDaemon) -> bool:
         )
     if not daemon.socket_path.exists():
         return False
-    try:
-        with daemon.human(timeout=2) as client:
-            return client.get("/healthz").status_code == 200
-    except httpx.HTTPError:
-        return False
+    # a plain request on a socket of our own: a socket file left by a killed daemon refuses,
+    # and httpx's unix transport does not close its socket when a connect fails
+    with socket.socket(socket.AF_UNIX) as probe:
+        probe.settimeout(2)
+        try:
+            probe.connect(str(daemon.socket_path))
+            probe.sendall(b"GET /healthz HTTP/1.0\r\nHost: openbus\r\n\r\n")
+            status = probe.recv(64).split(b"\r\n", 1)[0].split()
+        except OSError:
+            return False
+    return status[1:2] == [b"200"]
 
 
 REPO = Path(__file__).resolve().parents[2]

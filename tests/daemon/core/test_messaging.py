@@ -10,6 +10,7 @@ from openbus.daemon.core import messaging
 from openbus.daemon.core.messaging import (
     MOVES,
     CardNeed,
+    HeldId,
     MessageBook,
     MessageLimits,
     Outcome,
@@ -193,6 +194,43 @@ def test_a_message_being_typed_is_neither_expired_nor_cancelled() -> None:
     assert not b.end_waiting(message, Outcome.CANCELLED)
     b.end_typing(message, Outcome.UNCONFIRMED, "screen changed")
     assert due(b) == [message]
+
+
+def held(mid: str, outcome: Outcome, expires: float, sender: str = A) -> HeldId:
+    return HeldId(sender, mid, f"agent:claude:{sender}", "%2", outcome, expires)
+
+
+def test_an_id_restored_from_an_earlier_lifetime_is_refused_until_its_hour_ends() -> None:
+    b, clock = book()
+    now = clock.now()
+    kept = b.restore(
+        [held("m1", Outcome.DELIVERED, now + 600), held("old", Outcome.DELIVERED, now)]
+    )
+    assert [e.message_id for e in kept] == ["m1"]  # one whose hour is over is not held
+    with pytest.raises(Conflict, match="delivered"):
+        send(b, "m1")
+    send(b, "m1", sender=B, to=PANE_C)  # ids stay scoped to their sender
+    send(b, "old")
+    assert b.ids_held(A) == 2
+    clock.advance(600)
+    assert b.release_restored() == 1
+    assert b.restored(A, "m1") is None and b.ids_held(A) == 1
+    send(b, "m1")
+
+
+def test_an_id_left_without_a_final_outcome_is_restored_unconfirmed() -> None:
+    b, clock = book()
+    [entry] = b.restore([held("m1", Outcome.QUEUED, clock.now() + 60)])
+    assert entry.outcome is Outcome.UNCONFIRMED
+    with pytest.raises(Conflict, match="unconfirmed"):
+        send(b, "m1")
+
+
+def test_restored_ids_count_toward_the_id_cap() -> None:
+    b, clock = book(ids_per_principal=1)
+    b.restore([held("m1", Outcome.DELIVERED, clock.now() + 60)])
+    with pytest.raises(Refused, match="id cap"):
+        send(b, "m2")
 
 
 # ---------------------------------------------------------------- typing and outcomes

@@ -5,6 +5,10 @@ directory, watcher, messaging) on a private tmux server, starts them inside the 
 loop and hands a ``World`` to the scenario: ``agent()`` starts a fake agent pane (``fake_agent.py``,
 detected as Claude Code) and grants it a preset; ``send``, ``status``, ``decide`` and
 ``connect`` go through the gate like the MCP tools and the human API do.
+
+``box`` is the real daemon instead (gunicorn subprocess) on a private tmux server, with the
+launchers ``sleeper`` (a pane that never looks idle) and ``tui`` (the fake agent TUI, its
+control dir ``tmp_path/agent/control``); senders talk to it over MCP (``send``).
 """
 
 from __future__ import annotations
@@ -12,8 +16,11 @@ from __future__ import annotations
 import asyncio
 import getpass
 import json
+import os
 import shutil
+import signal
 import sqlite3
+import subprocess
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -30,8 +37,11 @@ from openbus.daemon.core.audit import AuditDraft
 from openbus.daemon.messaging.service import MessagingService
 from openbus.kernel.clock import SystemClock, SystemRandom
 from openbus.kernel.scopes import Preset
+from tests.daemon.mcp.conftest import SLEEPER, Fleet
+from tests.daemon.mcp.test_endpoint import mcp_session
+from tests.support.daemon import start_daemon
 from tests.support.tmux import TmuxServer, tmux_server
-from tests.support.wait import async_wait_until
+from tests.support.wait import async_wait_until, wait_until
 
 FAKE_AGENT = Path(__file__).parent / "fake_agent.py"
 
@@ -220,3 +230,82 @@ def run_world(tmp_path: Path, server: TmuxServer) -> Callable[[Scenario], None]:
         asyncio.run(main())
 
     return run
+
+
+# ---------------------------------------------------------------- the real daemon
+
+
+@dataclass
+class Box:
+    fleet: Fleet
+    extra: dict[str, Any]  # the config sections, for a restart on the same state directory
+
+
+@pytest.fixture
+def box(tmp_path: Path) -> Iterator[Box]:
+    project = tmp_path / "project"
+    project.mkdir()
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    script = tmp_path / "agent" / "bin" / "claude"  # named so the directory sees Claude Code
+    script.parent.mkdir(parents=True)
+    shutil.copy(FAKE_AGENT, script)
+    control = tmp_path / "agent" / "control"
+    control.mkdir()
+    with tmux_server(tmp_path / "tmux") as tmux:
+        extra = {
+            "tmux": {"socket": str(tmux.socket)},
+            "history": {"claude_config_dirs": [], "codex_homes": []},
+            "launchers.sleeper": {"harness": "claude", "argv": SLEEPER},
+            "launchers.tui": {
+                "harness": "claude",
+                "argv": [sys.executable, str(script), str(control)],
+            },
+        }
+        made = Fleet(start_daemon(tmp_path, extra), tmux, project)
+        try:
+            yield Box(made, extra)
+        finally:
+            if made.daemon.process.poll() is None:
+                made.daemon.stop()
+            if made.daemon.process.poll() is None:
+                os.killpg(made.daemon.process.pid, signal.SIGKILL)
+
+
+def entry_of(fleet: Fleet, pane: str, *, idle: bool = False) -> dict[str, Any]:
+    def find() -> Any:
+        with fleet.daemon.human() as client:
+            panes = client.get("/api/directory").json()["panes"]
+        found = next((p for p in panes if p["pane"] == pane), None)
+        if found is None or found["harness"] == "shell":  # until the launched agent is seen
+            return None
+        if idle and not (found["state"] == "idle" and found["composer_empty"]):
+            return None
+        return found
+
+    entry: dict[str, Any] = wait_until(find, timeout=20, what=f"{pane} in the directory")
+    return entry
+
+
+def send(fleet: Fleet, token: str, args: dict[str, Any]) -> Any:
+    async def go() -> Any:
+        async with mcp_session(fleet, token) as session:
+            await session.initialize()
+            return await session.call_tool("send_message", args)
+
+    return asyncio.run(go())
+
+
+def outcomes(fleet: Fleet, message_id: str) -> list[str]:
+    return [r["outcome"] for r in fleet.audit() if r["message_id"] == message_id]
+
+
+def approve_and_deliver(fleet: Fleet, message_id: str) -> None:
+    """The human approves the one pending card; wait for the message's delivered record."""
+    with fleet.daemon.human() as client:
+        [card] = client.get("/api/cards").json()["cards"]
+        assert client.post(f"/api/cards/{card['id']}", json={"decision": "approve"}).is_success
+    wait_until(
+        lambda: outcomes(fleet, message_id) == ["queued", "delivered"],
+        timeout=20,
+        what="the delivered record",
+    )

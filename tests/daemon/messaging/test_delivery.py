@@ -46,8 +46,8 @@ def test_a_first_message_needs_a_card_then_lands_once_with_provenance(run_world:
         [prompt] = b.received()
         first, *rest = prompt.split("\n")
         assert first.startswith(f"[openbus message from {a.actor}")
-        assert "id m-1" in first and f"(pane {a.pane})" in first
-        assert rest == ["please rebase onto main", "and rerun the tests"]
+        assert "id m-1" in first and f"(pane {a.pane})" in first and "2 lines follow" in first
+        assert rest == ["\u2502 please rebase onto main", "\u2502 and rerun the tests"]
         screen = w.server.capture(b.pane)
         assert "[openbus message from" in screen and "please rebase onto main" in screen
         records = w.audit("m-1")
@@ -68,7 +68,10 @@ def test_an_approved_pair_needs_no_further_card(run_world: Run) -> None:
         assert "waiting_for" not in answer or "consent" not in answer["waiting_for"]
         assert await w.final(a, "m-2") == "delivered"
         assert await w.cards() == []
-        assert [p.split("\n")[-1] for p in b.received()] == ["first contact", "second"]
+        assert [p.split("\n")[-1] for p in b.received()] == [
+            "\u2502 first contact",
+            "\u2502 second",
+        ]
 
     run_world(scenario)
 

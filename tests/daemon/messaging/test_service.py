@@ -169,6 +169,7 @@ def make(tmp_path: Path) -> Iterator[Callable[..., Any]]:
             clock=clock,
             policy=services.policy,
             fleet=fleet,
+            db=services.db,
             timeouts=DeliveryTimeouts(paste=0.05, confirm=0.05),
         )
         actors, principals = {}, {}
