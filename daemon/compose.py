@@ -167,6 +167,7 @@ def build(
         policy=base.policy,
         fleet=DirectoryFleet(directory.directory, directory.tmux),
         db=base.db,
+        owners=owners,
     )
     register_pane_detail(gate, directory.directory, owners, [messaging.pane_section])
     added = tuple(e.build(base) for e in extra)

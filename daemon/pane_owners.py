@@ -26,14 +26,22 @@ class PaneOwners:
         if not self.hosted.enabled:
             return EVERY
         if actor.is_human:
-            user = actor.user
-        elif actor.is_agent and actor.principal is not None:
-            try:
-                user = self.grants.get(actor.principal).owner
-            except NotFound:
-                user = None
-        else:
-            return EVERY  # the daemon's own sweeps and the control session
+            return self._of_user(actor.user)
+        if actor.is_agent and actor.principal is not None:
+            return self.of_principal(actor.principal)
+        return EVERY  # the daemon's own sweeps and the control session
+
+    def of_principal(self, principal: str) -> PaneView:
+        """What the agent holding ``principal`` sees: its owner's panes (control: every pane)."""
+        if not self.hosted.enabled or principal == "control":
+            return EVERY
+        try:
+            user = self.grants.get(principal).owner
+        except NotFound:
+            user = None
+        return self._of_user(user)
+
+    def _of_user(self, user: str | None) -> PaneView:
         if user is None:
             return view_of(None, hosted=True, operator=False, owned=())
         return view_of(

@@ -22,6 +22,7 @@ from openbus.daemon.messaging.fleet import Fleet
 from openbus.daemon.messaging.held_ids import HeldIds
 from openbus.daemon.messaging.outcomes import Outcomes
 from openbus.daemon.messaging.service import MessagingService
+from openbus.daemon.pane_owners import PaneOwners
 from openbus.daemon.policy_runtime import PolicyRuntime
 from openbus.daemon.state import StateDB
 from openbus.kernel.clock import Clock
@@ -52,10 +53,11 @@ def build(
     policy: PolicyRuntime,
     fleet: Fleet,
     db: StateDB,
+    owners: PaneOwners,
     timeouts: DeliveryTimeouts = DEFAULT_TIMEOUTS,
 ) -> MessagingService:
     book = MessageBook(clock, PolicyLimits(policy))
-    addressing = Addressing(fleet, grants, cards)
+    addressing = Addressing(fleet, grants, cards, owners)
     held_ids = HeldIds(db)
     outcomes = Outcomes(book, gate, cards, clock, held_ids)
     return MessagingService(

@@ -18,18 +18,23 @@ from openbus.daemon.core.consent import Approval, ApprovalKind
 from openbus.daemon.core.messaging import Message, Recipient, Target
 from openbus.daemon.grants import Grants, Principal
 from openbus.daemon.messaging.fleet import Fleet, PaneView
+from openbus.daemon.pane_owners import PaneOwners
 from openbus.kernel.errors import BadRequest, NotFound, Refused
 from openbus.kernel.ids import is_pane_id
 from openbus.kernel.scopes import Scope
 
 
 class Addressing:
-    def __init__(self, fleet: Fleet, grants: Grants, cards: Cards) -> None:
+    def __init__(self, fleet: Fleet, grants: Grants, cards: Cards, owners: PaneOwners) -> None:
         self.fleet = fleet
         self.grants = grants
         self.cards = cards
+        self.owners = owners
 
-    def resolve_target(self, params: Mapping[str, Any]) -> tuple[Target, PaneView]:
+    def resolve_target(self, params: Mapping[str, Any], sender: str) -> tuple[Target, PaneView]:
+        """The one live pane ``params`` address, among those ``sender`` (a principal id, or
+        ``control``) sees: on a hosted box, its owner's panes; a pane it does not see is not
+        found, as in the directory."""
         target = params.get("target")
         if not isinstance(target, str) or not target.strip():
             raise BadRequest(
@@ -49,7 +54,9 @@ class Addressing:
                     field="incarnation",
                 )
             view = fleet.view(target)
-            if view is None:
+            if view is None or not self.owners.of_principal(sender).sees(
+                view.pane, view.incarnation
+            ):
                 raise NotFound(f"no pane {target} in the directory", field="target")
             if view.incarnation != incarnation:
                 raise Refused(
@@ -64,7 +71,7 @@ class Addressing:
                 "or a workstream handle",
                 field="target",
             )
-        found = self.resolve_handle(target)
+        found = self.resolve_handle(target, sender)
         if not found:
             raise NotFound(f"no live pane answers to {target!r}", field="target")
         if len(found) > 1:
@@ -76,8 +83,13 @@ class Addressing:
             )
         return Target(handle=target), found[0]
 
-    def resolve_handle(self, handle: str) -> list[PaneView]:
-        return [v for v in self.fleet.resolve(handle) if v.state != "exited"]
+    def resolve_handle(self, handle: str, sender: str) -> list[PaneView]:
+        seen = self.owners.of_principal(sender)
+        return [
+            v
+            for v in self.fleet.resolve(handle)
+            if v.state != "exited" and seen.sees(v.pane, v.incarnation)
+        ]
 
     def recipient_for(self, view: PaneView, *, control_sender: bool) -> Recipient:
         """The recipient at ``view``, refused if peers may not reach it."""

@@ -147,7 +147,7 @@ class DeliveryEngine:
         handle = message.target.handle
         assert handle is not None
         try:
-            found = self.addressing.resolve_handle(handle)
+            found = self.addressing.resolve_handle(handle, message.sender)
         except OpenbusError:
             return
         if len(found) != 1:
@@ -219,7 +219,7 @@ class DeliveryEngine:
             self.reconcile(pane)
             return "next"
         if message.target.handle is not None:
-            found = self.addressing.resolve_handle(message.target.handle)
+            found = self.addressing.resolve_handle(message.target.handle, message.sender)
             if len(found) != 1 or (found[0].pane, found[0].incarnation) != (pane, view.incarnation):
                 self.follow_handle(message)
                 return "next" if len(found) == 1 else "wait"

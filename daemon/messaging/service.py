@@ -167,7 +167,7 @@ class MessagingService(Feature):
         # the cheap refusals first: a flood costs no directory or grant lookups
         check_message_id(mid)
         check_text(params.get("text"), self.book.limits.message_bytes)
-        target, view = self.addressing.resolve_target(params)
+        target, view = self.addressing.resolve_target(params, sender)
         call.target = view.pane
         control = actor.kind == "control"
         recipient = self.addressing.recipient_for(view, control_sender=control)

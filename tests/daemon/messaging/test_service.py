@@ -22,6 +22,7 @@ from openbus.daemon.foundation import Foundation
 from openbus.daemon.messaging.delivery import DeliveryTimeouts
 from openbus.daemon.messaging.fleet import FleetChange, PaneView
 from openbus.daemon.messaging.service import MessagingService
+from openbus.daemon.pane_owners import PaneOwners
 from openbus.daemon.policy_runtime import PolicyRuntime
 from openbus.daemon.screens import Reading
 from openbus.kernel.errors import Refused, Unavailable
@@ -170,6 +171,7 @@ def make(tmp_path: Path) -> Iterator[Callable[..., Any]]:
             policy=services.policy,
             fleet=fleet,
             db=services.db,
+            owners=PaneOwners(services.grants, config.hosted),
             timeouts=DeliveryTimeouts(paste=0.05, confirm=0.05),
         )
         actors, principals = {}, {}
