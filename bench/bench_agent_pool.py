@@ -5,8 +5,8 @@ as its user, the rendered ``deploy/sudoers.d/openbus``, and two real daemons on 
 one with ``agent_isolation = "pool"`` and one with ``"shared"``. Each round launches one agent
 through each daemon's human API (``POST /api/launch``, a shell launcher so the directory
 recognises it at once) and times the call until the agent's process runs under its uid
-(the pool's: sudo, the wrapper and the /proc scan included); the agents are ended between
-rounds. Printed: p50 of each and the ratio (target <= 1.2).
+(the pool's: sudo and the /proc scan included); the agents are ended between rounds.
+Printed: p50 of each and the ratio (target <= 1.2).
 
 Needs root (users, sudoers); skipped otherwise. Run: ``.venv/bin/python -m bench.bench_agent_pool``.
 """
@@ -34,7 +34,7 @@ from tests.hosted.conftest import (
     install_sudoers,
     render_sudoers,
 )
-from tests.support.daemon import RunningDaemon, python_for, start_daemon
+from tests.support.daemon import RunningDaemon, start_daemon
 from tests.support.policy import signed_policy
 from tests.support.wait import wait_until
 
@@ -109,8 +109,8 @@ def main() -> None:
         daemon_user = accounts.user(agent)
         pool_group = accounts.group()
         pool_uids = [pwd.getpwnam(u).pw_uid for u in _pool(root, accounts, pool_group)]
-        sudoers = install_sudoers(render_sudoers(agent, pool_group, python_for(daemon_user)[0]))
         tunnel_user = accounts.user()
+        sudoers = install_sudoers(render_sudoers(agent, pool_group, daemon_user, tunnel_user))
         _, public = _write_credential(root / "tunnel", tunnel_user)
         _start_agent_tmux(root, agent, daemon_user, sock)
         for mode in ("pool", "shared"):

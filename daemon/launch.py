@@ -19,8 +19,8 @@ executor:
    token is in no argv at any time. On a hosted box the agents' tmux server is another user's:
    the environment goes over the control client's stdin (``new-window -e``) instead, and in
    ``pool`` mode (``[hosted] agent_isolation``) the pane runs ``sudo --user <pool user>
-   --preserve-env=<those names> -- python -m openbus.daemon.launch_exec - -- <harness argv>``,
-   so each agent has a uid of its own (``daemon.core.agent_pool``; held until its uid runs,
+   --preserve-env=<those names> -- <harness argv>`` (sudo execs the harness: no wrapper), so
+   each agent has a uid of its own (``daemon.core.agent_pool``; held until its uid runs,
    given back when nothing of it runs) and cannot read another's environment, memory or files
    nor open the agents' tmux socket; ``shared`` mode runs every agent as the server's user;
 4. attaches the principal to the new pane and process and returns the pane id and the
@@ -261,10 +261,7 @@ class LaunchService(Feature):
             if pool is not None:
                 agent_user = pool.acquire()
                 call.details["agent_user"] = agent_user.name
-                env.update(self._wrapper_env())
-                argv = as_pool_user(
-                    argv, user=agent_user.name, env_names=list(env), python=sys.executable
-                )
+                argv = as_pool_user(argv, user=agent_user.name, env_names=list(env))
             try:
                 pane, pid = await self.tmux.new_window(
                     argv, env=env, cwd=str(cwd) if cwd else None, name=launcher.name
@@ -337,13 +334,6 @@ class LaunchService(Feature):
                 "actor": actor,
             },
         }
-
-    @staticmethod
-    def _wrapper_env() -> dict[str, str]:
-        """What the wrapper needs to import openbus under the pool user: the daemon's own
-        import path when it runs with one (a checkout; an installed venv needs none)."""
-        path = os.environ.get("PYTHONPATH")
-        return {"PYTHONPATH": path} if path else {}
 
     def health(self) -> dict[str, object] | None:
         return self.pool.health() if self.pool is not None else None

@@ -1,5 +1,5 @@
-"""``python -m openbus.daemon.launch_exec ENVFILE -- ARGV...``: the tiny exec wrapper every
-launch runs in its new tmux pane.
+"""``python -m openbus.daemon.launch_exec ENVFILE -- ARGV...``: the tiny exec wrapper a launch
+runs in its new tmux pane when the tmux server is the daemon's own user's.
 
 The daemon writes the launch's environment (the launcher's ``env`` and, when connected, the
 per-launch token) to a 0600 JSON file; this wrapper reads it, unlinks it at once, adds it to
@@ -9,10 +9,9 @@ and never in tmux's environment tables; it lives only in the harness's environme
 only its own user can read. The file is refused unless it belongs to this user, is a regular
 file and is readable by nobody else. Standard library only, to start fast.
 
-``python -m openbus.daemon.launch_exec - -- ARGV...`` is the pool form on a hosted box: sudo
-has already switched to the agent's pool user and kept the launch's variables (the token
-among them) from the pane's environment, so there is no file; the wrapper refuses to run the
-harness as root and execs it.
+On a hosted box no wrapper runs: the daemon hands the environment to the agents' tmux server
+over its control client's stdin, and in pool mode sudo keeps exactly those variables and
+execs the harness under the agent's pool user (``launch_plan.as_pool_user``).
 """
 
 from __future__ import annotations
@@ -59,15 +58,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if len(args) < 3 or args[1] != "--":
         return fail("usage: python -m openbus.daemon.launch_exec ENVFILE -- ARGV...")
     path, command = args[0], args[2:]
-    if path == "-":
-        if os.getuid() == 0 or os.geteuid() == 0:
-            return fail("refusing to run an agent as root")
-        extra = {}
-    else:
-        try:
-            extra = read_env_file(path)
-        except (OSError, ValueError) as exc:
-            return fail(f"cannot read the launch environment: {exc}")
+    try:
+        extra = read_env_file(path)
+    except (OSError, ValueError) as exc:
+        return fail(f"cannot read the launch environment: {exc}")
     env = dict(os.environ)
     env.update(extra)
     try:

@@ -148,16 +148,15 @@ def plan_launch(
 # Kept across the switch to the pool user besides the launch's own variables: what tmux gives a
 # pane that the harness may use. TMUX (the server's socket) is not: the pool user cannot open it.
 POOL_KEEP_ENV = ("COLORTERM", "LANG", "LC_ALL", "TMUX_PANE")
-WRAPPER_MODULE = "openbus.daemon.launch_exec"
 
 
 def as_pool_user(
-    argv: tuple[str, ...] | list[str], *, user: str, env_names: list[str], python: str
+    argv: tuple[str, ...] | list[str], *, user: str, env_names: list[str]
 ) -> list[str]:
     """The pane's command that runs ``argv`` as the pool user ``user``: sudo (the deployed rule
-    lets the tmux server's user run only the launch wrapper, as members of the pool group),
-    keeping exactly the named variables (the token among them, never in argv), then the
-    wrapper, which execs the harness under the pool user's uid."""
+    lets the tmux server's user run commands only as members of the pool group, never as root
+    or the daemon's users) execs the harness under the pool user's uid, keeping exactly the
+    named variables (the token among them, never in argv) and resetting the rest."""
     names = sorted({*env_names, *POOL_KEEP_ENV})
     if any(not n or "," in n or "=" in n for n in names):
         raise BadRequest("environment variable names may not hold ',' or '='", field="env")
@@ -168,11 +167,6 @@ def as_pool_user(
         "--user",
         user,
         f"--preserve-env={','.join(names)}",
-        "--",
-        python,
-        "-m",
-        WRAPPER_MODULE,
-        "-",
         "--",
         *argv,
     ]

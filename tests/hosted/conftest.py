@@ -10,8 +10,8 @@
 * an operator (in the operators' group) and an outsider (in no group of ours) at the desk;
 * the agent-user pool (``agent_isolation = "pool"``, the hosted default): ``POOL_SIZE`` users
   in the pool group, each with a 0700 home, and ``deploy/sudoers.d/openbus`` installed with
-  this box's names and interpreter (checked by ``visudo -c``), so each launched agent runs
-  under its own uid as it would on an installed box.
+  this box's names (checked by ``visudo -c``), so each launched agent runs under its own uid
+  as it would on an installed box.
 
 Everything is removed after the module: processes, users, groups and files.
 """
@@ -209,13 +209,14 @@ def _pool(box_root: Path, accounts: Accounts, group: str) -> list[str]:
     return users
 
 
-def render_sudoers(agent_user: str, pool_group: str, python: str) -> str:
-    """``deploy/sudoers.d/openbus`` with this box's names and the daemon's interpreter."""
+def render_sudoers(agent_user: str, pool_group: str, daemon_user: str, tunnel_user: str) -> str:
+    """``deploy/sudoers.d/openbus`` with this box's names."""
     text = SUDOERS.read_text()
-    text = re.sub(r"/opt/openbus/venv/bin/python3?\b", python, text)
     text = text.replace("%openbus-agents", "%" + pool_group)
-    text = text.replace("OPENBUS_LAUNCH", "OPENBUS_LAUNCH_" + secrets.token_hex(4).upper())
-    return re.sub(r"\bopenbus-agent\b(?!s)", agent_user, text)
+    text = text.replace("OPENBUS_POOL", "OPENBUS_POOL_" + secrets.token_hex(4).upper())
+    text = re.sub(r"!openbus-tunnel\b", "!" + tunnel_user, text)
+    text = re.sub(r"\bopenbus-agent\b(?!s)", agent_user, text)
+    return re.sub(r"!openbus\b(?!-)", "!" + daemon_user, text)
 
 
 def install_sudoers(text: str) -> Path:
@@ -302,7 +303,7 @@ def box() -> Iterator[HostedBox]:
         pool_users = _pool(root, accounts, pool_group)
         if shutil.which("sudo") is None or shutil.which("visudo") is None:
             skip_missing("root", "the agent pool needs sudo (apt-get install sudo)")
-        sudoers = install_sudoers(render_sudoers(agent, pool_group, python_for(daemon_user)[0]))
+        sudoers = install_sudoers(render_sudoers(agent, pool_group, daemon_user, tunnel_user))
         tunnel_dir = root / "tunnel"
         tunnel_dir.mkdir(mode=0o755)
         credential, public = _write_credential(tunnel_dir, tunnel_user)

@@ -1,6 +1,7 @@
 """Agents on a hosted box, each under its own pool user: one agent attacks another as the red
 team did (its environment, its memory, its token file, the agents' tmux socket) and the kernel
-says no to each; the daemon gives a pool user back only when nothing of it runs.
+says no to each; the daemon gives a pool user back only when nothing of it runs; the sudoers
+rule lets the agents' tmux server run commands as pool users and as no one else.
 
 Every attempt runs in a subprocess as the attacking agent's uid with that uid's groups, the
 same credentials sudo gave the agent's own process (checked against ``/proc``).
@@ -12,6 +13,7 @@ import json
 import os
 import pwd
 import signal
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -170,3 +172,39 @@ def test_a_pool_user_goes_back_to_the_pool_only_when_nothing_of_it_runs(box: Hos
     os.kill(straggler, signal.SIGKILL)
     wait_until(lambda: not pids_of(uid), timeout=10, what=f"nothing of {user} to run")
     assert launch(box, "observe")["agent_user"] == user
+
+
+def sudo_as(box: HostedBox, target: str, *argv: str) -> subprocess.CompletedProcess[str]:
+    """``argv`` through sudo as ``target``, run as the agents' tmux server's user the way its
+    panes do, keeping one named variable of two."""
+    sudo = ["sudo", "--non-interactive", "--user", target, "--preserve-env=KEPT", "--"]
+    return as_user(box.agent_user, [*sudo, *argv], env={"KEPT": "k", "DROPPED": "d"})
+
+
+def test_the_agents_server_user_runs_commands_only_as_pool_users_even_if_the_group_holds_others(
+    box: HostedBox,
+) -> None:
+    """The installed sudoers rule lets the tmux server's user run any command as a pool user
+    (the harness itself, no wrapper between): a careless operator puts root and the box's own
+    users in the pool group, and sudo still refuses each of them."""
+    others = ["root", box.daemon_user, box.agent_user, box.tunnel_user]
+    for name in others:
+        subprocess.run(["gpasswd", "-a", name, box.pool_group], check=True, capture_output=True)
+    try:
+        for name in [*others, "#0"]:
+            refused = sudo_as(box, name, "/usr/bin/id", "-u")
+            assert refused.returncode != 0, f"sudo ran a command as {name}: {refused.stdout}"
+            assert refused.stdout == ""
+        as_root_group = as_user(
+            box.agent_user, ["sudo", "-n", "-u", box.pool_users[0], "-g", "root", "id", "-g"]
+        )
+        assert as_root_group.returncode != 0 and as_root_group.stdout == ""
+
+        ran = sudo_as(box, box.pool_users[0], "/usr/bin/env")
+        assert ran.returncode == 0, ran.stderr
+        env = dict(line.split("=", 1) for line in ran.stdout.splitlines())
+        assert env["USER"] == box.pool_users[0] and env["KEPT"] == "k"
+        assert "DROPPED" not in env
+    finally:
+        for name in others:
+            subprocess.run(["gpasswd", "-d", name, box.pool_group], check=True, capture_output=True)
