@@ -72,7 +72,9 @@ _DECISION_STATE = {
     Decision.DECLINE: CardState.DECLINED,
 }
 
-CARD_KINDS = frozenset({"message", "start_session", "restart_to_connect", "hop_limit"})
+CARD_KINDS = frozenset(
+    {"message", "start_session", "restart_to_connect", "hop_limit", "composer_left"}
+)
 
 
 def parse_decision(value: object) -> Decision:

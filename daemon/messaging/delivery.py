@@ -29,7 +29,12 @@ composer emptied:
 * ``unconfirmed``: the paste failed partway, the screen left the checked idle state before
   the text landed (then Enter is not pressed), or the submission was not seen in time.
 
-Either way the id stays used, so a retry can never type it again.
+Either way the id stays used, so a retry can never type it again, and the composer is left as
+the attempt found it (``_leave_composer``): while the screen is idle with text in the composer,
+the harness's own clear key is pressed (``CLEAR_KEYS``) and the screen re-parsed until the
+composer reads empty. A composer that cannot be seen empty again would hold the pane out of
+every later delivery, so the pane is marked as needing the human: a ``composer_left`` card
+(``Outcomes.composer_left``), and the outcome's reason says which it was.
 """
 
 from __future__ import annotations
@@ -58,6 +63,12 @@ POLL_MAX = 0.02
 # Codex treats a burst of fast input as a paste and holds an Enter that follows too closely
 # (harnesses.md: 40+ characters and Enter at once stayed unsent; Enter 0.3 s later submitted).
 PASTE_BURST_SECONDS = {"codex": 0.4}
+# What empties each harness's composer, pressed only while the screen is idle with text in
+# the composer: Claude Code's Ctrl-U drops a pasted block (a typed line per press); Codex's
+# Ctrl-C empties its whole composer at once (on an empty one it would offer to quit, so it is
+# pressed once).
+CLEAR_KEYS = {"claude": ("C-u", 16), "codex": ("C-c", 1)}
+CLEAR_TIMEOUT = 2.0  # each press: the composer empties or changes
 
 
 def provenance(message: Message) -> str:
@@ -249,8 +260,19 @@ class DeliveryEngine:
         self.book.begin_typing(message)
         self.attempts += 1
         outcome, reason = await self._type(message, pane, view, screen)
+        left = False
+        if outcome is Outcome.UNCONFIRMED:
+            cleared = await self._leave_composer(pane, view.harness)
+            left = not cleared
+            reason = f"{reason}; " + (
+                "the composer was left as found"
+                if cleared
+                else "the composer could not be seen empty again: a card asks the human"
+            )
         self.book.end_typing(message, outcome, reason)
         self.outcomes.record_outcome(message)
+        if left:
+            self.outcomes.composer_left(message)
         return "next"
 
     async def _type(
@@ -266,7 +288,7 @@ class DeliveryEngine:
             return text != before and reading.state == "idle" and reading.composer_empty is False
 
         landed = await self._until(pane, in_composer, self.paste_timeout)
-        if landed is not True:
+        if landed is None:
             return (
                 Outcome.UNCONFIRMED,
                 "the screen left the checked idle state before the text landed; Enter was not "
@@ -289,9 +311,36 @@ class DeliveryEngine:
             return Outcome.DELIVERED, None
         return Outcome.UNCONFIRMED, "the submission could not be confirmed on screen"
 
+    async def _leave_composer(self, pane: str, harness: str) -> bool:
+        """After an unconfirmed attempt: empty what it left in the composer with the harness's
+        own clear key, pressed only while the screen is idle with text in the composer. True
+        once a re-parse reads the composer empty; False if it cannot be seen empty."""
+        key, presses = CLEAR_KEYS.get(harness, CLEAR_KEYS["claude"])
+
+        def idle(reading: Reading, text: str) -> bool:
+            return reading.state == "idle" and reading.composer_empty is not None
+
+        seen = await self._until(pane, idle, CLEAR_TIMEOUT)
+        for _ in range(presses):
+            if seen is None:
+                return False
+            if seen[0].composer_empty is True:
+                return True
+            try:
+                await self.fleet.key(pane, key)
+            except OpenbusError:
+                return False
+
+            def changed(reading: Reading, text: str, last: str = seen[1]) -> bool:
+                return idle(reading, text) and (reading.composer_empty is True or text != last)
+
+            seen = await self._until(pane, changed, CLEAR_TIMEOUT)
+        return seen is not None and seen[0].composer_empty is True
+
     async def _until(
         self, pane: str, predicate: Callable[[Reading, str], bool], timeout: float
-    ) -> bool:
+    ) -> tuple[Reading, str] | None:
+        """The first reading (and its screen) that satisfies ``predicate``, or None."""
         deadline = time.monotonic() + timeout
         pause = POLL_FIRST
         while True:
@@ -299,9 +348,9 @@ class DeliveryEngine:
                 text = normalize(await self.fleet.capture(pane))
                 reading = self.fleet.reparse(pane, text)
                 if reading is not None and predicate(reading, text):
-                    return True
+                    return reading, text
             if time.monotonic() >= deadline:
-                return False
+                return None
             await asyncio.sleep(pause)
             pause = min(pause * 2, POLL_MAX)
 

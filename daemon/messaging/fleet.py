@@ -60,6 +60,8 @@ class Fleet(Protocol):
 
     async def enter(self, pane: str) -> None: ...
 
+    async def key(self, pane: str, key: str) -> None: ...
+
     async def capture(self, pane: str) -> str: ...
 
     async def pane_pid(self, pane: str) -> int | None: ...
@@ -154,6 +156,9 @@ class DirectoryFleet:
 
     async def enter(self, pane: str) -> None:
         await self.tmux.send_key(pane, "Enter")
+
+    async def key(self, pane: str, key: str) -> None:
+        await self.tmux.send_key(pane, key)
 
     async def capture(self, pane: str) -> str:
         text: str = await self.tmux.capture(pane)

@@ -154,6 +154,40 @@ class Outcomes:
         self.book.attach_card(message, card.id)
         self.cards.notify(card)
 
+    def composer_left(self, message: Message) -> None:
+        """The pane needs the human: an unconfirmed attempt left text in its composer that
+        could not be cleared, and a pane holding a draft is offered no message. A card says
+        so, written with a system record naming the pane and the message."""
+        pane = message.recipient.pane
+        who = message.recipient.actor or f"the agent in {pane}"
+        card, write = self.cards.new(
+            kind="composer_left",
+            requester="system",
+            owner=self.owners[message.key],
+            summary=(
+                f"Message {message.message_id} from {message.sender_actor} to {who} ({pane}) "
+                "could not be confirmed, and its text could not be cleared from the composer: "
+                "clear or send it by hand; the pane gets no further messages while its "
+                "composer holds text."
+            ),
+            target=pane,
+            target_principal=message.recipient.key,
+            payload={"message_id": message.message_id, "pane": pane},
+        )
+        self.gate.record(
+            AuditDraft(
+                actor="system",
+                action="message.composer_left",
+                outcome="card",
+                scope=Scope.MESSAGE.value,
+                target=pane,
+                message_id=message.message_id,
+                details={"card": card.id, "sender": message.sender_actor},
+            ),
+            [write],
+        )
+        self.cards.notify(card)
+
     def record_move(
         self, message: Message, card_id: str | None, writes: list[Any] | None = None
     ) -> None:

@@ -11,7 +11,8 @@ runs: the spinner line with ``esc to interrupt`` shows for ``turn`` seconds (the
 (which is then removed). Enter during a turn is held and submits the composer when the turn
 ends, as Claude Code queues input. Ctrl-U clears the composer. Every submitted prompt is appended to
 the control dir's ``received`` file, one JSON string per line, so tests see exactly what was
-submitted and how often.
+submitted and how often. While the control dir holds ``stuck``, Enter is ignored (the composer
+keeps its text, unsubmitted); while it holds ``sticky``, Ctrl-U is ignored too.
 """
 
 from __future__ import annotations
@@ -101,12 +102,15 @@ class Agent:
             if pasting:
                 self.composer += "\n" if ch in ("\r", "\n") else ch
             elif ch == "\r":
+                if (self.control / "stuck").exists():
+                    continue
                 if self.busy:
                     self.queued_enter = True  # like Claude Code: submitted when the turn ends
                 else:
                     self.submit()
             elif ch == "\x15":
-                self.composer = ""
+                if not (self.control / "sticky").exists():
+                    self.composer = ""
             elif ch == "\x7f":
                 self.composer = self.composer[:-1]
             elif ch >= " ":

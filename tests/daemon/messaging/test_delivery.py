@@ -311,3 +311,46 @@ def test_the_human_sees_each_panes_sent_and_received_messages(run_world: Run) ->
         assert detail["messages"]["sent"][0]["outcome"] == "delivered"
 
     run_world(scenario)
+
+
+def test_an_unconfirmed_message_leaves_the_composer_empty_for_the_next(run_world: Run) -> None:
+    async def scenario(w: World) -> None:
+        a, b = await w.agent("a"), await w.agent("b")
+        await approved_pair(w, a, b)
+        (b.control / "stuck").write_text("")  # B's TUI keeps the pasted text, unsubmitted
+        await w.send(a, b, "never submitted", "m-2")
+        answer = await w.status(a, "m-2", wait=30)
+        assert answer["outcome"] == "unconfirmed"
+        assert "the composer was left as found" in answer["reason"]
+        await w.until(lambda: w._idle_entry(b.pane), "B idle with an empty composer again")
+        assert "never submitted" not in w.server.capture(b.pane)
+        assert await w.cards() == []
+        (b.control / "stuck").unlink()
+        await w.send(a, b, "the next one", "m-3")
+        assert await w.final(a, "m-3") == "delivered"
+        assert b.received()[-1].endswith("\u2502 the next one")
+        assert not any("never submitted" in p for p in b.received())
+
+    run_world(scenario)
+
+
+def test_a_composer_that_cannot_be_cleared_raises_a_card_for_the_human(run_world: Run) -> None:
+    async def scenario(w: World) -> None:
+        a, b = await w.agent("a"), await w.agent("b")
+        await approved_pair(w, a, b)
+        (b.control / "stuck").write_text("")
+        (b.control / "sticky").write_text("")  # and its clear key does nothing
+        await w.send(a, b, "left behind", "m-2")
+        answer = await w.status(a, "m-2", wait=30)
+        assert answer["outcome"] == "unconfirmed"
+        assert "a card asks the human" in answer["reason"]
+        [card] = await w.cards()
+        assert card["kind"] == "composer_left"
+        assert b.pane in card["summary"] and "m-2" in card["summary"]
+        assert [(r["action"], r["outcome"]) for r in w.audit("m-2")] == [
+            ("message.send", "queued"),
+            ("message.send", "unconfirmed"),
+            ("message.composer_left", "card"),
+        ]
+
+    run_world(scenario)

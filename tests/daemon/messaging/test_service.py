@@ -97,6 +97,9 @@ class ScriptedFleet:
         p.composer = ""
         p.view = replace(p.view, state="busy", text=f"{p.view.text}+")
 
+    async def key(self, pane: str, key: str) -> None:
+        self.panes[pane].composer = ""
+
     async def capture(self, pane: str) -> str:
         return self._screen(self.panes[pane])
 
