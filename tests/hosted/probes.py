@@ -85,6 +85,8 @@ def signed(args: dict[str, Any]) -> list[list[int]]:
                 time.time(),
                 os.urandom(16),
             )
+            if sent:  # the human API reads JSON bodies only (the tunnel forwards the type)
+                headers = {**headers, "content-type": "application/json"}
             results.append(
                 [
                     client.request(

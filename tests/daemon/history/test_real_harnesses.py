@@ -12,7 +12,7 @@ import pytest
 from openbus.daemon.history.index import HistoryIndex
 from openbus.daemon.history.sources import Sources
 from openbus.kernel.clock import SystemClock
-from tests.support.daemon import write_config
+from tests.support.daemon import running_daemon
 from tests.support.harnesses import ClaudeHarness, CodexHarness
 from tests.support.stub_model import StubModel, reply
 
@@ -37,38 +37,34 @@ def _snippet(command: str) -> dict[str, object]:
 def test_the_documented_hooks_index_a_real_claude_print_session_as_it_ends(
     tmp_path: Path, claude: ClaudeHarness, stub_model: StubModel
 ) -> None:
-    config = write_config(
-        tmp_path / "openbus.toml",
-        {
-            "daemon": {"state_dir": str(tmp_path / "state"), "socket": str(tmp_path / "d.sock")},
-            "history": {"claude_config_dirs": [str(claude.config_dir)], "codex_homes": []},
-        },
-    )
-    command = f"{sys.executable} -m openbus.daemon.cli history push --config {config}"
-    (claude.config_dir / "settings.json").write_text(json.dumps(_snippet(command)))
-    stub_model.script(reply("done, see https://github.com/acme/app/pull/31"), match="marmalade")
-    done = subprocess.run(
-        claude.print_argv("rename the marmalade module"),
-        env=claude.env(),
-        cwd=claude.cwd,
-        capture_output=True,
-        text=True,
-        timeout=90,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    index = HistoryIndex(
-        tmp_path / "state" / "history.db", Sources((claude.config_dir,), ()), clock=SystemClock()
-    )
-    try:
-        hits = index.search("marmalade")  # no reconcile: only the hook can have put it there
-        assert [h.entry.prompts for h in hits] == [("rename the marmalade module",)]
-        entry = hits[0].entry
-        assert entry.cwd == str(claude.cwd.resolve())
-        assert entry.prs == ("https://github.com/acme/app/pull/31",)
-        assert entry.resume_argv == ("claude", "--resume", entry.session_id)
-    finally:
-        index.close()
+    history = {"claude_config_dirs": [str(claude.config_dir)], "codex_homes": []}
+    with running_daemon(tmp_path, {"history": history}) as daemon:
+        command = (
+            f"{sys.executable} -m openbus.daemon.cli history push --config {daemon.config_path}"
+        )
+        (claude.config_dir / "settings.json").write_text(json.dumps(_snippet(command)))
+        stub_model.script(reply("done, see https://github.com/acme/app/pull/31"), match="marmalade")
+        done = subprocess.run(
+            claude.print_argv("rename the marmalade module"),
+            env=claude.env(),
+            cwd=claude.cwd,
+            capture_output=True,
+            text=True,
+            timeout=90,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        with daemon.human() as human:
+            records = human.get("/api/audit", params={"after": 0, "limit": 1000}).json()
+            pushes = [r for r in records["records"] if r["action"] == "history.push"]
+            assert pushes and all(r["outcome"] == "ok" for r in pushes), pushes
+            found = human.get("/api/history/search", params={"q": "marmalade"}).json()
+    [hit] = found["results"]
+    assert hit["prompts"] == ["rename the marmalade module"]
+    assert hit["cwd"] == str(claude.cwd.resolve())
+    assert hit["prs"] == ["https://github.com/acme/app/pull/31"]
+    assert hit["resume_argv"] == ["claude", "--resume", hit["session_id"]]
+    assert pushes[-1]["target"] == f"claude:{hit['session_id']}"
 
 
 def test_a_real_codex_exec_rollout_is_found_by_reconcile(

@@ -186,7 +186,7 @@ def test_a_pure_agent_is_not_reachable(run_world: Run) -> None:
     run_world(scenario)
 
 
-def test_revoking_the_recipient_cancels_its_queued_messages_and_cards(run_world: Run) -> None:
+def test_narrowing_the_recipient_cancels_its_queued_messages_and_cards(run_world: Run) -> None:
     async def scenario(w: World) -> None:
         a, b, c = await w.agent("a"), await w.agent("b"), await w.agent("c")
         await approved_pair(w, a, b)
@@ -194,7 +194,7 @@ def test_revoking_the_recipient_cancels_its_queued_messages_and_cards(run_world:
         await w.send(a, b, "queued behind a busy turn", "m-2")
         await w.send(c, b, "waiting for a card", "m-3")
         assert len(await w.cards()) == 1
-        await w.connect(b, "off")
+        await w.connect(b, "observe")  # no longer reachable (Off would revoke its token)
         # the toggle has returned: both are final already, and nothing lands afterwards
         assert w.messaging.book.get(a.principal or "", "m-2").outcome.value == "cancelled"  # type: ignore[union-attr]
         assert w.messaging.book.get(c.principal or "", "m-3").outcome.value == "cancelled"  # type: ignore[union-attr]
@@ -204,7 +204,7 @@ def test_revoking_the_recipient_cancels_its_queued_messages_and_cards(run_world:
         assert not any("queued behind" in p for p in b.received())
         assert [r["outcome"] for r in w.audit("m-2")] == ["queued", "cancelled"]
         assert [r["outcome"] for r in w.audit("m-3")] == ["queued", "cancelled"]
-        # the pair approval died with B's grant
+        # the pair approval died with B's reachability
         await w.connect(b, "collaborate")
         await w.send(a, b, "again", "m-4")
         assert [c["kind"] for c in await w.cards()] == ["message"]
