@@ -11,7 +11,12 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from types import MappingProxyType
 
-MESSAGE_BYTES_MAX = 16 * 1024
+# A message is typed into the recipient's composer as one bracketed paste; the tmux transport
+# carries far more, but the harnesses' composers do not all take a paste much past 12,000
+# bytes, so the text stays well below that and its typed form (the stamp, and a quote bar on
+# every line) must fit TYPED_BYTES_MAX, under the smallest paste every harness took whole.
+MESSAGE_BYTES_MAX = 8 * 1024
+TYPED_BYTES_MAX = 11 * 1024
 SENDER_RATE_PER_MINUTE_MAX = 30
 PAIR_RATE_PER_MINUTE_MAX = 10
 HOP_LIMIT_MAX = 4

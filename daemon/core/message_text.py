@@ -28,6 +28,7 @@ import unicodedata
 
 from openbus.kernel.errors import BadRequest, Refused
 from openbus.kernel.ids import SESSION_ID
+from openbus.kernel.limits import TYPED_BYTES_MAX
 
 # Spaces other than U+0020 are printable text; everything else str.isprintable() rejects
 # (Cc, Cf, Cs, Co, Cn, Zl, Zp) is refused, and the newline is the one control allowed.
@@ -83,6 +84,14 @@ def check_text(text: object, max_bytes: int) -> int:
                 )
     if size < 0:  # pragma: no cover - a lone surrogate is not printable, refused above
         raise Refused("text is not valid Unicode", field="text")
+    typed = size + len(QUOTE_BAR.encode("utf-8")) * line_count(text) + STAMP_BYTES
+    if typed > TYPED_BYTES_MAX:
+        raise Refused(
+            f"text is {line_count(text)} lines: typed with its stamp and a quote bar on every "
+            f"line it would be {typed} bytes, above the {TYPED_BYTES_MAX} bytes a harness's "
+            "composer takes in one paste; send fewer lines",
+            field="text",
+        )
     for number, line in enumerate(text.split("\n"), start=1):
         if _STAMP_WORDS in _letters(line):
             raise Refused(
@@ -116,6 +125,7 @@ def _letters(line: str) -> str:
 
 
 QUOTE_BAR = "\u2502 "
+STAMP_BYTES = 512  # room kept for the daemon's stamp line above the text
 
 
 def typed_form(stamp: str, text: str) -> str:

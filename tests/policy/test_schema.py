@@ -88,7 +88,7 @@ def test_a_limit_above_its_built_in_maximum_is_refused_with_field_and_line() -> 
     issue = only_issue(text)
     assert issue.field == "limits.message_bytes"
     assert issue.line == 25
-    assert "16384" in issue.message and "tighten" in issue.message
+    assert "8192" in issue.message and "tighten" in issue.message
 
 
 @pytest.mark.parametrize("name", sorted(BUILTIN_MAXIMA))

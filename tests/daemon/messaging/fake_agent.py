@@ -9,8 +9,9 @@ runs: the spinner line with ``esc to interrupt`` shows for ``turn`` seconds (the
 ``turn`` file, default 0.2), then ``● done`` and the idle composer come back. A prompt holding
 ``HOLD`` keeps the turn running until the control dir holds a file named ``release``
 (which is then removed). Enter during a turn is held and submits the composer when the turn
-ends, as Claude Code queues input. Ctrl-U clears the composer. Every submitted prompt is appended to
-the control dir's ``received`` file, one JSON string per line, so tests see exactly what was
+ends, as Claude Code queues input. Ctrl-U clears the composer; a draft of more than ten lines
+shows folded, as Claude Code shows a long paste. Every submitted prompt is appended to the
+control dir's ``received`` file, one JSON string per line, so tests see exactly what was
 submitted and how often. While the control dir holds ``stuck``, Enter is ignored (the composer
 keeps its text, unsubmitted); while it holds ``sticky``, Ctrl-U is ignored too.
 """
@@ -30,6 +31,9 @@ from pathlib import Path
 RULE = "\u2500" * 60
 PASTE_START = "\x1b[200~"
 PASTE_END = "\x1b[201~"
+
+
+FOLD_LINES = 10
 
 
 class Agent:
@@ -53,6 +57,8 @@ class Agent:
             out.append("\u2733 Working\u2026 (esc to interrupt)\r\n")
         out.append(RULE + "\r\n")
         draft = self.composer.split("\n")
+        if len(draft) > FOLD_LINES:  # as Claude Code shows a long paste: folded, one line
+            draft = [f"[Pasted text #1 +{len(draft) - 1} lines]"]
         out.append("\u276f\u00a0" + draft[0] + "\r\n")
         out.extend("  " + more + "\r\n" for more in draft[1:])
         out.append(RULE + "\r\n")

@@ -354,3 +354,30 @@ def test_a_composer_that_cannot_be_cleared_raises_a_card_for_the_human(run_world
         ]
 
     run_world(scenario)
+
+
+def test_a_message_at_the_byte_cap_is_delivered_intact(run_world: Run) -> None:
+    async def scenario(w: World) -> None:
+        a, b = await w.agent("a"), await w.agent("b")
+        await approved_pair(w, a, b)
+        cap = w.messaging.book.limits.message_bytes
+        line = "0123456789" * 9 + "abcdefgh\n"  # 99 characters and a newline
+        text = (line * (cap // len(line) + 1))[: cap - 1] + "z"
+        assert len(text.encode()) == cap
+        await w.send(a, b, text, "m-big")
+        assert await w.final(a, "m-big") == "delivered"
+        [_, prompt] = b.received()
+        assert prompt.split("\n")[1:] == ["\u2502 " + part for part in text.split("\n")]
+
+    run_world(scenario)
+
+
+def test_a_text_of_many_short_lines_past_the_typed_cap_is_refused(run_world: Run) -> None:
+    async def scenario(w: World) -> None:
+        a, b = await w.agent("a"), await w.agent("b")
+        with pytest.raises(Refused, match="fewer lines") as err:
+            await w.send(a, b, "x\n" * 3000, "m-lines")
+        assert err.value.field == "text"
+        assert b.received() == []
+
+    run_world(scenario)
