@@ -159,9 +159,9 @@ def run_main_path(
             except AssertionError as exc:
                 raise AssertionError(f"{exc}\n--- A ---\n{tmux.capture(a['pane'])}") from None
             result = script.last_tool_result or ""
-            if "<tool_use_error>" not in result or '"source":"openbus"' in result:
+            if "<tool_use_error>" not in result or '"source":"openbus' in result:
                 break  # else its MCP server is not connected yet
-        if '"source":"openbus"' not in result:  # say what Claude Code thinks of its MCP server
+        if '"source":"openbus' not in result:  # say what Claude Code thinks of its MCP server
             tmux.send_text(a["pane"], "/mcp")
             tmux.wait_for(a["pane"], "/mcp")
             tmux.keys(a["pane"], "Enter")
