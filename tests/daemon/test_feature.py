@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from openbus.daemon.feature import Feature, Housekeeping
+from tests.support.wait import let_others_run
 
 
 class Recorder(Feature):
@@ -26,7 +27,7 @@ class Awaited(Feature):
         self.ran = ran
 
     async def tick(self) -> None:
-        await asyncio.sleep(0)
+        await let_others_run()
         self.ran.append(self.name)
 
 
@@ -48,7 +49,7 @@ def test_the_tick_repeats_on_the_injected_sleep_until_stopped() -> None:
             slept.append(seconds)
             if len(slept) >= 3:
                 third.set()
-            await asyncio.sleep(0)
+            await let_others_run()
 
         housekeeping = Housekeeping([Recorder("plain", ran)], sleep=sleep)
         housekeeping.start()
