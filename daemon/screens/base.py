@@ -51,12 +51,37 @@ class Evidence:
 
 
 @dataclass(frozen=True)
+class MenuOption:
+    """One choice of an on-screen menu, with the key that picks it (``"1"``, ``"y"``,
+    ``"Enter"``, ``"Escape"``: tmux ``send-keys`` names)."""
+
+    label: str
+    key: str
+
+
+@dataclass(frozen=True)
+class Menu:
+    """A screen waiting for a person (permission prompt, question, picker, trust dialog), as
+    the parser read it: the question and its options, in screen order."""
+
+    question: str
+    options: tuple[MenuOption, ...] = ()
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "question": self.question,
+            "options": [{"label": o.label, "key": o.key} for o in self.options],
+        }
+
+
+@dataclass(frozen=True)
 class Reading:
     state: State
     composer_empty: bool | None = None
     title: str | None = None
     summary: str = ""
     pr_links: tuple[str, ...] = field(default_factory=tuple)
+    menu: Menu | None = None  # only with state "menu", and only when the parser read one
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -65,6 +90,7 @@ class Reading:
             "title": self.title,
             "summary": self.summary,
             "pr_links": list(self.pr_links),
+            "menu": self.menu.to_dict() if self.menu else None,
         }
 
 

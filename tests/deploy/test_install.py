@@ -95,20 +95,42 @@ def mode_owner(path: str) -> tuple[str, str, str]:
     )
 
 
+# Written before a test installs and removed once it has uninstalled: an installation found
+# beside it was left by a test run that was killed part-way, and is the tests' own to purge.
+MARKER = Path("/var/lib/.openbus-install-under-test")
+
+
+def existing_installation() -> list[str]:
+    paths = [p for p in STATE + INSTALLED if Path(p).exists()]
+    return sorted(users_present()) + sorted(groups_present()) + paths
+
+
+def uninstall() -> None:
+    subprocess.run(
+        [str(INSTALL), "--uninstall", "--purge"], capture_output=True, text=True, check=False
+    )
+
+
 @contextmanager
 def fresh_install(*args: str) -> Iterator[subprocess.CompletedProcess[str]]:
     """deploy/install on a machine without openbus; uninstalled and purged afterwards."""
-    if users_present() or groups_present() or any(Path(p).exists() for p in STATE + INSTALLED):
-        pytest.skip("an openbus installation already exists on this machine; not touching it")
+    if existing_installation() and MARKER.exists():
+        uninstall()
+    if found := existing_installation():
+        pytest.skip(
+            "an openbus installation already exists on this machine; not touching it: "
+            + ", ".join(found[:6])
+        )
     if shutil.which("systemd-sysusers") is None:
         pytest.skip("systemd-sysusers is not installed (make system-deps)")
+    MARKER.unlink(missing_ok=True)
     before = snapshot()
+    MARKER.write_text("deploy/install run by tests/deploy/test_install.py\n")
     try:
         yield run(*args)
     finally:
-        subprocess.run(
-            [str(INSTALL), "--uninstall", "--purge"], capture_output=True, text=True, check=False
-        )
+        uninstall()
+        MARKER.unlink(missing_ok=True)
     assert users_present() == set()
     assert groups_present() == set()
     assert snapshot() - before == set()
