@@ -4,8 +4,13 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 HARNESS_DIR := .harness
-CLAUDE_VERSION := 2.1.197
-CODEX_VERSION := 0.171.0
+# The harness CLIs the tests drive, each pinned version in its own npm prefix
+# (.harness/<name>-<version>/node_modules/.bin/<name>). The first pin of a harness is the one
+# in use; a second is the newest the registry served when it was added (`make harness-bump`).
+# tests/support/harnesses.py reads this list.
+HARNESS_PINS := claude-2.1.197 claude-2.1.332 codex-0.171.0
+HARNESS_PACKAGE_claude := @anthropic-ai/claude-code
+HARNESS_PACKAGE_codex := @openai/codex
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 # OPENBUS_REQUIRE (a comma list: harness, root, tmux, chromium; CI sets it) makes the tests'
 # skips for those parts failures; a part it names that cannot be installed fails the install.
@@ -14,7 +19,7 @@ required = $(filter $(1),$(subst $(comma), ,$(OPENBUS_REQUIRE)))
 # $(call or_skip,PART,WHAT): after a failed install of PART, fail if it is required, else go on
 or_skip = { echo "$(2); $(if $(call required,$(1)),OPENBUS_REQUIRE names $(1): failing,the tests that need it will skip and say why)"; $(if $(call required,$(1)),exit 1,true); }
 
-.PHONY: run test lint types layers unit wheel-check harnesses system-deps bench clean
+.PHONY: run test lint types layers unit wheel-check harnesses harness-bump system-deps bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,16 +38,28 @@ system-deps:
 	@/usr/bin/python3 -c "import ensurepip, venv" 2>/dev/null || { apt-get update -q && apt-get install -y -q python3-venv; }
 	@command -v chromium >/dev/null 2>&1 || { apt-get update -q && apt-get install -y -q chromium; } || $(call or_skip,chromium,chromium could not be installed)
 
-# The real Claude Code and Codex CLIs, for the tests that drive them against a stub model.
-harnesses: $(HARNESS_DIR)/.installed
-$(HARNESS_DIR)/.installed:
-	mkdir -p $(HARNESS_DIR)
-	cd $(HARNESS_DIR) && { [ -f package.json ] || echo '{"private":true}' > package.json; } && \
+# The real harness CLIs at every pinned version, for the tests that drive them against a stub
+# model. $* is a pin, <name>-<version>; the name picks the npm package.
+harness_name = $(firstword $(subst -, ,$(1)))
+harnesses: $(foreach pin,$(HARNESS_PINS),$(HARNESS_DIR)/$(pin)/.installed)
+$(HARNESS_DIR)/%/.installed:
+	@pin='$*'; name=$${pin%%-*}; version=$${pin#*-}; \
+	  mkdir -p $(HARNESS_DIR)/$* && cd $(HARNESS_DIR)/$* && \
+	  { [ -f package.json ] || echo '{"private":true}' > package.json; } && \
 	  npm install --no-audit --no-fund --loglevel=error \
-	    @anthropic-ai/claude-code@$(CLAUDE_VERSION) @openai/codex@$(CODEX_VERSION) && \
-	  node_modules/.bin/claude --version >/dev/null && node_modules/.bin/codex --version >/dev/null && \
-	  touch .installed \
-	  || $(call or_skip,harness,npm could not install the harness CLIs (retried next run))
+	    $(HARNESS_PACKAGE_$(call harness_name,$*))@$$version && \
+	  node_modules/.bin/$$name --version >/dev/null && touch .installed && echo "installed $*" \
+	  || $(call or_skip,harness,npm could not install $* (retried next run))
+
+# A new version of a harness: `make harness-bump PIN=claude-2.1.340` installs it, captures its
+# screens of every state into tests/daemon/screens/captured/PIN/ and prints, case by case, how
+# the parsers read them against the expected state and what changed from the pin in use. Add
+# PIN to HARNESS_PINS once the parsers read it right (tests/daemon/screens/README.md).
+harness-bump: $(VENV)/.installed
+	@[ -n "$(PIN)" ] || { echo "usage: make harness-bump PIN=<name>-<version>"; exit 2; }
+	$(MAKE) $(HARNESS_DIR)/$(PIN)/.installed
+	$(PY) -m tests.harness.capture_screens $(PIN)
+	$(PY) -m tests.harness.bump_report $(PIN)
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check daemon tunnel policy kernel tests bench

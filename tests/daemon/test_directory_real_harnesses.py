@@ -9,9 +9,9 @@ prompt is typed but not sent; ``busy`` while the model holds a turn open; ``menu
 harness asks to run an MCP tool; ``exited`` once the agent quits; and a new incarnation when
 the same pane id runs the agent again.
 
-One stub, tmux server, daemon and agent pane serve all cases of one harness (a module-scoped
-fixture, parametrized by harness); every case starts at the idle prompt and leaves the agent
-there, except the exit case, which comes last.
+One stub, tmux server, daemon and agent pane serve all cases of one harness version (a
+module-scoped fixture, parametrized by every pinned version of each harness); every case starts
+at the idle prompt and leaves the agent there, except the exit case, which comes last.
 """
 
 from __future__ import annotations
@@ -28,8 +28,10 @@ from tests.support.daemon import RunningDaemon, running_daemon
 from tests.support.harnesses import (
     CLAUDE_IDLE,
     CLAUDE_PERMISSION,
+    Pin,
     make_claude,
     make_codex,
+    pin_params,
     require_binary,
     submit_prompt,
     type_prompt,
@@ -140,26 +142,27 @@ class Agent:
         return self.expect(what, state="idle", composer_empty=True)
 
 
-def _launch(harness: str, root: Path, stub: StubModel) -> tuple[list[str], dict[str, str], Path]:
+def _launch(pin: Pin, root: Path, stub: StubModel) -> tuple[list[str], dict[str, str], Path]:
     """argv, environment and cwd of the harness's TUI with the stub's MCP server (no token, its
     tools not pre-approved, so a call asks first)."""
     cwd = workdir(root)
-    if harness == "claude":
-        claude = make_claude(root, stub, cwd)
+    if pin.name == "claude":
+        claude = make_claude(root, stub, cwd, pin.version)
         return claude.tui_argv(*claude.mcp_args(MCP_SERVER, stub.mcp_url)), claude.env(), cwd
-    codex = make_codex(root, stub, cwd)
+    codex = make_codex(root, stub, cwd, pin.version)
     return codex.tui_argv(*codex.mcp_args(MCP_SERVER, stub.mcp_url)), codex.env(), cwd
 
 
-@pytest.fixture(scope="module", params=["claude", "codex"])
+@pytest.fixture(scope="module", params=pin_params("claude", "codex"))
 def agent(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Agent]:
-    harness: str = request.param
-    require_binary(harness)  # skips, printing why, where npm could not install the CLI
-    root = tmp_path_factory.mktemp(f"directory-{harness}")
+    pin: Pin = request.param
+    harness = pin.name
+    require_binary(harness, pin.version)  # skips, printing why, where npm could not install it
+    root = tmp_path_factory.mktemp(f"directory-{pin.id}")
     with running_stub_model() as stub, tmux_server(root / "tmux") as tmux:
-        argv, env, cwd = _launch(harness, root, stub)
+        argv, env, cwd = _launch(pin, root, stub)
         (root / "daemon").mkdir()
         config = {"tmux": {"socket": str(tmux.socket)}}
         with running_daemon(root / "daemon", config) as daemon, daemon.human() as client:

@@ -1,8 +1,9 @@
 """Capture real screens of Claude Code and Codex into the screen parsers' eval set.
 
-Run: ``.venv/bin/python -m tests.harness.capture_screens`` (needs ``make harnesses``). Each
-screen lands in ``tests/daemon/screens/captured/<name>.txt`` (``tmux capture-pane -p``; the
-``*-escapes.txt`` ones with ``-e``) with ``<name>.json`` beside it: the expected reading at the
+Run: ``.venv/bin/python -m tests.harness.capture_screens [PIN ...]`` (needs ``make harnesses``;
+a PIN is ``claude-2.1.332``, default every pin in the Makefile's ``HARNESS_PINS``). Each screen
+lands in ``tests/daemon/screens/captured/<pin>/<case>.txt`` (``tmux capture-pane -p``; the
+``*-escapes.txt`` ones with ``-e``) with ``<case>.json`` beside it: the expected reading at the
 top level (``harness``, ``state``, ``composer_empty``, optional ``title_hint``), plus the
 ``evidence`` a watcher would have had at that moment (pane title, Claude's live status file)
 and where the screen came from. The harnesses run from fixed directories under
@@ -23,12 +24,11 @@ from tests.support.harnesses import (
     CLAUDE_BUSY,
     CLAUDE_IDLE,
     CLAUDE_PERMISSION,
-    CLAUDE_VERSION,
     CODEX_BUSY,
     CODEX_IDLE,
-    CODEX_VERSION,
+    PINS,
     ClaudeHarness,
-    harness_binary,
+    Pin,
     make_claude,
     make_codex,
     submit_prompt,
@@ -45,11 +45,14 @@ MCP_TOKEN = "capture-token-0123456789"
 
 
 class Capturer:
-    def __init__(self, tmux: TmuxServer, pane: str, harness: str, version: str) -> None:
+    def __init__(self, tmux: TmuxServer, pane: str, pin: Pin) -> None:
         self.tmux = tmux
         self.pane = pane
-        self.harness = harness
-        self.version = version
+        self.harness = pin.name
+        self.pin = pin
+        self.version = {"claude": "Claude Code", "codex": "Codex CLI"}[pin.name] + f" {pin.version}"
+        self.out = OUT / pin.id
+        self.out.mkdir(parents=True, exist_ok=True)
         self.claude: ClaudeHarness | None = None
 
     def title_hint(self, pane_title: str, screen: str) -> str | None:
@@ -97,9 +100,9 @@ class Capturer:
         doc["evidence"] = evidence
         doc["source"] = f"captured by tests/harness/capture_screens.py from the real {self.version}"
         doc["why"] = why
-        (OUT / f"{name}.txt").write_text(screen, encoding="utf-8")
-        (OUT / f"{name}.json").write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
-        print(f"captured {name}")
+        (self.out / f"{name}.txt").write_text(screen, encoding="utf-8")
+        (self.out / f"{name}.json").write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+        print(f"captured {self.pin.id}/{name}")
 
 
 @contextmanager
@@ -113,30 +116,28 @@ def world(name: str) -> Iterator[tuple[StubModel, TmuxServer, Path]]:
         yield stub, tmux, cwd
 
 
-def capture_claude() -> None:
+def capture_claude(pin: Pin) -> None:
     with world("cc") as (stub, tmux, cwd):
-        claude = make_claude(cwd.parent, stub, cwd)
+        claude = make_claude(cwd.parent, stub, cwd, pin.version)
         argv = claude.tui_argv(*claude.mcp_args("steer", stub.mcp_url, "STEER_TOKEN"))
         pane = tmux.new_window(argv, claude.env(STEER_TOKEN=MCP_TOKEN), cwd, remain_on_exit=True)
-        cap = Capturer(tmux, pane, "claude", f"Claude Code {CLAUDE_VERSION}")
+        cap = Capturer(tmux, pane, pin)
         cap.claude = claude
         tmux.wait_for(pane, CLAUDE_IDLE)
-        cap.save("claude-idle", "idle", True, "fresh session against the stub, empty composer")
+        cap.save("idle", "idle", True, "fresh session against the stub, empty composer")
 
         type_prompt(tmux, pane, "hello slow turn please")
-        cap.save("claude-draft", "idle", False, "a typed, unsent prompt in the composer")
+        cap.save("draft", "idle", False, "a typed, unsent prompt in the composer")
         turn = stub.script(hold(), reply("STUB-REPLY: held turn released"), match="slow turn")
         tmux.keys(pane, "Enter")
         turn.wait_holding()
         tmux.wait_for(pane, CLAUDE_BUSY)
         wait_until(lambda: claude.live_status()[0].get("status") == "busy", what="busy status")
-        cap.save("claude-busy", "busy", True, "a turn held open by the stub: spinner line")
-        cap.save(
-            "claude-busy-escapes", "busy", True, "the held turn, captured with -e", escapes=True
-        )
+        cap.save("busy", "busy", True, "a turn held open by the stub: spinner line")
+        cap.save("busy-escapes", "busy", True, "the held turn, captured with -e", escapes=True)
         turn.release()
         tmux.wait_for(pane, "STUB-REPLY: held turn released", CLAUDE_IDLE)
-        cap.save("claude-after-turn", "idle", True, "a finished turn: reply and '✻ <Verb>ed for'")
+        cap.save("after-turn", "idle", True, "a finished turn: reply and '✻ <Verb>ed for'")
 
         tool = stub.script(
             call_tool("mcp__steer__echo", {"text": "captured"}),
@@ -146,46 +147,44 @@ def capture_claude() -> None:
         submit_prompt(tmux, pane, "TOOL:echo please")
         tmux.wait_for(pane, CLAUDE_PERMISSION, "1. Yes")
         wait_until(lambda: claude.live_status()[0].get("status") == "waiting", what="waiting")
-        cap.save("claude-permission-menu", "menu", None, "MCP tool permission dialog")
+        cap.save("permission-menu", "menu", None, "MCP tool permission dialog")
         tmux.keys(pane, "Enter")
         tool.wait_finished()
         tmux.wait_for(pane, "STUB-FINAL: tool returned", CLAUDE_IDLE)
         wait_until(lambda: claude.live_status()[0].get("status") == "idle", what="idle status")
-        cap.save("claude-after-tool", "idle", True, "after an approved MCP tool call")
-        cap.save(
-            "claude-after-tool-escapes", "idle", True, "after the tool turn, with -e", escapes=True
-        )
+        cap.save("after-tool", "idle", True, "after an approved MCP tool call")
+        cap.save("after-tool-escapes", "idle", True, "after the tool turn, with -e", escapes=True)
 
         cap.claude = None  # the live status file goes away on /exit
         submit_prompt(tmux, pane, "/exit")
         wait_until(lambda: tmux.pane_dead(pane), timeout=20, what="claude to exit")
-        cap.save("claude-exited", "exited", None, "after /exit; the pane stays (remain-on-exit)")
+        cap.save("exited", "exited", None, "after /exit; the pane stays (remain-on-exit)")
 
 
-def capture_codex() -> None:
+def capture_codex(pin: Pin) -> None:
     with world("cx") as (stub, tmux, cwd):
-        codex = make_codex(cwd.parent, stub, cwd)
+        codex = make_codex(cwd.parent, stub, cwd, pin.version)
         stub.title = "Slow turn check"
         argv = codex.tui_argv(*codex.mcp_args("steer", stub.mcp_url, "STEER_TOKEN"))
         pane = tmux.new_window(argv, codex.env(STEER_TOKEN=MCP_TOKEN), cwd, remain_on_exit=True)
-        cap = Capturer(tmux, pane, "codex", f"Codex CLI {CODEX_VERSION}")
+        cap = Capturer(tmux, pane, pin)
         wait_for_codex_ready(tmux, pane)
-        cap.save("codex-idle", "idle", True, "fresh session against the stub, placeholder shown")
+        cap.save("idle", "idle", True, "fresh session against the stub, placeholder shown")
 
         type_prompt(tmux, pane, "hello codex slow turn")
-        cap.save("codex-draft", "idle", False, "a typed, unsent prompt in the composer")
+        cap.save("draft", "idle", False, "a typed, unsent prompt in the composer")
         turn = stub.script(hold(), reply("STUB-REPLY: held turn released"), match="slow turn")
         tmux.keys(pane, "Enter")
         turn.wait_holding()
         tmux.wait_for(pane, "Working", CODEX_BUSY)
         cap.save(
-            "codex-busy",
+            "busy",
             "busy",
             True,
             "a turn held open by the stub: '• Working (… esc to interrupt)'",
         )
         cap.save(
-            "codex-busy-escapes",
+            "busy-escapes",
             "busy",
             True,
             "the held turn, captured with -e",
@@ -194,7 +193,7 @@ def capture_codex() -> None:
         turn.release()
         tmux.wait_for(pane, "STUB-REPLY: held turn released", "Worked for", CODEX_IDLE)
         cap.save(
-            "codex-after-turn",
+            "after-turn",
             "idle",
             True,
             "a finished turn: reply and 'Worked for'",
@@ -207,29 +206,39 @@ def capture_codex() -> None:
         )
         submit_prompt(tmux, pane, "TOOL:echo please")
         tmux.wait_for(pane, 'Allow the steer MCP server to run tool "echo"?', "1. Allow")
-        cap.save("codex-mcp-approval-menu", "menu", None, "MCP tool approval prompt")
+        cap.save("mcp-approval-menu", "menu", None, "MCP tool approval prompt")
         tmux.keys(pane, "Enter")
         tool.wait_finished()
         tmux.wait_for(pane, "STUB-FINAL: tool returned", "Called steer.echo", CODEX_IDLE)
         tmux.wait_for(pane, "Worked for", absent=[CODEX_BUSY])
         cap.save(
-            "codex-after-tool",
+            "after-tool",
             "idle",
             True,
             "after an approved MCP tool call",
         )
 
 
-def main() -> int:
-    missing = [name for name in ("claude", "codex") if harness_binary(name) is None]
+CAPTURE = {"claude": capture_claude, "codex": capture_codex}
+
+
+def main(argv: list[str]) -> int:
+    wanted = argv or [pin.id for pin in PINS]
+    chosen: list[Pin] = []
+    for word in wanted:
+        name, _, version = word.partition("-")
+        if name not in CAPTURE or not version:
+            print(f"not a pin of a harness this script drives: {word}", file=sys.stderr)
+            return 2
+        chosen.append(Pin(name, version))
+    missing = [pin.id for pin in chosen if pin.binary is None]
     if missing:
         print(f"not installed: {', '.join(missing)} (run `make harnesses`)", file=sys.stderr)
         return 1
-    OUT.mkdir(parents=True, exist_ok=True)
-    capture_claude()
-    capture_codex()
+    for pin in chosen:
+        CAPTURE[pin.name](pin)
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,9 +1,13 @@
 """Launching the real Claude Code and Codex CLIs against a ``StubModel``.
 
-The CLIs come from ``make harnesses`` (npm, into ``<repo>/.harness/node_modules/.bin``). A test
-that needs one carries ``@pytest.mark.harness`` and, finding it missing, skips with the reason
-(fails where ``OPENBUS_REQUIRE`` names ``harness``). Each harness gets a private config home
-under the test's tmp dir, seeded so the interactive TUI starts straight at its prompt:
+The CLIs come from ``make harnesses``: each pinned version (the Makefile's ``HARNESS_PINS``,
+``<name>-<version>``) in its own npm prefix, ``<repo>/.harness/<name>-<version>/node_modules/.bin``.
+The first pin listed for a harness is the one in use; the others (the newest the registry served
+when they were added) run the real-harness tests too: the ``claude`` / ``codex`` fixtures and
+``pins()`` parametrize over every pin, ``make_claude`` / ``make_codex`` without a version use the
+one in use. A test that needs one carries ``@pytest.mark.harness`` and, finding it missing, skips
+with the reason (fails where ``OPENBUS_REQUIRE`` names ``harness``). Each harness gets a private
+config home under the test's tmp dir, seeded so the interactive TUI starts straight at its prompt:
 
 * Claude Code: ``CLAUDE_CONFIG_DIR/.claude.json`` with onboarding done, a theme, the API key's
   last 20 characters approved, and the cwd's realpath trusted; the environment points it at
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -34,29 +39,118 @@ from tests.support.tmux import TmuxServer
 from tests.support.wait import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
-# ``make harnesses`` installs here; OPENBUS_HARNESS_BIN points elsewhere (e.g. a shared cache).
-HARNESS_BIN = Path(
-    os.environ.get("OPENBUS_HARNESS_BIN") or REPO / ".harness" / "node_modules" / ".bin"
-)
-CLAUDE_VERSION = "2.1.197"
-CODEX_VERSION = "0.171.0"
+# ``make harnesses`` installs under here; OPENBUS_HARNESS_DIR points elsewhere (a shared cache).
+HARNESS_DIR = Path(os.environ.get("OPENBUS_HARNESS_DIR") or REPO / ".harness")
 STUB_API_KEY = "sk-ant-api03-stub-0123456789abcdefghijklmnopqrstuvwxyz"
 STUB_OPENAI_KEY = "sk-stub-openai-0123456789"
 CODEX_MODEL = "stub-model"
+# The npm package and the binary of each harness a pin can name.
+PACKAGES = {"claude": "@anthropic-ai/claude-code", "codex": "@openai/codex"}
 
 
-def harness_binary(name: str) -> Path | None:
-    """The installed CLI (``claude`` or ``codex``), or None."""
-    path = HARNESS_BIN / name
-    return path if path.exists() and os.access(path, os.X_OK) else None
+@dataclass(frozen=True)
+class Pin:
+    """One pinned version of one harness CLI, installed in its own npm prefix."""
+
+    name: str
+    version: str
+    in_use: bool = False
+
+    @property
+    def id(self) -> str:
+        return f"{self.name}-{self.version}"
+
+    @property
+    def prefix(self) -> Path:
+        return HARNESS_DIR / self.id
+
+    @property
+    def bin_dir(self) -> Path:
+        return self.prefix / "node_modules" / ".bin"
+
+    @property
+    def binary(self) -> Path | None:
+        """The installed CLI, or None. A tree of the older single-prefix layout
+        (``.harness/node_modules``) serves when it holds exactly this version."""
+        for bin_dir, package in (
+            (self.bin_dir, self.prefix / "node_modules" / PACKAGES[self.name]),
+            (
+                HARNESS_DIR / "node_modules" / ".bin",
+                HARNESS_DIR / "node_modules" / PACKAGES[self.name],
+            ),
+        ):
+            path = bin_dir / self.name
+            if path.exists() and os.access(path, os.X_OK) and _version(package) == self.version:
+                return path
+        return None
 
 
-def require_binary(name: str) -> Path:
+def _version(package: Path) -> str | None:
+    try:
+        found = json.loads((package / "package.json").read_text()).get("version")
+    except (OSError, ValueError):
+        return None
+    return found if isinstance(found, str) else None
+
+
+def _makefile_pins(makefile: Path = REPO / "Makefile") -> list[str]:
+    """The words of ``HARNESS_PINS := ...`` in the Makefile (continuation lines joined)."""
+    text = makefile.read_text().replace("\\\n", " ")
+    match = re.search(r"^HARNESS_PINS\s*:?=(.*)$", text, re.MULTILINE)
+    if match is None:
+        raise RuntimeError(f"{makefile} has no HARNESS_PINS")
+    return match.group(1).split("#", 1)[0].split()
+
+
+def _pins() -> tuple[Pin, ...]:
+    found: list[Pin] = []
+    for word in _makefile_pins():
+        name, _, version = word.partition("-")
+        if name not in PACKAGES or not version:
+            continue  # a harness this module does not drive yet
+        found.append(Pin(name, version, in_use=not any(p.name == name for p in found)))
+    return tuple(found)
+
+
+PINS = _pins()
+
+
+def pins(name: str) -> list[Pin]:
+    """Every pinned version of ``name``, the one in use first."""
+    return [pin for pin in PINS if pin.name == name]
+
+
+def pin(name: str, version: str | None = None) -> Pin:
+    """The pin of ``name`` at ``version`` (None: the one in use)."""
+    for found in pins(name):
+        if version is None or found.version == version:
+            return found
+    raise LookupError(f"{name} {version or ''} is not in the Makefile's HARNESS_PINS")
+
+
+CLAUDE_VERSION = pin("claude").version
+CODEX_VERSION = pin("codex").version
+
+
+def pin_params(*names: str) -> list[Any]:
+    """``pytest.param`` per pin of each of ``names`` (id ``claude-2.1.197``), for
+    ``@pytest.mark.parametrize`` or ``@pytest.fixture(params=...)``."""
+    return [pytest.param(found, id=found.id) for name in names for found in pins(name)]
+
+
+def harness_binary(name: str, version: str | None = None) -> Path | None:
+    """The installed CLI (``claude`` or ``codex``) at ``version`` (None: the one in use), or
+    None where it is not installed."""
+    return pin(name, version).binary
+
+
+def require_binary(name: str, version: str | None = None) -> Path:
     """The installed CLI, or skip the test saying why."""
-    path = harness_binary(name)
+    found = pin(name, version)
+    path = found.binary
     if path is None:
         reason = (
-            f"{name} CLI not installed at {HARNESS_BIN / name} "
+            f"{found.id} CLI not installed at {found.bin_dir / name} "
             "(run `make harnesses`; npm could not install it)"
         )
         print(reason)
@@ -64,9 +158,9 @@ def require_binary(name: str) -> Path:
     return path
 
 
-def _base_env(home: Path) -> dict[str, str]:
+def _base_env(home: Path, binary: Path) -> dict[str, str]:
     return {
-        "PATH": f"{HARNESS_BIN}:{os.environ.get('PATH', '/usr/local/bin:/usr/bin:/bin')}",
+        "PATH": f"{binary.parent}:{os.environ.get('PATH', '/usr/local/bin:/usr/bin:/bin')}",
         "HOME": str(home),
         "LANG": "C.UTF-8",
         "LC_ALL": "C.UTF-8",
@@ -80,13 +174,14 @@ class ClaudeHarness:
     home: Path
     cwd: Path
     stub: StubModel
+    version: str = ""
     api_key: str = STUB_API_KEY
     extra_env: dict[str, str] = field(default_factory=dict)
 
     def env(self, **extra: str) -> dict[str, str]:
         """The environment for any way of running Claude Code (TUI or ``-p``)."""
         return {
-            **_base_env(self.home),
+            **_base_env(self.home, self.binary),
             "CLAUDE_CONFIG_DIR": str(self.config_dir),
             "ANTHROPIC_BASE_URL": self.stub.url,
             "ANTHROPIC_API_KEY": self.api_key,
@@ -137,18 +232,22 @@ class ClaudeHarness:
         return found
 
 
-def make_claude(root: Path, stub: StubModel, cwd: Path) -> ClaudeHarness:
-    """A private Claude Code config under ``root`` for a TUI started in ``cwd``."""
-    binary = require_binary("claude")
+def make_claude(
+    root: Path, stub: StubModel, cwd: Path, version: str | None = None
+) -> ClaudeHarness:
+    """A private Claude Code config under ``root`` for a TUI started in ``cwd``, run by the
+    pinned ``version`` (None: the one in use)."""
+    version = pin("claude", version).version
+    binary = require_binary("claude", version)
     config_dir = root / "claude-config"
     home = root / "claude-home"
     config_dir.mkdir(parents=True, exist_ok=True)
     home.mkdir(parents=True, exist_ok=True)
-    harness = ClaudeHarness(binary, config_dir, home, cwd, stub)
+    harness = ClaudeHarness(binary, config_dir, home, cwd, stub, version=version)
     seed = {
         "hasCompletedOnboarding": True,
-        "lastOnboardingVersion": CLAUDE_VERSION,
-        "lastReleaseNotesSeen": CLAUDE_VERSION,
+        "lastOnboardingVersion": version,
+        "lastReleaseNotesSeen": version,
         "theme": "dark",
         "numStartups": 1,
         "customApiKeyResponses": {"approved": [harness.api_key[-20:]], "rejected": []},
@@ -171,11 +270,12 @@ class CodexHarness:
     home: Path
     cwd: Path
     stub: StubModel
+    version: str = ""
     extra_env: dict[str, str] = field(default_factory=dict)
 
     def env(self, **extra: str) -> dict[str, str]:
         return {
-            **_base_env(self.home),
+            **_base_env(self.home, self.binary),
             "CODEX_HOME": str(self.codex_home),
             "STUB_KEY": STUB_OPENAI_KEY,
             **self.extra_env,
@@ -216,10 +316,17 @@ def _toml_str(value: str) -> str:
 
 
 def make_codex(
-    root: Path, stub: StubModel, cwd: Path, *, disable_paste_burst: bool = False
+    root: Path,
+    stub: StubModel,
+    cwd: Path,
+    version: str | None = None,
+    *,
+    disable_paste_burst: bool = False,
 ) -> CodexHarness:
-    """A private ``CODEX_HOME`` under ``root`` for Codex started in ``cwd``."""
-    binary = require_binary("codex")
+    """A private ``CODEX_HOME`` under ``root`` for Codex started in ``cwd``, run by the pinned
+    ``version`` (None: the one in use)."""
+    version = pin("codex", version).version
+    binary = require_binary("codex", version)
     codex_home = root / "codex-home"
     home = root / "codex-user-home"
     codex_home.mkdir(parents=True, exist_ok=True)
@@ -247,7 +354,7 @@ def make_codex(
         "",
     ]
     (codex_home / "config.toml").write_text("\n".join(lines))
-    return CodexHarness(binary, codex_home, home, cwd, stub)
+    return CodexHarness(binary, codex_home, home, cwd, stub, version=version)
 
 
 def workdir(root: Path, name: str = "project") -> Path:
@@ -260,16 +367,18 @@ def workdir(root: Path, name: str = "project") -> Path:
 # --------------------------------------------------------------------------- fixtures
 
 
-@pytest.fixture
-def claude(tmp_path: Path, stub_model: StubModel) -> ClaudeHarness:
-    """Claude Code configured against ``stub_model``, cwd ``tmp_path/project``."""
-    return make_claude(tmp_path, stub_model, workdir(tmp_path))
+@pytest.fixture(params=pin_params("claude"))
+def claude(request: pytest.FixtureRequest, tmp_path: Path, stub_model: StubModel) -> ClaudeHarness:
+    """Claude Code configured against ``stub_model``, cwd ``tmp_path/project``: once per pinned
+    version."""
+    return make_claude(tmp_path, stub_model, workdir(tmp_path), request.param.version)
 
 
-@pytest.fixture
-def codex(tmp_path: Path, stub_model: StubModel) -> CodexHarness:
-    """Codex configured against ``stub_model``, cwd ``tmp_path/project``."""
-    return make_codex(tmp_path, stub_model, workdir(tmp_path))
+@pytest.fixture(params=pin_params("codex"))
+def codex(request: pytest.FixtureRequest, tmp_path: Path, stub_model: StubModel) -> CodexHarness:
+    """Codex configured against ``stub_model``, cwd ``tmp_path/project``: once per pinned
+    version."""
+    return make_codex(tmp_path, stub_model, workdir(tmp_path), request.param.version)
 
 
 # --------------------------------------------------------------------------- driving a pane
@@ -318,13 +427,18 @@ def submit_prompt(tmux: TmuxServer, pane: str, text: str, *, timeout: float = 10
 
 
 __all__: Sequence[str] = (
+    "PINS",
     "ClaudeHarness",
     "CodexHarness",
+    "Pin",
     "claude",
     "codex",
     "harness_binary",
     "make_claude",
     "make_codex",
+    "pin",
+    "pin_params",
+    "pins",
     "require_binary",
     "submit_prompt",
     "type_prompt",

@@ -20,14 +20,19 @@ def _cases() -> list[tuple[str, Path]]:
     for name in SETS:
         folder = HERE / name
         if folder.is_dir():
-            found.extend((f"{name}/{p.stem}", p) for p in sorted(folder.glob("*.txt")))
+            found.extend(
+                (f"{name}/{p.relative_to(folder).with_suffix('')}", p)
+                for p in sorted(folder.rglob("*.txt"))
+            )
     return found
 
 
 def _evidence(doc: dict[str, Any], screen: Path) -> Evidence:
     raw = dict(doc.get("evidence") or {})
     status = raw.pop("claude_status", None)
-    harness = doc.get("harness") or screen.stem.split("-", 1)[0]
+    # a pin's folder (captured/claude-2.1.332/idle.txt) or the file (cases/claude-idle.txt)
+    named = screen.parent.name if screen.parent.name not in SETS else screen.stem
+    harness = doc.get("harness") or named.split("-", 1)[0]
     return Evidence(
         harness=harness,
         pane_title=raw.get("pane_title", ""),
