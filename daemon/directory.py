@@ -14,7 +14,9 @@ branch, Claude's status file: a ``Probe``), classifies the screen with the pure 
   harness process in the same pane, is a new incarnation and a fresh entry (no history,
   events or PR links carry over);
   a pane whose process ended but which tmux keeps (remain-on-exit) stays the same
-  incarnation and harness, now ``exited``;
+  incarnation and harness, now ``exited``, from the first capture after /proc stops knowing
+  the process (tmux's dead flag, or its news of a respawned process, may come later): its
+  last screen is never read as a live agent's;
 * the parsed reading (state, composer_empty, title, summary), cwd, branch, PR links seen on
   this incarnation's screens (latest last, bounded), workstream handles (PR links, title);
 * a **screen revision** that increments whenever the screen text changes, and the time of
@@ -85,6 +87,7 @@ class Entry:
     branch_read: float = float("-inf")
     last_activity: float = 0.0
     pr_links: list[str] = field(default_factory=list)
+    ended: bool = False  # the pane's process is gone (dead, or tmux has not said so yet)
     events: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=EVENTS_KEPT))
     _dict: dict[str, Any] | None = None
 
@@ -304,22 +307,25 @@ class Directory:
         digest = hmac.new(self._secret, material.encode(), hashlib.sha256).hexdigest()
         return "inc_" + digest[:32]
 
-    def _detect(self, entry: Entry | None, info: PaneInfo) -> Detected:
-        """The pane's processes. When the pane's own process has ended (tmux keeps the pane
-        under remain-on-exit, or has not flagged it dead yet, and /proc no longer knows the
-        pid), the entry keeps the identity it had: that incarnation exited, none began."""
+    def _detect(self, entry: Entry | None, info: PaneInfo) -> tuple[Detected, bool]:
+        """The pane's processes, and whether the pane's own process has ended. When it has
+        (tmux keeps the pane under remain-on-exit, or has not flagged it dead or told its new
+        process yet, and /proc no longer knows the pid), the entry keeps the identity it had:
+        that incarnation exited, none began."""
         kept = None
         if entry is not None and info.pid == entry.pane_process.pid:
             kept = Detected(entry.harness, entry.process, entry.pane_process)
             if info.dead:
-                return kept
+                return kept, True
         detected = self.probe.detect(info.pid)
-        return kept if kept is not None and detected.pane.start == 0 else detected
+        if kept is not None and detected.pane.start == 0:
+            return kept, True
+        return detected, False
 
     def _upsert(self, info: PaneInfo, text: str | None) -> None:
         now = self.clock.now()
         entry = self._entries.get(info.pane_id)
-        detected = self._detect(entry, info)
+        detected, ended = self._detect(entry, info)
         if (
             entry is not None
             and entry.pane_process == detected.pane
@@ -355,7 +361,8 @@ class Directory:
                     text = previous.text
             self._entries[info.pane_id] = entry
             added = True
-        changed = added or info != entry.info
+        changed = added or info != entry.info or ended != entry.ended
+        entry.ended = ended
         # the branch is re-read on a listing, a new cwd, or a capture BRANCH_EVERY seconds on
         read_branch = (
             text is None
@@ -397,12 +404,16 @@ class Directory:
             harness=entry.harness,
             pane_title=info.title,
             hostname=self.hostname,
-            dead=info.dead,
+            dead=info.dead or entry.ended,
             in_mode=info.in_mode,
             claude_status=status,
         )
         if entry.text is None:
-            state = "exited" if info.dead else ("shell" if entry.harness == "shell" else "unknown")
+            state = (
+                "exited"
+                if info.dead or entry.ended
+                else ("shell" if entry.harness == "shell" else "unknown")
+            )
             reading = Reading(state)  # type: ignore[arg-type]
         else:
             reading = parse(entry.text, evidence)

@@ -177,6 +177,22 @@ def test_a_pane_whose_process_ended_keeps_its_incarnation_and_harness() -> None:
     assert d.pane("%1")["incarnation"] != first and d.pane("%1")["harness"] == "codex"
 
 
+def test_a_pane_whose_process_is_gone_is_exited_before_tmux_flags_it_dead() -> None:
+    """The last screen an agent left (its idle composer, where messages are delivered) is not
+    read as idle once /proc no longer knows the pane's process, whatever tmux still says."""
+    d, _, probe = make()
+    d.pane_captured(info(pid=10), screen("claude-idle"))
+    first = d.pane("%1")["incarnation"]
+    probe.harness[10], probe.start[10] = "unknown", 0
+    d.pane_captured(info(pid=10, title="✳ gone"), screen("claude-idle"))  # not dead in tmux yet
+    entry = d.pane("%1")
+    assert (entry["incarnation"], entry["state"], entry["composer_empty"]) == (
+        first,
+        "exited",
+        None,
+    )
+
+
 def test_a_pane_recognized_only_after_its_exec_changes_harness_not_incarnation() -> None:
     d, _, probe = make(FakeProbe(harness={10: "unknown"}))
     d.panes_listed([info(pid=10)])  # listed between tmux's fork and the exec
