@@ -157,6 +157,48 @@ def test_the_status_file_refines_a_recognized_screen() -> None:
     assert d.pane("%1")["state"] == "busy"
 
 
+def test_a_status_file_that_changes_while_the_screen_does_not_is_read_again() -> None:
+    d, _, probe = make()
+    probe.status = ClaudeStatus("waiting")
+    d.pane_captured(info(), screen("claude-idle"))
+    assert d.pane("%1")["state"] == "unknown"  # the status and the screen disagree
+    probe.status = ClaudeStatus("idle")  # nothing new on screen
+    d.reread_evidence()
+    assert (d.pane("%1")["state"], d.pane("%1")["composer_empty"]) == ("idle", True)
+
+
+def test_a_stale_busy_status_does_not_outlive_a_still_idle_screen() -> None:
+    """After quick turns the status file may still say busy while the screen has long shown
+    the idle composer: a message to that pane would otherwise wait for ever."""
+    d, clock, probe = make()
+    probe.status = ClaudeStatus("busy")
+    d.pane_captured(info(), screen("claude-idle"))
+    assert d.pane("%1")["state"] == "busy"  # the turn may have just begun
+    clock.advance(1.0)
+    d.reread_evidence()
+    assert d.pane("%1")["state"] == "busy"
+    clock.advance(5.0)  # the screen has not moved: no spinner, no work
+    d.reread_evidence()
+    entry = d.pane("%1")
+    assert (entry["state"], entry["composer_empty"]) == ("idle", True)
+    assert [e["to"] for e in entry["events"] if e["kind"] == "state"][-1] == "idle"
+
+
+def test_a_panes_detail_explains_its_state_with_the_status_file_it_weighed() -> None:
+    d, clock, probe = make()
+    probe.status = ClaudeStatus("busy")
+    d.pane_captured(info(), screen("claude-idle"))
+    why = d.pane("%1")["explain"]
+    assert (why["parser"], why["rule"]) == ("claude", "busy-status-file")
+    assert why["evidence"]["status_file"] == {"status": "busy", "waiting_for": None}
+    assert "status file saying idle" in why["would_change"]
+    clock.advance(5.0)
+    d.reread_evidence()
+    why = d.pane("%1")["explain"]
+    assert why["rule"] == "idle-composer" and why["evidence"]["screen"]["still"] == 5.0
+    assert any(line.startswith("❯") for line in why["evidence"]["screen"]["lines"])
+
+
 def test_a_dead_flag_from_tmux_makes_the_pane_exited() -> None:
     d, _, _ = make()
     d.pane_captured(info(), screen("claude-idle"))
