@@ -92,7 +92,13 @@ def test_claude_tui_asks_permission_for_an_mcp_tool_whose_token_comes_from_the_e
     harness_tmux.wait_for(pane, "STUB-FINAL: tool returned: echo: from-claude", CLAUDE_IDLE)
     turn.wait_finished()
     assert turn.tool_results == ["echo: from-claude"]
-    assert "mcp__stubmcp__echo" in stub_model.turns("anthropic")[0].offered_tools
+    offered = stub_model.turns("anthropic")[0].offered_tools
+    if claude.version == "2.1.197":
+        assert "mcp__stubmcp__echo" in offered
+    else:  # later versions may hold MCP tools back behind a tool search; the call ran all same
+        assert "mcp__stubmcp__echo" in offered or any("search" in t.lower() for t in offered), (
+            offered
+        )
     calls = stub_model.mcp_calls("tools/call")
     assert [c.headers.get("authorization") for c in calls] == [f"Bearer {MCP_TOKEN}"]
 
