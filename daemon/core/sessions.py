@@ -259,14 +259,14 @@ def folder_verdict(
     if caller_cwd is not None and caller_cwd not in by_folder:
         by_folder[caller_cwd] = TrustMark(caller_cwd, Trust.TRUSTED, "inside your folder")
     for folder in (cwd, *cwd.parents):
-        mark = by_folder.get(folder)
-        if mark is None:
+        found = by_folder.get(folder)
+        if found is None:
             continue
-        if mark.trust is Trust.UNTRUSTED:
+        if found.trust is Trust.UNTRUSTED:
             raise Forbidden(
-                f"{folder} is marked untrusted ({mark.source}); {ASK_THE_USER}", field="cwd"
+                f"{folder} is marked untrusted ({found.source}); {ASK_THE_USER}", field="cwd"
             )
-        return mark
+        return found
     raise Forbidden(
         f"{cwd} is neither inside your folder nor under a folder the user trusts; {ASK_THE_USER}",
         field="cwd",

@@ -118,7 +118,7 @@ def test_a_folder_nobody_trusts_is_refused_with_ask_the_user() -> None:
 
 
 def test_an_untrusted_mark_on_the_way_refuses_even_inside_a_trusted_folder() -> None:
-    with pytest.raises(Forbidden, match="marked untrusted.*ask the user"):
+    with pytest.raises(Forbidden, match=r"marked untrusted.*ask the user"):
         folder_verdict(P("/w/proj/vendor/x"), P("/w/proj"), [untrusted("/w/proj/vendor")])
     with pytest.raises(Forbidden, match="marked untrusted"):
         folder_verdict(P("/trees"), None, [trusted("/trees"), untrusted("/trees")])
