@@ -426,7 +426,7 @@ class SessionTools(Feature):
         start.card = card.id
         pending.allowed_by = f"card {card.id}"
         call.write(write)
-        call.outcome = "waiting_for_consent"
+        call.outcome = "card"
         call.details["card"] = card.id
 
         def raised() -> None:

@@ -3,32 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from openbus.daemon.sessions import worktree
 from openbus.kernel.errors import Forbidden
-
-
-def run(cwd: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True
-    ).stdout.strip()
+from tests.daemon.sessions.conftest import git as run
+from tests.daemon.sessions.conftest import make_repo
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    top = tmp_path / "proj"
-    top.mkdir()
-    run(top, "init", "-q", "-b", "main")
-    run(top, "config", "user.email", "t@example.invalid")
-    run(top, "config", "user.name", "t")
-    (top / "README").write_text("hello\n")
-    run(top, "add", "README")
-    run(top, "commit", "-q", "-m", "first")
-    return top
+    return make_repo(tmp_path / "proj")
 
 
 def test_a_worktree_is_made_on_its_branch_and_a_planted_hook_does_not_run(
