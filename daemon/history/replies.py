@@ -29,12 +29,14 @@ from openbus.daemon.history.parse import (
 )
 
 CHUNK = 1 << 20
+HEAD_BYTES = 256
 
 
 @dataclass
 class _Turns:
     harness: str
     inode: int = 0
+    head: bytes = b""  # the file's first bytes: a rewrite in place is another file
     offset: int = 0
     prompts: int = 0  # prompts seen (the first is the brief)
     replies: list[str] = field(default_factory=list)
@@ -98,28 +100,33 @@ class ReplyReader:
     def read(self, path: Path, harness: str) -> Replies:
         key = str(path)
         try:
-            st = os.stat(path)
+            handle = open(path, "rb")  # noqa: SIM115 - closed below, after the stat
+            st = os.fstat(handle.fileno())
         except OSError:
             self._files.pop(key, None)
             return Replies((), None, 0)
         turns = self._files.get(key)
-        if turns is None or turns.inode != st.st_ino or st.st_size < turns.offset:
-            turns = _Turns(harness, inode=st.st_ino)
-            self._files[key] = turns
-        if st.st_size > turns.offset:
-            with open(path, "rb") as handle:
+        with handle:
+            head = handle.read(HEAD_BYTES)
+            if (
+                turns is None
+                or turns.inode != st.st_ino
+                or st.st_size < turns.offset
+                or head[: len(turns.head)] != turns.head
+            ):
+                turns = _Turns(harness, inode=st.st_ino, head=head)
+                self._files[key] = turns
+            if st.st_size > turns.offset:
                 handle.seek(turns.offset)
-                while True:
-                    data = handle.read(CHUNK)
-                    if not data:
-                        break
-                    end = data.rfind(b"\n")
+                rest = b""
+                while data := handle.read(CHUNK):
+                    rest += data
+                    end = rest.rfind(b"\n")
                     if end < 0:
-                        break  # half a line: read it once it is whole
-                    for rec in _records(data[: end + 1].split(b"\n")):
+                        continue  # one long line: keep reading until it is whole
+                    for rec in _records(rest[: end + 1].split(b"\n")):
                         turns.feed(rec)
                     turns.offset += end + 1
-                    if end + 1 < len(data):
-                        handle.seek(turns.offset)
+                    rest = rest[end + 1 :]
         pending = "\n\n".join(t for t in turns.current if t.strip()).strip() or None
         return Replies(tuple(turns.replies), pending, turns.prompts)
