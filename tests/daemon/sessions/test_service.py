@@ -217,3 +217,15 @@ def test_the_human_may_let_an_agent_start_sessions_without_a_card(run: Any) -> N
         assert "may start sessions" in record["details"]
 
     run(scenario)
+
+
+def test_the_session_tools_are_listed_only_to_a_caller_holding_spawn(run: Any) -> None:
+    async def scenario(w: Sessions) -> None:
+        names = {"start_session", "list_sessions", "read_session", "send_to_session"}
+        tools = w.daemon.mcp.tools
+        collaborate = {t.name for t in tools.listed(w.gate, Preset.COLLABORATE.scopes)}
+        observe = {t.name for t in tools.listed(w.gate, Preset.OBSERVE.scopes)}
+        assert names <= collaborate
+        assert not names & observe
+
+    run(scenario)
