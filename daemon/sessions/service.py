@@ -94,6 +94,7 @@ READ = Action("session.read", Scope.SPAWN, Tier.READ, humans=False)
 SEND = Action("session.send", Scope.SPAWN, Tier.CARD, mutates=True, humans=False)
 ALLOW = Action("sessions.allow", tier=Tier.HUMAN, mutates=True)
 FAMILY = Action("sessions.family", tier=Tier.HUMAN)
+FAMILIES = Action("sessions.families", tier=Tier.HUMAN)
 
 MAX_WAIT_SECONDS = 50.0
 REPLY_BYTES = 16 * 1024
@@ -169,6 +170,7 @@ class SessionTools(Feature):
         gate.register(SEND, self.send_to_session)
         gate.register(ALLOW, self.allow)
         gate.register(FAMILY, self.family_of_pane)
+        gate.register(FAMILIES, self.families)
         connect.on_revocation(self.on_revocation)
 
     # ------------------------------------------------------------------ feature
@@ -619,11 +621,14 @@ class SessionTools(Feature):
         rows: list[dict[str, Any]] = []
         live_sessions: set[str] = set()
         if status in ("live", "all"):
+            on_pane: dict[str, Principal] = {}
+            for active in self.grants.active():  # one query, not one a pane
+                if active.pane_id:
+                    on_pane.setdefault(active.pane_id, active)
             for entry in self.directory.entries():
                 if entry.harness not in AGENT_HARNESSES or entry.pane_id == caller.pane_id:
                     continue
-                principals = self.grants.by_pane(entry.pane_id)
-                principal = principals[0] if principals else None
+                principal = on_pane.get(entry.pane_id)
                 if principal is not None and principal.id == caller.id:
                     continue
                 relation = family.relation(caller.id, principal.id) if principal else None
@@ -829,15 +834,16 @@ class SessionTools(Feature):
         call.target = pane
         return {"pane": pane, **self.pane_section(pane)}
 
-    def children_by_pane(self) -> dict[str, str]:
-        """Child pane -> parent pane, for the directory listing's marks."""
+    async def families(self, call: Call) -> Any:
+        """The human's child sessions: child pane -> parent pane (``openbus directory`` marks
+        them), and the agents that may start sessions without a card."""
         out: dict[str, str] = {}
         for child, parent in self._spawned_by.items():
             with contextlib.suppress(NotFound):
                 c, p = self.grants.get(child), self.grants.get(parent)
-                if c.pane_id and p.pane_id:
+                if c.owner == call.actor.user and c.pane_id and p.pane_id:
                     out[c.pane_id] = p.pane_id
-        return out
+        return {"children": out}
 
     # ------------------------------------------------------------------ revocation
 

@@ -133,15 +133,29 @@ def test_a_claude_parent_starts_reads_and_messages_a_claude_child_in_a_worktree(
         screen = tmux.capture(child_pane)
         assert "[openbus message from agent:claude:" in screen, screen
 
+        table = daemon.cli("directory", check=True).stdout
+        [row] = [line for line in table.splitlines() if line.startswith(child_pane + " ")]
+        assert f"[child of {a['pane']}]" in row, table
+        assert f"started by: {a['pane']}" in daemon.cli("pane", child_pane, check=True).stdout
+        assert f"started: {child_pane}" in daemon.cli("pane", a["pane"], check=True).stdout
+
         listed = parent.data("list_sessions", {"mine": True})
         assert [s["pane"] for s in listed["sessions"]] == [child_pane], listed
 
         stub.script(reply(f"second pong, the key is {KEY}"), match="PING-TWO")
         sent = parent.data("send_to_session", {"session": child_pane, "text": "PING-TWO now"})
         assert sent["outcome"] == "queued", sent
-        again = parent.data("read_session", {"session": child_pane, "wait_seconds": 45})
+        for _ in range(3):  # a long wait is several calls, each answering timedOut
+            again = parent.data("read_session", {"session": child_pane, "wait_seconds": 45})
+            if not again.get("timedOut"):
+                break
         last = again["replies"][-1]["text"]
-        assert last.startswith("second pong") and KEY not in last, again
+        assert last.startswith("second pong") and KEY not in last, (
+            again,
+            tmux.capture(child_pane),
+            cli_json(daemon, "messages"),
+            Path(again["transcript"]).read_text()[-4000:],
+        )
         assert "[masked" in last
         idle_in_directory(daemon, child_pane)
 

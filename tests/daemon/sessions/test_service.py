@@ -204,7 +204,9 @@ def test_revoking_the_parent_cancels_its_pending_start(run: Any) -> None:
     run(scenario)
 
 
-def test_the_human_may_let_an_agent_start_sessions_without_a_card(run: Any) -> None:
+def test_a_human_lets_an_agent_start_without_cards_and_disconnect_all_covers_children(
+    run: Any,
+) -> None:
     async def scenario(w: Sessions) -> None:
         parent = await w.parent("parent")
         await w.gate.run(w.human, "sessions.allow", {"pane": parent.pane})
@@ -213,6 +215,10 @@ def test_the_human_may_let_an_agent_start_sessions_without_a_card(run: Any) -> N
         assert await w.cards() == []
         family = await w.gate.run(w.human, "sessions.family", {"pane": parent.pane})
         assert [c["pane"] for c in family["family"]["children"]] == [answer["pane"]]
+        families = await w.gate.run(w.human, "sessions.families", {})
+        assert families == {"children": {answer["pane"]: parent.pane}}
+        await w.gate.run(w.human, "connect.disconnect_all", {})  # covers the child too
+        assert w.services.grants.get(answer["principal"]).state == "revoked"
         [record] = [r for r in w.audit() if r["action"] == "session.start"]
         assert "may start sessions" in record["details"]
 
