@@ -717,6 +717,7 @@ class SessionTools(Feature):
         assert child is not None
         seen_key = (caller.id, child.id)
         while True:
+            child = self.grants.get(child.id)  # a Codex child's session id is bound later
             body = self._replies(child, count)
             newer = body["total"] > self._seen.get(seen_key, 0)
             if body["idle"] and (newer or wait == 0):

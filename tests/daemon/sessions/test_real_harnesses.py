@@ -20,12 +20,20 @@ import pytest
 from tests.daemon.messaging.test_real_harnesses import (
     claude_launcher,
     cli_json,
+    codex_launcher,
     idle_in_directory,
     launch,
 )
 from tests.daemon.sessions.conftest import git, make_repo
 from tests.support.daemon import RunningDaemon, running_daemon
-from tests.support.harnesses import CLAUDE_IDLE, make_claude, submit_prompt
+from tests.support.harnesses import (
+    CLAUDE_IDLE,
+    CODEX_IDLE,
+    make_claude,
+    make_codex,
+    submit_prompt,
+    wait_for_codex_ready,
+)
 from tests.support.stub_model import StubModel, call_tool, reply, running_stub_model
 from tests.support.tmux import TmuxServer, tmux_server
 
@@ -50,8 +58,8 @@ def tmux(tmp_path: Path) -> Iterator[TmuxServer]:
 class Parent:
     """The parent's pane: each call is one turn whose model calls one openbus tool."""
 
-    def __init__(self, tmux: TmuxServer, stub: StubModel, pane: str) -> None:
-        self.tmux, self.stub, self.pane, self.turns = tmux, stub, pane, 0
+    def __init__(self, tmux: TmuxServer, stub: StubModel, pane: str, idle: str = CLAUDE_IDLE):
+        self.tmux, self.stub, self.pane, self.turns, self.idle = tmux, stub, pane, 0, idle
 
     def call(self, tool: str, args: dict[str, Any], *, attempts: int = 1) -> Any:
         result = ""
@@ -61,7 +69,7 @@ class Parent:
             script = self.stub.script(
                 call_tool(f"mcp__openbus__{tool}", args), reply("DONE {tool_result}"), match=word
             )
-            self.tmux.wait_for(self.pane, CLAUDE_IDLE, absent=["esc to interrupt"], timeout=60)
+            self.tmux.wait_for(self.pane, self.idle, absent=["esc to interrupt"], timeout=60)
             submit_prompt(self.tmux, self.pane, f"please run {word}")
             try:
                 script.wait_finished(timeout=90)
@@ -70,8 +78,8 @@ class Parent:
                     f"{exc}\n--- parent ---\n{self.tmux.capture(self.pane)}"
                 ) from None
             result = script.last_tool_result or ""
-            if '"source":"openbus' in result or "<tool_use_error>" not in result:
-                break
+            if '"source":"openbus' in result:
+                break  # else the harness has not connected its MCP server yet
         return result
 
     def data(self, tool: str, args: dict[str, Any], **kw: Any) -> Any:
@@ -162,3 +170,41 @@ def test_a_claude_parent_starts_reads_and_messages_a_claude_child_in_a_worktree(
 
 def panes(daemon: RunningDaemon) -> set[str]:
     return {p["pane"] for p in cli_json(daemon, "directory")["panes"]}
+
+
+@pytest.mark.parametrize(("parent_kind", "child_kind"), [("codex", "claude"), ("claude", "codex")])
+def test_a_parent_of_one_harness_starts_and_reads_a_child_of_the_other(
+    tmp_path: Path, stub: StubModel, tmux: TmuxServer, parent_kind: str, child_kind: str
+) -> None:
+    project = make_repo(tmp_path / "project")
+    launchers = {}
+    for role, kind in (("parent", parent_kind), ("child", child_kind)):
+        if kind == "claude":
+            launchers[role] = claude_launcher(make_claude(tmp_path / role, stub, project))
+        else:
+            launchers[role] = codex_launcher(make_codex(tmp_path / role, stub, project))
+    extra: dict[str, dict[str, Any]] = {"tmux": {"socket": str(tmux.socket)}}
+    for role, values in launchers.items():
+        extra[f"launchers.{role}"] = values
+    (tmp_path / "d").mkdir()
+    with running_daemon(tmp_path / "d", extra) as daemon:
+        a = launch(daemon, "parent", project)
+        if parent_kind == "codex":
+            wait_for_codex_ready(tmux, a["pane"], timeout=60)
+        else:
+            tmux.wait_for(a["pane"], CLAUDE_IDLE, timeout=60)
+        parent = Parent(
+            tmux, stub, a["pane"], CODEX_IDLE if parent_kind == "codex" else CLAUDE_IDLE
+        )
+        stub.script(reply(PONG), match="PING-CHILD")
+        brief = "Reply with exactly: pong from the child session. (PING-CHILD)"
+        started = parent.data("start_session", {"prompt": brief, "launcher": "child"}, attempts=20)
+        assert started["state"] == "waiting_for_consent", started
+        [card] = cli_json(daemon, "cards")["cards"]
+        daemon.cli("approve", card["id"], check=True)
+        for _ in range(3):  # a long wait is several calls
+            read = parent.data("read_session", {"session": started["start"], "wait_seconds": 45})
+            if not read.get("timedOut"):
+                break
+        assert read["harness"] == child_kind, read
+        assert [r["text"] for r in read["replies"]] == [PONG], read
