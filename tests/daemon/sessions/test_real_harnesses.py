@@ -87,6 +87,15 @@ class Parent:
         assert '"source":"openbus' in result, result
         return json.loads(result[result.index("{") : result.rindex("}") + 1])["result"]
 
+    def wait_read(self, session: str) -> Any:
+        """read_session with a wait, called again while it answers timedOut (at most 3 times):
+        a long wait is several calls, as the tool's description tells agents."""
+        for _ in range(3):
+            read = self.data("read_session", {"session": session, "wait_seconds": 45})
+            if not read.get("timedOut"):
+                break
+        return read
+
 
 def test_a_claude_parent_starts_reads_and_messages_a_claude_child_in_a_worktree(
     tmp_path: Path, stub: StubModel, tmux: TmuxServer
@@ -130,7 +139,7 @@ def test_a_claude_parent_starts_reads_and_messages_a_claude_child_in_a_worktree(
         assert "wants to start a Claude session in" in card["summary"]
         daemon.cli("approve", card["id"], check=True)
 
-        read = parent.data("read_session", {"session": started["start"], "wait_seconds": 45})
+        read = parent.wait_read(started["start"])
         assert read["start"]["state"] == "started", read
         child_pane = read["pane"]
         assert [r["text"] for r in read["replies"]] == [PONG], read
@@ -153,10 +162,7 @@ def test_a_claude_parent_starts_reads_and_messages_a_claude_child_in_a_worktree(
         stub.script(reply(f"second pong, the key is {KEY}"), match="PING-TWO")
         sent = parent.data("send_to_session", {"session": child_pane, "text": "PING-TWO now"})
         assert sent["outcome"] == "queued", sent
-        for _ in range(3):  # a long wait is several calls, each answering timedOut
-            again = parent.data("read_session", {"session": child_pane, "wait_seconds": 45})
-            if not again.get("timedOut"):
-                break
+        again = parent.wait_read(child_pane)
         last = again["replies"][-1]["text"]
         assert last.startswith("second pong") and KEY not in last, (
             again,
@@ -202,9 +208,6 @@ def test_a_parent_of_one_harness_starts_and_reads_a_child_of_the_other(
         assert started["state"] == "waiting_for_consent", started
         [card] = cli_json(daemon, "cards")["cards"]
         daemon.cli("approve", card["id"], check=True)
-        for _ in range(3):  # a long wait is several calls
-            read = parent.data("read_session", {"session": started["start"], "wait_seconds": 45})
-            if not read.get("timedOut"):
-                break
+        read = parent.wait_read(started["start"])
         assert read["harness"] == child_kind, read
         assert [r["text"] for r in read["replies"]] == [PONG], read
