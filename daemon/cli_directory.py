@@ -39,8 +39,12 @@ def _cut(text: Any, width: int) -> str:
     return value if len(value) <= width else value[: width - 1] + "…"
 
 
-def format_directory(data: dict[str, Any], now: float | None = None) -> str:
+def format_directory(
+    data: dict[str, Any], now: float | None = None, children: dict[str, str] | None = None
+) -> str:
+    """The table; a child session (``children``: child pane -> parent pane) is marked."""
     now = time.time() if now is None else now
+    children = children or {}
     tmux = data.get("tmux", {})
     head = f"tmux {tmux.get('status', '?')} on {tmux.get('socket', '?')}"
     if tmux.get("detail"):
@@ -67,7 +71,7 @@ def format_directory(data: dict[str, Any], now: float | None = None) -> str:
             _composer(p.get("composer_empty")),
             _ago(p.get("last_activity"), now),
             _cut(p.get("branch") or "-", 20),
-            _cut(p.get("title") or p.get("summary") or "", 60),
+            _cut(_child_mark(p["pane"], children) + (p.get("title") or p.get("summary") or ""), 60),
         )
         for p in panes
     ]
@@ -77,6 +81,11 @@ def format_directory(data: dict[str, Any], now: float | None = None) -> str:
         "  ".join(str(v).ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in rows
     ]
     return "\n".join(lines)
+
+
+def _child_mark(pane: str, children: dict[str, str]) -> str:
+    parent = children.get(pane)
+    return f"[child of {parent}] " if parent else ""
 
 
 def format_pane(p: dict[str, Any], now: float | None = None) -> str:
@@ -109,6 +118,12 @@ def format_pane(p: dict[str, Any], now: float | None = None) -> str:
                 lines.append(f"  {when}  {kind}: {event.get('from')} -> {event.get('to')}")
             else:
                 lines.append(f"  {when}  {kind}")
+    family = p.get("family") or {}
+    if family.get("parent"):
+        lines.append(f"started by: {family['parent'].get('pane') or family['parent']['principal']}")
+    if family.get("children"):
+        started = ", ".join(c.get("pane") or c["principal"] for c in family["children"])
+        lines.append(f"started: {started}")
     messages = p.get("messages") or {}
     for direction in ("sent", "received"):
         items = messages.get(direction) or []
@@ -176,9 +191,13 @@ def _directory(args: argparse.Namespace, config: Config) -> int:
     client = DaemonClient(config)
     try:
         data = client.get("/api/directory")
+        children = client.get("/api/sessions")["children"]
     finally:
         client.close()
-    emit(args, data, format_directory)
+    for pane in data.get("panes", []):
+        if pane.get("pane") in children:
+            pane["spawned_by_pane"] = children[pane["pane"]]
+    emit(args, data, lambda d: format_directory(d, children=children))
     return 0
 
 

@@ -14,7 +14,8 @@ is built, and is never changed afterwards:
 5. the audit export (checkpoints and the OTLP shipper), whether or not HTTP is served;
 6. launch (structured launchers, tokens, the liveness of launched agents; on a hosted box in
    ``pool`` mode, the agent-user pool that gives each agent its own uid);
-7. messaging on the directory's fleet, then the pane detail with messaging's section;
+7. messaging on the directory's fleet; the session tools (on launch, messaging and the
+   history index); then the pane detail with messaging's and the family's sections;
 8. the MCP endpoint over every feature's tools, its tokens verified by launch (its sessions
    capped per agent, counted on ``/healthz``);
 9. ``extra``: features supplied by the caller (``bench/`` adds its no-op tool this way).
@@ -49,6 +50,8 @@ from openbus.daemon.messaging.mcp_tools import MESSAGING_TOOLS
 from openbus.daemon.messaging.service import MessagingService
 from openbus.daemon.pane_owners import PaneOwners
 from openbus.daemon.refusals import AgentRefusals
+from openbus.daemon.sessions.mcp_tools import SESSION_TOOLS
+from openbus.daemon.sessions.service import SessionTools
 from openbus.kernel.clock import Clock, Random
 
 log = logging.getLogger("openbus")
@@ -79,6 +82,7 @@ class Daemon:
     audit_export: AuditExport
     launch: LaunchService
     messaging: MessagingService
+    sessions: SessionTools
     mcp: McpEndpoint
     features: tuple[Feature, ...]
     housekeeping: Housekeeping
@@ -169,10 +173,31 @@ def build(
         db=base.db,
         owners=owners,
     )
-    register_pane_detail(gate, directory.directory, owners, [messaging.pane_section])
+    sessions = SessionTools(
+        config=config,
+        gate=gate,
+        grants=base.grants,
+        cards=base.cards,
+        connect=base.connect,
+        launch=launch,
+        messaging=messaging,
+        directory=directory.directory,
+        history=history.index,
+        db=base.db,
+        clock=clock,
+        random=random,
+    )
+    register_pane_detail(
+        gate, directory.directory, owners, [messaging.pane_section, sessions.pane_section]
+    )
     added = tuple(e.build(base) for e in extra)
     tools = ToolRegistry(
-        [*OBSERVE_TOOLS, *MESSAGING_TOOLS, *(tool for e in extra for tool in e.tools)]
+        [
+            *OBSERVE_TOOLS,
+            *MESSAGING_TOOLS,
+            *SESSION_TOOLS,
+            *(tool for e in extra for tool in e.tools),
+        ]
     )
     mcp = McpEndpoint(
         listen=config.daemon,
@@ -185,7 +210,17 @@ def build(
         refusals=base.refusals,
         clock=clock,
     )
-    features = (*sweeps, directory, history, audit_export, launch, messaging, mcp, *added)
+    features = (
+        *sweeps,
+        directory,
+        history,
+        audit_export,
+        launch,
+        messaging,
+        sessions,
+        mcp,
+        *added,
+    )
     return Daemon(
         foundation=base,
         directory=directory,
@@ -193,6 +228,7 @@ def build(
         audit_export=audit_export,
         launch=launch,
         messaging=messaging,
+        sessions=sessions,
         mcp=mcp,
         features=features,
         housekeeping=Housekeeping(features),

@@ -92,6 +92,16 @@ class HistoryConfig:
 
 
 @dataclass(frozen=True)
+class SessionsConfig:
+    """``[sessions]``: what agents' session tools may reach."""
+
+    trusted_dirs: tuple[Path, ...] = ()
+    worktrees_root: Path = field(default_factory=lambda: Path.home() / ".openbus" / "worktrees")
+    max_children: int = 4
+    starts_per_hour: int = 20
+
+
+@dataclass(frozen=True)
 class Launcher:
     name: str
     harness: str
@@ -137,6 +147,7 @@ class Config:
     launchers: Mapping[str, Launcher] = field(default_factory=dict)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     hosted: HostedConfig = field(default_factory=HostedConfig)
+    sessions: SessionsConfig = field(default_factory=SessionsConfig)
 
     @property
     def db_path(self) -> Path:
@@ -427,6 +438,18 @@ def parse_config(data: Mapping[str, Any], path: str, *, hosted_default: bool = F
         agent_pool_group=ho.get("agent_pool_group", str, "openbus-agents"),
     )
     ho.finish()
+
+    se = root.sub("sessions")
+    sessions = SessionsConfig(
+        trusted_dirs=tuple(
+            Path(os.path.expanduser(p)) for p in (se.str_list("trusted_dirs") or ())
+        ),
+        worktrees_root=se.path_value("worktrees_root", SessionsConfig().worktrees_root)
+        or SessionsConfig().worktrees_root,
+        max_children=_positive(se, "max_children", int, 4),
+        starts_per_hour=_positive(se, "starts_per_hour", int, 20),
+    )
+    se.finish()
     root.finish()
 
     return Config(
@@ -444,6 +467,7 @@ def parse_config(data: Mapping[str, Any], path: str, *, hosted_default: bool = F
         launchers=launchers,
         policy=policy,
         hosted=hosted,
+        sessions=sessions,
     )
 
 

@@ -228,7 +228,22 @@ class LaunchService(Feature):
         if preset is not Preset.OFF:
             cap = self.connect.check_cap(owner, preset)
             call.details["cap"] = cap.preset.value
+        return await self.open(
+            call, owner=owner, launcher=launcher, preset=preset, prompt=prompt, cwd=cwd
+        )
 
+    async def open(
+        self,
+        call: Call,
+        *,
+        owner: str,
+        launcher: Launcher,
+        preset: Preset,
+        prompt: str | None,
+        cwd: Path | None,
+    ) -> dict[str, Any]:
+        """Open the window of a checked launch on ``call`` (its mint and attach are queued on
+        it): the ``launch`` action's second half, and how a session start opens its child."""
         session_id = str(uuid.UUID(bytes=self.random.token_bytes(16), version=4))
         plan = plan_launch(
             launcher, preset=preset, prompt=prompt, mcp_url=self.mcp_url, session_id=session_id

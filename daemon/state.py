@@ -116,6 +116,18 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX message_ids_expires ON message_ids(expires);
     """,
+    # 5: the spawned-by tag of a child session (its family), with what allowed its start
+    """
+    CREATE TABLE spawns (
+        child TEXT PRIMARY KEY,
+        parent TEXT NOT NULL,
+        allowed_by TEXT NOT NULL,
+        worktree TEXT,
+        branch TEXT,
+        created REAL NOT NULL
+    );
+    CREATE INDEX spawns_parent ON spawns(parent);
+    """,
 )
 
 

@@ -1,0 +1,189 @@
+"""Session tools: ``read_session`` of a 10 MB transcript against reading its tail in plain
+Python, and ``list_sessions`` with 200 agent panes against ``list_panes``.
+
+Ours: the session tools' read of the newest reply after the child wrote one more turn
+(``ReplyReader.read`` on a file it has read before, then masking the reply), which is what
+every ``read_session`` call after the first costs. The floor: open the file, read its last
+64 KiB and parse those lines for the last assistant text, with nothing kept between calls.
+The cold first read of the whole file is printed beside them. Target: ours p50 <= 2x floor.
+
+``list_sessions`` (``limit`` 200) and ``list_panes`` are called alternately over the mcp SDK by
+one Collaborate agent of the real daemon (a subprocess) whose tmux server holds 200 panes the
+directory takes for Claude Code. Target: ``list_sessions`` p50 <= 1.2x ``list_panes``'.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from bench.bench_history import percentile
+from bench.bench_mcp import PANES, WARMUP, _tmux, _token
+from openbus.daemon.history.replies import ReplyReader
+from openbus.daemon.mcp.masking import Masker
+from tests.support.daemon import running_daemon
+from tests.support.mcp_results import tool_data
+from tests.support.wait import wait_until
+
+SIZE = 10 * 1024 * 1024
+ROUNDS = 200
+TAIL = 64 * 1024
+LIST_ROUNDS = 200
+
+
+def _turn(i: int) -> str:
+    user = {"type": "user", "message": {"role": "user", "content": f"step {i}: go on"}}
+    words = " ".join(f"word{j}" for j in range(120))
+    text = {"type": "text", "text": f"reply {i}: {words}"}
+    assistant = {"type": "assistant", "message": {"content": [text]}}
+    return json.dumps(user) + "\n" + json.dumps(assistant) + "\n"
+
+
+def tail_floor(path: Path) -> str | None:
+    with path.open("rb") as handle:
+        handle.seek(0, 2)
+        size = handle.tell()
+        handle.seek(max(0, size - TAIL))
+        lines = handle.read().split(b"\n")
+    for raw in reversed(lines):
+        try:
+            rec = json.loads(raw)
+        except ValueError:
+            continue
+        if rec.get("type") == "assistant":
+            return str(rec["message"]["content"][0]["text"])
+    return None
+
+
+def main() -> int:
+    bench_read()
+    bench_list()
+    return 0
+
+
+def bench_read() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "child.jsonl"
+        with path.open("w") as handle:
+            i = 0
+            while handle.tell() < SIZE:
+                handle.write(_turn(i))
+                i += 1
+        reader = ReplyReader()
+        masker = Masker()
+        t0 = time.perf_counter()
+        reader.read(path, "claude")
+        cold = (time.perf_counter() - t0) * 1000
+        ours: list[float] = []
+        unmasked: list[float] = []
+        floor: list[float] = []
+        for n in range(ROUNDS):
+            with path.open("a") as handle:
+                handle.write(_turn(i + n))
+            t0 = time.perf_counter()
+            read = reader.read(path, "claude")
+            unmasked.append((time.perf_counter() - t0) * 1000)
+            masker.mask(read.pending or "")
+            ours.append((time.perf_counter() - t0) * 1000)
+            t0 = time.perf_counter()
+            tail_floor(path)
+            floor.append((time.perf_counter() - t0) * 1000)
+        p50, f50 = percentile(ours, 50), percentile(floor, 50)
+        ratio = p50 / f50
+        print(
+            f"read_session 10 MB   p50 {p50:6.2f} ms  tail-read floor p50 {f50:6.2f} ms  "
+            f"ratio {ratio:4.2f}x (target <= 2x: {'ok' if ratio <= 2 else 'MISSED'})  "
+            f"cold first read {cold:6.0f} ms"
+        )
+        r50 = percentile(unmasked, 50)
+        print(
+            f"  of which the transcript read p50 {r50:6.2f} ms = {r50 / f50:4.2f}x the floor; "
+            "the rest is masking the reply (the floor masks nothing)"
+        )
+
+
+# ------------------------------------------------------------------ list_sessions at 200 panes
+
+
+async def _lists(url: str, token: str) -> dict[str, list[float]]:
+    times: dict[str, list[float]] = {"list_panes": [], "list_sessions": []}
+    async with (
+        create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http,
+        streamable_http_client(url, http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        seen = tool_data(await session.call_tool("list_sessions", {"limit": 200}))
+        if len(seen["result"]["sessions"]) < PANES - 1:
+            raise RuntimeError(f"list_sessions saw {len(seen['result']['sessions'])} sessions")
+        for i in range(WARMUP + LIST_ROUNDS):
+            for name, args in (("list_panes", {}), ("list_sessions", {"limit": 200})):
+                started = time.perf_counter()
+                result = await session.call_tool(name, args)
+                if result.is_error:
+                    raise RuntimeError(f"{name} failed: {tool_data(result)}")
+                if i >= WARMUP:
+                    times[name].append((time.perf_counter() - started) * 1000)
+    return times
+
+
+def bench_list() -> None:
+    if shutil.which("tmux") is None:
+        print("list_sessions: tmux is not installed; skipped")
+        return
+    tmp = Path(tempfile.mkdtemp(prefix="bench-sessions-"))
+    socket_dir = Path(tempfile.mkdtemp(prefix="obbench-", dir="/tmp"))
+    socket = socket_dir / "sock"
+    agent = tmp / "bin" / "claude"  # a sleeping process the directory takes for Claude Code
+    agent.parent.mkdir(parents=True)
+    shutil.copy(shutil.which("sleep") or "/bin/sleep", agent)
+    try:
+        _tmux(socket, "new-session", "-d", "-s", "bench", "-x", "120", "-y", "40", str(agent), "1h")
+        for _ in range(PANES - 1):
+            _tmux(socket, "new-window", "-d", "-t", "bench", str(agent), "1h")
+        extra = {
+            "tmux": {"socket": str(socket)},
+            "history": {"claude_config_dirs": [], "codex_homes": []},
+            "launchers.agent": {"harness": "claude", "argv": [str(agent), "1h"]},
+        }
+        with running_daemon(tmp, extra) as daemon:
+            with daemon.human(timeout=60) as client:
+                launched = client.post(
+                    "/api/launch", json={"launcher": "agent", "preset": "collaborate"}
+                ).json()
+                wait_until(
+                    lambda: (
+                        sum(
+                            p["harness"] == "claude"
+                            for p in client.get("/api/directory").json()["panes"]
+                        )
+                        >= PANES
+                    ),
+                    timeout=60,
+                    what="the directory to see every agent pane",
+                )
+            token = wait_until(lambda: _token(launched["pid"]), timeout=10, what="the token")
+            times = asyncio.run(_lists(f"{daemon.base_url}/mcp", token))
+    finally:
+        subprocess.run(["tmux", "-S", str(socket), "kill-server"], capture_output=True, check=False)
+        shutil.rmtree(socket_dir, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+    ours, peer = percentile(times["list_sessions"], 50), percentile(times["list_panes"], 50)
+    ratio = ours / peer
+    print(
+        f"list_sessions {PANES} panes p50 {ours:6.2f} ms  list_panes p50 {peer:6.2f} ms  "
+        f"ratio {ratio:4.2f}x (target <= 1.2x: {'ok' if ratio <= 1.2 else 'MISSED'})"
+    )
+
+
+if __name__ == "__main__":
+    main()

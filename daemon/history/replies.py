@@ -1,0 +1,132 @@
+"""An agent's replies, read from its transcript as it grows.
+
+Theory of operation
+-------------------
+A reply is the text the agent wrote in one turn: Claude Code's ``assistant`` text blocks, or
+Codex's ``agent_message`` events (its ``response_item`` assistant messages when a rollout has
+no such event), joined in order, between two of the human's (or a peer's) prompts, which the
+transcript parsers (``history.parse``) tell from tool results and harness context.
+``ReplyReader`` keeps, per file, the offset it has read to and the turns so far, and on each
+``read`` parses only the complete lines appended since, so reading a long session's newest
+reply costs the new bytes, not the whole file. A file that shrank or was replaced is read
+again from the start.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from openbus.daemon.history.parse import (
+    _CODEX_CONTEXT_PREFIXES,
+    _claude_assistant_text,
+    _claude_prompt,
+    _codex_texts,
+    _records,
+)
+
+CHUNK = 1 << 20
+HEAD_BYTES = 256
+
+
+@dataclass
+class _Turns:
+    harness: str
+    inode: int = 0
+    head: bytes = b""  # the file's first bytes: a rewrite in place is another file
+    offset: int = 0
+    prompts: int = 0  # prompts seen (the first is the brief)
+    replies: list[str] = field(default_factory=list)
+    current: list[str] = field(default_factory=list)
+    codex_events: bool = False  # the rollout has agent_message events: items are duplicates
+
+    def prompt(self) -> None:
+        self.close()
+        self.prompts += 1
+
+    def close(self) -> None:
+        text = "\n\n".join(t for t in self.current if t.strip()).strip()
+        if text:
+            self.replies.append(text)
+        self.current = []
+
+    def feed(self, rec: Mapping[str, Any]) -> None:
+        if self.harness == "claude":
+            kind = rec.get("type")
+            if kind == "user" and not rec.get("isSidechain") and _claude_prompt(rec) is not None:
+                self.prompt()
+            elif kind == "assistant" and not rec.get("isSidechain"):
+                self.current.extend(_claude_assistant_text(rec))
+            return
+        payload = rec.get("payload")
+        if not isinstance(payload, dict):
+            return
+        kind = rec.get("type")
+        if kind == "event_msg":
+            ptype = payload.get("type")
+            if ptype == "user_message":
+                self.prompt()
+            elif ptype == "agent_message" and isinstance(payload.get("message"), str):
+                if not self.codex_events:
+                    self.codex_events = True
+                    self.current = []  # item texts of this turn were the same words
+                self.current.append(payload["message"])
+            elif ptype == "task_complete":
+                self.close()
+        elif kind == "response_item" and payload.get("type") == "message":
+            role = payload.get("role")
+            if role == "assistant" and not self.codex_events:
+                self.current.extend(_codex_texts(payload.get("content"), ("output_text",)))
+            elif role == "user" and not self.codex_events:
+                text = "\n".join(_codex_texts(payload.get("content"), ("input_text",)))
+                if not text.lstrip().startswith(_CODEX_CONTEXT_PREFIXES):
+                    self.prompt()
+
+
+@dataclass(frozen=True)
+class Replies:
+    replies: tuple[str, ...]  # finished turns' replies, oldest first
+    pending: str | None  # the text of the turn still being written, if any
+    prompts: int
+
+
+class ReplyReader:
+    def __init__(self) -> None:
+        self._files: dict[str, _Turns] = {}
+
+    def read(self, path: Path, harness: str) -> Replies:
+        key = str(path)
+        try:
+            handle = open(path, "rb")  # noqa: SIM115 - closed below, after the stat
+            st = os.fstat(handle.fileno())
+        except OSError:
+            self._files.pop(key, None)
+            return Replies((), None, 0)
+        turns = self._files.get(key)
+        with handle:
+            head = handle.read(HEAD_BYTES)
+            if (
+                turns is None
+                or turns.inode != st.st_ino
+                or st.st_size < turns.offset
+                or head[: len(turns.head)] != turns.head
+            ):
+                turns = _Turns(harness, inode=st.st_ino, head=head)
+                self._files[key] = turns
+            if st.st_size > turns.offset:
+                handle.seek(turns.offset)
+                rest = b""
+                while data := handle.read(CHUNK):
+                    rest += data
+                    end = rest.rfind(b"\n")
+                    if end < 0:
+                        continue  # one long line: keep reading until it is whole
+                    for rec in _records(rest[: end + 1].split(b"\n")):
+                        turns.feed(rec)
+                    turns.offset += end + 1
+                    rest = rest[end + 1 :]
+        pending = "\n\n".join(t for t in turns.current if t.strip()).strip() or None
+        return Replies(tuple(turns.replies), pending, turns.prompts)

@@ -1,0 +1,84 @@
+"""Replies read from a transcript as it grows: one per turn, only new bytes parsed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from openbus.daemon.history.replies import ReplyReader
+
+
+def line(rec: dict[str, Any]) -> str:
+    return json.dumps(rec) + "\n"
+
+
+def claude_user(text: str) -> str:
+    return line({"type": "user", "message": {"role": "user", "content": text}})
+
+
+def claude_assistant(text: str) -> str:
+    return line({"type": "assistant", "message": {"content": [{"type": "text", "text": text}]}})
+
+
+def test_claude_replies_are_one_per_turn_and_the_last_is_pending(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_text(
+        claude_user("the brief") + claude_assistant("pong") + claude_assistant("from the child")
+    )
+    reader = ReplyReader()
+    first = reader.read(path, "claude")
+    assert first.replies == () and first.pending == "pong\n\nfrom the child"
+    with path.open("a") as handle:
+        handle.write(claude_user("second round") + claude_assistant("again"))
+        handle.write('{"type": "assistant", "mess')  # half a line being written
+    second = reader.read(path, "claude")
+    assert second.replies == ("pong\n\nfrom the child",)
+    assert second.pending == "again"
+    assert second.prompts == 2
+
+
+def test_a_replaced_file_is_read_again_from_the_start(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_text(claude_user("a") + claude_assistant("one") + claude_user("b"))
+    reader = ReplyReader()
+    assert reader.read(path, "claude").replies == ("one",)
+    path.unlink()
+    path.write_text(claude_user("c") + claude_assistant("two") + claude_user("d"))
+    assert reader.read(path, "claude").replies == ("two",)
+
+
+def codex(kind: str, payload: dict[str, Any]) -> str:
+    return line({"type": kind, "payload": payload})
+
+
+def test_codex_agent_messages_are_replies_and_items_are_not_counted_twice(tmp_path: Path) -> None:
+    path = tmp_path / "rollout.jsonl"
+    path.write_text(
+        codex("session_meta", {"id": "t1", "cwd": "/w"})
+        + codex("event_msg", {"type": "user_message", "message": "the brief"})
+        + codex(
+            "response_item",
+            {
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": "pong"}],
+            },
+        )
+        + codex("event_msg", {"type": "agent_message", "message": "pong"})
+        + codex("event_msg", {"type": "task_complete"})
+    )
+    read = ReplyReader().read(path, "codex")
+    assert read.replies == ("pong",)
+    assert read.pending is None
+
+
+def test_a_missing_transcript_has_no_replies(tmp_path: Path) -> None:
+    assert ReplyReader().read(tmp_path / "none.jsonl", "claude").replies == ()
+
+
+def test_a_line_longer_than_a_read_chunk_is_one_reply(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    big = "x" * (3 << 20)
+    path.write_text(claude_user("a") + claude_assistant(big) + claude_user("b"))
+    assert ReplyReader().read(path, "claude").replies == (big,)
