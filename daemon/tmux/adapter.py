@@ -284,6 +284,23 @@ class Tmux:
         check_pane_id(pane_id)
         return "\n".join(await self._read_command("capture-pane", "-p", "-t", pane_id))
 
+    async def server_pid(self) -> int | None:
+        """The tmux server's pid, or None when no server runs on the socket."""
+        try:
+            out = await self.run("display-message", "-p", "#{pid}")
+        except Unavailable:
+            return None
+        text = out.strip()
+        return int(text) if text.isdigit() else None
+
+    async def pane_option(self, pane_id: str, name: str) -> str | None:
+        """A pane option's value set on the pane itself (None: inherited, not set there)."""
+        check_pane_id(pane_id)
+        if not _OPTION.match(name):
+            raise BadRequest(f"not a tmux option name: {name!r}", field="option")
+        lines = await self._read_command("show-options", "-p", "-q", "-v", "-t", pane_id, name)
+        return lines[0].strip() if lines and lines[0].strip() else None
+
     # ------------------------------------------------------------------ writes
 
     async def send_literal(self, pane_id: str, text: str) -> None:
@@ -367,6 +384,13 @@ class Tmux:
         if not _OPTION.match(name):
             raise BadRequest(f"not a tmux option name: {name!r}", field="option")
         await self._read_command("set-option", "-p", "-t", pane_id, name, value)
+
+    async def unset_option(self, pane_id: str, name: str) -> None:
+        """Drop a pane option set on the pane, so it inherits its window's again."""
+        check_pane_id(pane_id)
+        if not _OPTION.match(name):
+            raise BadRequest(f"not a tmux option name: {name!r}", field="option")
+        await self._read_command("set-option", "-p", "-u", "-t", pane_id, name)
 
     async def kill_pane(self, pane_id: str) -> None:
         check_pane_id(pane_id)

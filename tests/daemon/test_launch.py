@@ -95,11 +95,16 @@ def test_an_opaque_launcher_runs_its_command_in_a_shell_and_is_never_connectable
     assert plan.reason is not None and "structured" in plan.reason
 
 
-def test_an_off_launch_injects_nothing() -> None:
+def test_an_off_launch_injects_no_endpoint_only_its_session_id() -> None:
     plan = plan_launch(
         builtin_launchers()["claude"], preset=Preset.OFF, prompt=None, mcp_url=URL, session_id=SID
     )
-    assert plan.argv == ("claude",) and not plan.connect and plan.reason is None
+    assert plan.argv == ("claude", "--session-id", SID) and not plan.connect
+    assert plan.reason is None
+    codex = plan_launch(
+        builtin_launchers()["codex"], preset=Preset.OFF, prompt=None, mcp_url=URL, session_id=SID
+    )
+    assert codex.argv == ("codex",) and not codex.connect
 
 
 def test_bad_prompts_and_directories_name_their_field(tmp_path: Path) -> None:
@@ -191,8 +196,9 @@ def test_a_recycled_pid_after_a_daemon_restart_does_not_keep_the_token_alive(
         fleet.daemon = restart_daemon(fleet.daemon)
         try:
             assert raw(fleet, token).status_code == 401
-            revoked = [r for r in fleet.audit() if r["action"] == "agent.revoked"]
-            assert [r["details"]["principal"] for r in revoked] == [
+            # bound to its session: suspended (its grant waits for a resume), not deleted
+            ended = [r for r in fleet.audit() if r["action"] == "agent.suspended"]
+            assert [r["details"]["principal"] for r in ended] == [
                 launched["connect"]["principal"]
             ]
         finally:
