@@ -361,8 +361,9 @@ class LaunchService(Feature):
         respawn: str | None,
         details: dict[str, Any],
     ) -> tuple[str, int, PoolUser | None]:
-        """Start ``argv`` with ``env`` in a new window, or in pane ``respawn`` (which must
-        hold no running process), never putting the environment in any argv."""
+        """Start ``argv`` with ``env`` in a new window, or in pane ``respawn``, never putting
+        the environment in any argv. The caller of a respawn has seen the pane's agent end;
+        what it left holding the pane (a tool's child process) goes with ``respawn-pane -k``."""
         agent_user: PoolUser | None = None
         if self._server_is_another_users():
             # Hosted: the agents' tmux server runs as another user, who could not open a file
@@ -377,7 +378,7 @@ class LaunchService(Feature):
             try:
                 if respawn is not None:
                     pane = respawn
-                    pid = await self.tmux.respawn_pane(respawn, words, env=env, cwd=cwd, kill=False)
+                    pid = await self.tmux.respawn_pane(respawn, words, env=env, cwd=cwd, kill=True)
                 else:
                     pane, pid = await self.tmux.new_window(words, env=env, cwd=cwd, name=name)
             except BaseException:
@@ -392,7 +393,7 @@ class LaunchService(Feature):
         try:
             if respawn is not None:
                 pane = respawn
-                pid = await self.tmux.respawn_pane(respawn, wrapper, cwd=cwd, kill=False)
+                pid = await self.tmux.respawn_pane(respawn, wrapper, cwd=cwd, kill=True)
             else:
                 pane, pid = await self.tmux.new_window(wrapper, cwd=cwd, name=name)
         except BaseException:

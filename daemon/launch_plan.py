@@ -11,8 +11,9 @@ harness process and says whether Connect is available and, if not, why:
   its session later), and when connected ``--mcp-config`` with one HTTP server named
   ``openbus`` whose ``Authorization`` header is ``Bearer ${OPENBUS_TOKEN}``: Claude Code
   expands the variable from its own environment, so the token never appears in argv;
-  ``--allowedTools mcp__openbus`` so the harness does not ask the human a second time for what the daemon
-  already gates. ``--strict-mcp-config`` is deliberately *not* passed: it would silently drop
+  ``--allowedTools mcp__openbus`` so the harness does not ask the human a second time for
+  what the daemon already gates. ``--strict-mcp-config`` is deliberately *not* passed: it
+  would silently drop
   the user's own MCP servers from this launch, and the injection must add, not take away.
 * **Codex** (structured): ``-c mcp_servers.openbus.url=...``, ``-c
   mcp_servers.openbus.bearer_token_env_var="OPENBUS_TOKEN"`` and ``-c

@@ -198,9 +198,7 @@ def test_a_recycled_pid_after_a_daemon_restart_does_not_keep_the_token_alive(
             assert raw(fleet, token).status_code == 401
             # bound to its session: suspended (its grant waits for a resume), not deleted
             ended = [r for r in fleet.audit() if r["action"] == "agent.suspended"]
-            assert [r["details"]["principal"] for r in ended] == [
-                launched["connect"]["principal"]
-            ]
+            assert [r["details"]["principal"] for r in ended] == [launched["connect"]["principal"]]
         finally:
             fleet.daemon.stop()
     finally:
