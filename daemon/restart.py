@@ -130,8 +130,18 @@ class Restarts(Feature):
     # ------------------------------------------------------------------ feature
 
     async def start(self) -> None:
+        """Finish every restart record a previous daemon left open (in the background: an
+        agent told to quit may take a moment to end)."""
+        loop = asyncio.get_running_loop()
         for record in self.open_records():
-            await self._recover(record, "the daemon restarted during the restart")
+            task = loop.create_task(
+                self._recover(record, "the daemon restarted during the restart")
+            )
+            self._track(record.pane, task)
+
+    def _track(self, pane: str, task: asyncio.Task[None]) -> None:
+        self._tasks[pane] = task
+        task.add_done_callback(lambda _: self._tasks.pop(pane, None))
 
     async def stop(self) -> None:
         for task in list(self._tasks.values()):
@@ -276,9 +286,7 @@ class Restarts(Feature):
         pane = str(card.payload.get("pane"))
         if pane in self._tasks:
             return
-        task = asyncio.get_running_loop().create_task(self._run(card))
-        self._tasks[pane] = task
-        task.add_done_callback(lambda _: self._tasks.pop(pane, None))
+        self._track(pane, asyncio.get_running_loop().create_task(self._run(card)))
 
     # ------------------------------------------------------------------ the sequence
 
@@ -479,6 +487,12 @@ class Restarts(Feature):
             seen = await self._look(record.pane)
             plan = recover(record, seen)
             outcome = plan.outcome
+            if plan.await_exit:
+                try:
+                    await self._wait_ended(record)
+                except OpenbusError:
+                    plan = replace(plan, respawn=False, attach=False)
+                    outcome = "left running (it did not quit)"
             if plan.respawn:
                 try:
                     back = replace(record, step=Step.EXITED)
@@ -489,7 +503,7 @@ class Restarts(Feature):
                 except OpenbusError as exc:
                     outcome = f"the respawn failed: {exc.message}"
             elif plan.attach and record.principal is not None and seen.pid is not None:
-                self._attach(record, seen)
+                await self._attach(record, seen)
             if plan.restore_option:
                 with contextlib.suppress(OpenbusError):
                     await self._put_option_back(record)
@@ -498,24 +512,43 @@ class Restarts(Feature):
         except Exception:
             log.exception("could not finish the restart record of %s", record.pane)
 
-    def _attach(self, record: RestartRecord, seen: PaneSeen) -> None:
+    async def _attach(self, record: RestartRecord, seen: PaneSeen) -> None:
+        """The pane runs the resumed process the crash kept from being recorded: attach the
+        principal to it and record its launch."""
         principal = self.grants.get(str(record.principal))
         if principal.pid == seen.pid and principal.pid_start == seen.pid_start:
             return
-        write = self.grants.attach_pane(
-            principal.id,
-            record.pane,
-            int(seen.pid or 0),
-            seen.pid_start,
-            principal.incarnation or f"{record.pane}:{seen.pid}:{seen.pid_start}",
-        )
+        pid = int(seen.pid or 0)
+        writes = [
+            self.grants.attach_pane(
+                principal.id,
+                record.pane,
+                pid,
+                seen.pid_start,
+                principal.incarnation or f"{record.pane}:{pid}:{seen.pid_start}",
+            )
+        ]
+        if all(r.pid != pid for r in self.launch.records.live()):
+            _, write = self.launch.records.add(
+                owner=record.owner,
+                launcher=record.launcher,
+                harness=record.harness,
+                cwd=record.cwd,
+                session_id=record.session_id,
+                principal=principal.id,
+                pane_id=record.pane,
+                pid=pid,
+                pid_start=seen.pid_start,
+                server=await self.launch.server_identity(),
+            )
+            writes.append(write)
         self.gate.record(
             AuditDraft(
                 actor="system",
                 action="restart.attach",
                 outcome="ok",
                 target=record.pane,
-                details={"principal": principal.id, "pid": seen.pid},
+                details={"principal": principal.id, "pid": pid},
             ),
-            [write],
+            writes,
         )

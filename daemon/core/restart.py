@@ -26,7 +26,8 @@ and one look at the pane (``recover``):
 
 * the pane is gone: nothing to respawn or restore;
 * the pane is dead: it is respawned as planned (the session's resume argv), then attached;
-* the pane runs the agent the record names (same pid and start time): left alone;
+* the pane runs the agent the record names (same pid and start time): left alone, unless its
+  exit command was already typed: then it is waited for (bounded) and respawned once it ends;
 * the pane runs another process after the exit was typed: the respawn happened before the
   crash could record it, so that process is attached;
 * whatever happened, the pane's own remain-on-exit is restored and the record closed.
@@ -156,6 +157,7 @@ class Recovery:
     attach: bool  # attach the principal to the pane's (new) process
     restore_option: bool  # put the pane's own remain-on-exit back
     outcome: str
+    await_exit: bool = False  # the agent was told to quit: respawn once it has ended
 
 
 def recover(record: RestartRecord, seen: PaneSeen) -> Recovery:
@@ -165,6 +167,8 @@ def recover(record: RestartRecord, seen: PaneSeen) -> Recovery:
     if seen.dead:
         return Recovery(True, True, True, "respawned after a failed step")
     if seen.pid == record.pid and seen.pid_start == record.pid_start:
+        if record.reached is Step.EXITING:
+            return Recovery(True, True, True, "respawned after its exit", await_exit=True)
         return Recovery(False, False, True, "left running (not connected)")
     if record.reached in (Step.EXITING, Step.EXITED, Step.RESPAWNED, Step.RESTORED, Step.BOUND):
         return Recovery(False, True, True, "connected")

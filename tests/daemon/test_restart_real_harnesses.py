@@ -11,7 +11,10 @@ each session back with its grant, able to call a tool again.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import sqlite3
 import subprocess
 from collections.abc import Iterator
@@ -20,7 +23,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.daemon import RunningDaemon, running_daemon
+from openbus.daemon.core.restart import Step
+from tests.support.daemon import RunningDaemon, restart_daemon, running_daemon, start_daemon
 from tests.support.harnesses import (
     CLAUDE_IDLE,
     ClaudeHarness,
@@ -255,3 +259,101 @@ def test_a_codex_launched_off_is_restarted_onto_its_session_and_connected(
     tmp_path: Path, stub: StubModel, project: Path, tmux: TmuxServer
 ) -> None:
     restart_to_connect(tmp_path, stub, project, tmux, make_codex(tmp_path / "x", stub, project))
+
+
+def test_restore_brings_back_three_connected_claudes_after_the_tmux_server_is_killed(
+    tmp_path: Path, stub: StubModel, project: Path, tmux: TmuxServer
+) -> None:
+    agent = Agent(make_claude(tmp_path / "c", stub, project), tmux)
+    extra = {"tmux": {"socket": str(tmux.socket)}, "launchers.agent": agent.launcher}
+    (tmp_path / "d").mkdir()
+    with running_daemon(tmp_path / "d", extra) as daemon:
+        launched = [
+            cli_json(daemon, "launch", "agent", "--preset", "observe", "--cwd", str(project))
+            for _ in range(3)
+        ]
+        for i, one in enumerate(launched):
+            converse(agent, stub, one["pane"], f"BEFORE-{i}")
+        sessions = {one["session_id"]: one["connect"]["principal"] for one in launched}
+        old_panes = {one["pane"] for one in launched}
+
+        tmux.run("kill-server", check=False)
+        listed = cli_json(daemon, "restore", "--dry-run")
+        assert sorted(s["session_id"] for s in listed["sessions"]) == sorted(sessions)
+        assert {s["preset"] for s in listed["sessions"]} == {"observe"}
+        assert listed["restored"] == []
+
+        restored = cli_json(daemon, "restore")["restored"]
+        assert all(r["ok"] for r in restored), restored
+        assert {r["session_id"]: r["principal"] for r in restored} == sessions  # same grants
+        panes = [r["pane"] for r in restored]
+        assert len(set(panes)) == 3
+        records = [r for r in audit(daemon) if r["action"] == "session.resume"]
+        assert sorted(r["details"]["session_id"] for r in records) == sorted(sessions)
+        assert all(r["details"].get("rejoined") for r in records)
+        assert cli_json(daemon, "restore", "--dry-run")["sessions"] == []  # nothing twice
+
+        for i, pane in enumerate(panes):
+            calls_an_openbus_tool(agent, stub, pane, f"RESTORED-{i}")
+        for session_id in sessions:
+            assert "ANSWER-BEFORE-" in agent.transcript(session_id)
+        connected = {c["pane"] for c in connections_of(daemon)}
+        assert connected == set(panes)
+        # a pane opened by hand on the new server, maybe under an old pane's id, gets no grant
+        stray = tmux.run("new-window", "-d", "-P", "-F", "#{pane_id}", "sleep 600").strip()
+        assert stray not in connected
+        refused = daemon.cli("connect", stray, "--preset", "observe")
+        assert refused.returncode != 0 and "did not launch" in refused.stderr
+        assert not any(c["pane"] in old_panes - set(panes) for c in connections_of(daemon))
+
+
+def kill_during_a_restart(
+    daemon: RunningDaemon, agent: Agent, pane: str, target: str
+) -> RunningDaemon:
+    """Approve a restart of ``pane``, SIGKILL the daemon once its record is at ``target`` or
+    past it, start it again, and wait until the new daemon has finished the record."""
+    if connections_of(daemon):  # connected by an earlier round: off, to restart it again
+        daemon.cli("connect", pane, "--preset", "off", check=True)
+    wait_until(
+        lambda: (directory_entry(daemon, pane) or {}).get("composer_empty") is True,
+        timeout=60,
+        what="the idle pane in the directory",
+    )
+    card = cli_json(daemon, "connect", pane, "--preset", "observe")["restart"]["card"]
+    daemon.cli("approve", card, check=True)
+    order = [step.value for step in Step]
+
+    def reached() -> bool:
+        records = restart_records(daemon)
+        return bool(records) and order.index(records[0]["step"]) >= order.index(target)
+
+    wait_until(reached, timeout=60, interval=0.005, what=f"the restart at {target}")
+    os.killpg(daemon.process.pid, signal.SIGKILL)
+    again = restart_daemon(daemon, signal.SIGKILL)
+    wait_until(lambda: restart_records(again) == [], timeout=60, what="the record finished")
+    return again
+
+
+def test_a_daemon_killed_at_each_step_of_a_restart_leaves_no_pane_dead_and_no_record_open(
+    tmp_path: Path, stub: StubModel, project: Path, tmux: TmuxServer
+) -> None:
+    agent = Agent(make_claude(tmp_path / "c", stub, project), tmux)
+    extra = {"tmux": {"socket": str(tmux.socket)}, "launchers.agent": agent.launcher}
+    (tmp_path / "d").mkdir()
+    daemon = start_daemon(tmp_path / "d", extra)
+    try:
+        launched = cli_json(daemon, "launch", "agent", "--preset", "off", "--cwd", str(project))
+        pane = launched["pane"]
+        converse(agent, stub, pane, "BEFORE-ANY")
+        for target in ("held", "exiting", "exited", "respawned"):
+            daemon = kill_during_a_restart(daemon, agent, pane, target)
+            info = tmux.run("display-message", "-p", "-t", pane, "#{pane_dead}").strip()
+            assert info == "0", f"{pane} left dead after a kill at {target}"
+            option = tmux.run("show-options", "-p", "-v", "-t", pane, "remain-on-exit")
+            assert option.strip() == "", f"remain-on-exit kept after a kill at {target}"
+            converse(agent, stub, pane, f"AFTER-{target.upper()}")  # the conversation goes on
+        done = [r["details"]["outcome"] for r in audit(daemon) if r["action"] == "restart.done"]
+        assert len(done) == 4, done
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(daemon.process.pid, signal.SIGKILL)

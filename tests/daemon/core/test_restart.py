@@ -87,10 +87,16 @@ def test_recovery_respawns_a_dead_pane_at_whatever_step_it_died() -> None:
 
 def test_recovery_leaves_the_agent_it_was_restarting_alone_when_it_still_runs() -> None:
     running = PaneSeen(exists=True, pid=100, pid_start="555")
-    for step in (Step.PLANNED, Step.HELD, Step.EXITING):
+    for step in (Step.PLANNED, Step.HELD):
         plan = recover(at(step), running)
         assert not plan.respawn and not plan.attach and plan.restore_option
-        assert "left running" in plan.outcome
+        assert "left running" in plan.outcome and not plan.await_exit
+
+
+def test_recovery_waits_for_an_agent_already_told_to_quit_then_respawns_it() -> None:
+    running = PaneSeen(exists=True, pid=100, pid_start="555")
+    plan = recover(at(Step.EXITING).advance(Event.FAIL), running)
+    assert plan.await_exit and plan.respawn and plan.restore_option
 
 
 def test_recovery_attaches_a_respawned_process_only_after_the_exit_was_typed() -> None:
