@@ -161,6 +161,7 @@ class Tmux:
         self.binary = binary or shutil.which("tmux") or "tmux"
         self.env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
         self.control: ControlClient | None = None  # set by the watcher while connected
+        self._starting = asyncio.Lock()
 
     # ------------------------------------------------------------------ plumbing
 
@@ -337,8 +338,9 @@ class Tmux:
         id and pid. Starts the server (a session named ``openbus``) if none is running."""
         words = _check_argv(argv)
         environment = _check_env(env)
-        if not await self.list_sessions():
-            await self.run("new-session", "-d", "-s", "openbus")
+        async with self._starting:  # concurrent windows on a stopped server start it once
+            if not await self.list_sessions():
+                await self.run("new-session", "-d", "-s", "openbus")
         line = ["new-window", "-d", "-P", "-F", quote("#{pane_id} #{pane_pid}")]
         if session is not None:
             line += ["-t", quote_format(session + ":")]

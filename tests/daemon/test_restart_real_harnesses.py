@@ -283,7 +283,8 @@ def test_restore_brings_back_three_connected_claudes_after_the_tmux_server_is_ki
         assert {s["preset"] for s in listed["sessions"]} == {"observe"}
         assert listed["restored"] == []
 
-        restored = cli_json(daemon, "restore")["restored"]
+        answer = daemon.cli("restore", "--json")
+        restored = json.loads(answer.stdout)["restored"]
         assert all(r["ok"] for r in restored), restored
         assert {r["session_id"]: r["principal"] for r in restored} == sessions  # same grants
         panes = [r["pane"] for r in restored]
@@ -357,3 +358,4 @@ def test_a_daemon_killed_at_each_step_of_a_restart_leaves_no_pane_dead_and_no_re
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(daemon.process.pid, signal.SIGKILL)
+        daemon.process.wait(timeout=30)
