@@ -77,6 +77,7 @@ from openbus.kernel.scopes import Preset
 log = logging.getLogger("openbus.restart")
 
 RESPAWN = Action("restart.respawn", tier=Tier.HUMAN, mutates=True)  # the system's own call
+OFFERS = Action("restart.offers", tier=Tier.HUMAN)
 POLL_SECONDS = 0.1
 REMAIN = "remain-on-exit"
 
@@ -126,6 +127,7 @@ class Restarts(Feature):
         self.recovered = 0
         connect.on_unconnected(self.offer)
         cards.listeners.append(self._on_card)
+        gate.register(OFFERS, self._offers)
 
     # ------------------------------------------------------------------ feature
 
@@ -276,6 +278,35 @@ class Restarts(Feature):
             "principals": [],
             "restart": {"card": card.id, "summary": CARD_SUMMARY, "state": "pending"},
         }
+
+    async def _offers(self, call: Call) -> Any:
+        """The caller's running agents without a token: whether a restart can connect each,
+        and if not, why (what a page needs to show only the toggles it can honour)."""
+        owner = call.actor.user
+        offers = []
+        for record in self.launch.records.live():
+            if record.owner != owner or self.grants.by_pane(record.pane_id):
+                continue
+            try:
+                self.restartable(record.pane_id)
+                reason = None
+            except OpenbusError as exc:
+                reason = exc.message
+            if reason is not None and "did not launch" in reason:
+                continue  # no longer the process openbus launched there
+            offers.append(
+                {
+                    "pane": record.pane_id,
+                    "harness": record.harness,
+                    "launcher": record.launcher,
+                    "session_id": record.session_id,
+                    "restartable": reason is None,
+                    "reason": reason,
+                    "restarting": record.pane_id in self._tasks,
+                }
+            )
+        call.details["count"] = len(offers)
+        return {"offers": offers}
 
     def _open_for(self, pane: str) -> bool:
         return any(r.pane == pane for r in self.open_records())

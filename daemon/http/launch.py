@@ -1,6 +1,8 @@
 """The human opens agents (through the gate): ``POST /api/launch`` starts a launcher in a new
 tmux window, ``POST /api/resume`` reopens a past session, ``POST /api/restore`` lists
-(``dry_run``) or brings back the sessions a lost tmux server took with it."""
+(``dry_run``) or brings back the sessions a lost tmux server took with it; ``GET
+/api/restart-offers`` says which running agents without a token a restart can connect (and why
+not the others)."""
 
 from __future__ import annotations
 
@@ -51,7 +53,16 @@ class RestoreResource:
         resp.media = await self.gate.run(require_actor(req), "session.restore", params)
 
 
+class RestartOffersResource:
+    def __init__(self, gate: Gate) -> None:
+        self.gate = gate
+
+    async def on_get(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
+        resp.media = await self.gate.run(require_actor(req), "restart.offers", {})
+
+
 def add_routes(app: falcon.asgi.App[Any, Any], gate: Gate) -> None:
     app.add_route("/api/launch", LaunchResource(gate))
     app.add_route("/api/resume", ResumeResource(gate))
     app.add_route("/api/restore", RestoreResource(gate))
+    app.add_route("/api/restart-offers", RestartOffersResource(gate))

@@ -77,3 +77,21 @@ def test_connecting_what_openbus_cannot_relaunch_is_refused_naming_the_reason(
     assert "session id is not known" in reasons["codex"]
     with fleet.daemon.human() as client:
         assert client.get("/api/cards").json()["cards"] == []
+        offers = {o["pane"]: o for o in client.get("/api/restart-offers").json()["offers"]}
+    # the page is told which toggles a restart can honour: none of these, each with its reason
+    assert typed not in offers
+    assert {offers[p["pane"]]["restartable"] for p in (opaque, gemini, codex)} == {False}
+    assert offers[codex["pane"]]["reason"] == reasons["codex"]
+
+
+def test_an_agent_launched_off_is_offered_a_restart_and_its_card_raised(fleet: Fleet) -> None:
+    launched = fleet.launch("fakeclaude", "off")
+    with fleet.daemon.human() as client:
+        [offer] = client.get("/api/restart-offers").json()["offers"]
+        assert offer["pane"] == launched["pane"] and offer["restartable"] is True
+        assert offer["session_id"] == launched["session_id"]
+        answer = client.put("/api/connect", json={"pane": launched["pane"], "preset": "observe"})
+        assert answer.status_code == 200, answer.text
+        [card] = client.get("/api/cards").json()["cards"]
+    assert card["kind"] == "restart_to_connect" and card["id"] == answer.json()["restart"]["card"]
+    assert card["summary"].startswith("Restart this agent to connect it?")

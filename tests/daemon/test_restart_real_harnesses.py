@@ -289,13 +289,18 @@ def test_restore_brings_back_three_connected_claudes_after_the_tmux_server_is_ki
         assert {r["session_id"]: r["principal"] for r in restored} == sessions  # same grants
         panes = [r["pane"] for r in restored]
         assert len(set(panes)) == 3
+        for p in panes:  # DIAG
+            tmux.run("set-option", "-p", "-t", p, "remain-on-exit", "on", check=False)
         records = [r for r in audit(daemon) if r["action"] == "session.resume"]
         assert sorted(r["details"]["session_id"] for r in records) == sorted(sessions)
         assert all(r["details"].get("rejoined") for r in records)
         assert cli_json(daemon, "restore", "--dry-run")["sessions"] == []  # nothing twice
 
         for i, pane in enumerate(panes):
-            calls_an_openbus_tool(agent, stub, pane, f"RESTORED-{i}")
+            try:
+                calls_an_openbus_tool(agent, stub, pane, f"RESTORED-{i}")
+            except AssertionError:  # DIAG
+                raise AssertionError(tmux.capture(pane)) from None
         for session_id in sessions:
             assert "ANSWER-BEFORE-" in agent.transcript(session_id)
         connected = {c["pane"] for c in connections_of(daemon)}
@@ -309,10 +314,11 @@ def test_restore_brings_back_three_connected_claudes_after_the_tmux_server_is_ki
 
 
 def kill_during_a_restart(
-    daemon: RunningDaemon, agent: Agent, pane: str, target: str
+    daemon: RunningDaemon, tmux: TmuxServer, pane: str, target: str
 ) -> RunningDaemon:
-    """Approve a restart of ``pane``, SIGKILL the daemon once its record is at ``target`` or
-    past it, start it again, and wait until the new daemon has finished the record."""
+    """Approve a restart of ``pane`` and SIGKILL the daemon once its record is at ``target``
+    (``respawning``: the resumed process runs but the record does not say so yet), or as soon
+    as it is seen past it; start the daemon again and wait until it has finished the record."""
     if connections_of(daemon):  # connected by an earlier round: off, to restart it again
         daemon.cli("connect", pane, "--preset", "off", check=True)
     wait_until(
@@ -320,13 +326,23 @@ def kill_during_a_restart(
         timeout=60,
         what="the idle pane in the directory",
     )
+    before = tmux.pane_field(pane, "pane_pid")
     card = cli_json(daemon, "connect", pane, "--preset", "observe")["restart"]["card"]
     daemon.cli("approve", card, check=True)
     order = [step.value for step in Step]
+    seen: list[str] = []
 
     def reached() -> bool:
         records = restart_records(daemon)
-        return bool(records) and order.index(records[0]["step"]) >= order.index(target)
+        if not records:
+            return bool(seen)  # it went past the target between two looks: kill now anyway
+        step = records[0]["step"]
+        seen.append(step)
+        if target == "respawning":
+            if step != "exited" or not records[0].get("principal"):
+                return order.index(step) > order.index("exited")
+            return tmux.pane_field(pane, "pane_pid") not in ("", before)
+        return order.index(step) >= order.index(target)
 
     wait_until(reached, timeout=60, interval=0.005, what=f"the restart at {target}")
     os.killpg(daemon.process.pid, signal.SIGKILL)
@@ -346,8 +362,8 @@ def test_a_daemon_killed_at_each_step_of_a_restart_leaves_no_pane_dead_and_no_re
         launched = cli_json(daemon, "launch", "agent", "--preset", "off", "--cwd", str(project))
         pane = launched["pane"]
         converse(agent, stub, pane, "BEFORE-ANY")
-        for target in ("held", "exiting", "exited", "respawned"):
-            daemon = kill_during_a_restart(daemon, agent, pane, target)
+        for target in ("held", "exiting", "exited", "respawning"):
+            daemon = kill_during_a_restart(daemon, tmux, pane, target)
             info = tmux.run("display-message", "-p", "-t", pane, "#{pane_dead}").strip()
             assert info == "0", f"{pane} left dead after a kill at {target}"
             option = tmux.run("show-options", "-p", "-v", "-t", pane, "remain-on-exit")
