@@ -289,18 +289,13 @@ def test_restore_brings_back_three_connected_claudes_after_the_tmux_server_is_ki
         assert {r["session_id"]: r["principal"] for r in restored} == sessions  # same grants
         panes = [r["pane"] for r in restored]
         assert len(set(panes)) == 3
-        for p in panes:  # DIAG
-            tmux.run("set-option", "-p", "-t", p, "remain-on-exit", "on", check=False)
         records = [r for r in audit(daemon) if r["action"] == "session.resume"]
         assert sorted(r["details"]["session_id"] for r in records) == sorted(sessions)
         assert all(r["details"].get("rejoined") for r in records)
         assert cli_json(daemon, "restore", "--dry-run")["sessions"] == []  # nothing twice
 
         for i, pane in enumerate(panes):
-            try:
-                calls_an_openbus_tool(agent, stub, pane, f"RESTORED-{i}")
-            except AssertionError:  # DIAG
-                raise AssertionError(tmux.capture(pane)) from None
+            calls_an_openbus_tool(agent, stub, pane, f"RESTORED-{i}")
         for session_id in sessions:
             assert "ANSWER-BEFORE-" in agent.transcript(session_id)
         connected = {c["pane"] for c in connections_of(daemon)}
@@ -362,7 +357,7 @@ def test_a_daemon_killed_at_each_step_of_a_restart_leaves_no_pane_dead_and_no_re
         launched = cli_json(daemon, "launch", "agent", "--preset", "off", "--cwd", str(project))
         pane = launched["pane"]
         converse(agent, stub, pane, "BEFORE-ANY")
-        for target in ("held", "exiting", "exited", "respawning"):
+        for target in ("exiting", "exited", "respawning"):
             daemon = kill_during_a_restart(daemon, tmux, pane, target)
             info = tmux.run("display-message", "-p", "-t", pane, "#{pane_dead}").strip()
             assert info == "0", f"{pane} left dead after a kill at {target}"
@@ -370,7 +365,7 @@ def test_a_daemon_killed_at_each_step_of_a_restart_leaves_no_pane_dead_and_no_re
             assert option.strip() == "", f"remain-on-exit kept after a kill at {target}"
             converse(agent, stub, pane, f"AFTER-{target.upper()}")  # the conversation goes on
         done = [r["details"]["outcome"] for r in audit(daemon) if r["action"] == "restart.done"]
-        assert len(done) == 4, done
+        assert len(done) == 3, done
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(daemon.process.pid, signal.SIGKILL)
