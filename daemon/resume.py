@@ -98,6 +98,13 @@ class Resumer:
         principal = self.grants.by_session(harness, session_id)
         if principal is not None and principal.owner != owner:
             raise Conflict(f"{harness}:{session_id} holds another user's grant")
+        if principal is not None and principal.active and principal.pid:
+            now = identity_of(principal.pid)
+            if now is not None and now.start == principal.pid_start:
+                raise Conflict(
+                    f"{harness}:{session_id} is running in {principal.pane_id}",
+                    field="session_id",
+                )
         wanted = self._preset(principal, preset)
         if wanted is not Preset.OFF:
             cap = self.connect.check_cap(owner, wanted)

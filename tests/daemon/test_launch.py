@@ -19,6 +19,7 @@ from openbus.daemon.launch_plan import (
     check_cwd,
     check_prompt,
     plan_launch,
+    plan_resume,
 )
 from openbus.kernel.errors import BadRequest
 from openbus.kernel.scopes import Preset
@@ -105,6 +106,31 @@ def test_an_off_launch_injects_no_endpoint_only_its_session_id() -> None:
         builtin_launchers()["codex"], preset=Preset.OFF, prompt=None, mcp_url=URL, session_id=SID
     )
     assert codex.argv == ("codex",) and not codex.connect
+
+
+def test_a_resume_runs_the_launchers_resume_form_with_the_endpoint_when_connected() -> None:
+    claude = plan_resume(
+        builtin_launchers()["claude"], session_id=SID, preset=Preset.OBSERVE, mcp_url=URL
+    )
+    assert claude.argv[:3] == ("claude", "--resume", SID) and claude.connect
+    assert "--mcp-config" in claude.argv and "--session-id" not in claude.argv
+    codex = plan_resume(
+        Launcher("cx", "codex", ("codex", "-m", "x")),
+        session_id=SID,
+        preset=Preset.OFF,
+        mcp_url=URL,
+    )
+    assert codex.argv == ("codex", "-m", "x", "resume", SID) and not codex.connect
+    mine = Launcher("mine", "claude", ("claude",), resume=("claude", "-r", "{session_id}"))
+    templated = plan_resume(mine, session_id=SID, preset=Preset.OFF, mcp_url=URL)
+    assert templated.argv == ("claude", "-r", SID)
+    for refused, word in (
+        (Launcher("o", "claude", command="claude"), "opaque"),
+        (builtin_launchers()["shell"], "shell"),
+    ):
+        with pytest.raises(BadRequest) as exc:
+            plan_resume(refused, session_id=SID, preset=Preset.OFF, mcp_url=URL)
+        assert word in exc.value.message and exc.value.field == "launcher"
 
 
 def test_bad_prompts_and_directories_name_their_field(tmp_path: Path) -> None:
