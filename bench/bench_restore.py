@@ -12,6 +12,7 @@ Run: ``.venv/bin/python -m bench.bench_restore``.
 
 from __future__ import annotations
 
+import os
 import statistics
 import tempfile
 import time
@@ -22,8 +23,8 @@ from tests.support.daemon import RunningDaemon, running_daemon
 from tests.support.tmux import tmux_server
 from tests.support.wait import wait_until
 
-SESSIONS = 20
-ROUNDS = 3
+SESSIONS = int(os.environ.get("OPENBUS_BENCH_SESSIONS", "20"))
+ROUNDS = int(os.environ.get("OPENBUS_BENCH_ROUNDS", "3"))
 TARGET = 1.0
 AGENT = ["/bin/sh", "-c", "exec sleep 600", "agent"]
 
@@ -40,11 +41,13 @@ def main() -> None:
     launches: list[float] = []
     restores: list[float] = []
     with tempfile.TemporaryDirectory(prefix="openbus-bench-restore-") as tmp:
-        root = Path(tmp)
+        root = Path(os.environ.get("OPENBUS_BENCH_DIR") or tmp)
         with tmux_server(root / "tmux") as tmux:
             extra = {
                 "tmux": {"socket": str(tmux.socket)},
                 "launchers.agent": {"harness": "claude", "argv": AGENT},
+                # an empty history: the host's own transcripts are not what is measured
+                "history": {"claude_config_dirs": [str(root)], "codex_homes": [str(root)]},
             }
             (root / "d").mkdir()
             with running_daemon(root / "d", extra) as daemon:

@@ -36,12 +36,14 @@ from openbus.daemon.launch import LaunchService
 from openbus.daemon.launch_plan import plan_resume, resume_unavailable
 from openbus.daemon.launch_proc import identity_of
 from openbus.daemon.launch_records import LaunchRecord
-from openbus.kernel.errors import BadRequest, Conflict, NotFound, OpenbusError
+from openbus.kernel.errors import BadRequest, Conflict, NotFound, OpenbusError, Unavailable
 from openbus.kernel.harnesses import HARNESSES
 from openbus.kernel.scopes import Preset, parse_preset
 
 RESUME = Action("session.resume", tier=Tier.HUMAN, mutates=True)
 RESTORE = Action("session.restore", tier=Tier.HUMAN, mutates=True)
+SERVER_GONE_SECONDS = 10.0
+SERVER_POLL_SECONDS = 0.05
 
 
 class Resumer:
@@ -158,6 +160,8 @@ class Resumer:
         listing = [self._describe(r) for r in candidates]
         if dry_run:
             return {"sessions": listing, "restored": []}
+        if candidates:
+            await self._fresh_server({r.server for r in candidates if r.server})
 
         async def one(record: LaunchRecord) -> dict[str, Any]:
             try:
@@ -194,6 +198,17 @@ class Resumer:
         return sorted(latest.values(), key=lambda r: r.created)
 
     # ------------------------------------------------------------------ helpers
+
+    async def _fresh_server(self, lost: set[str]) -> None:
+        """Wait until the lost server has really gone (``kill-server`` returns before its
+        server exits, and a window opened on it would die with it), then start a new one."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + SERVER_GONE_SECONDS
+        while (await self.launch.server_identity()) in lost:
+            if loop.time() > deadline:
+                raise Unavailable("the lost tmux server is still shutting down; try again")
+            await asyncio.sleep(SERVER_POLL_SECONDS)
+        await self.launch.tmux.ensure_session()
 
     def _describe(self, record: LaunchRecord) -> dict[str, Any]:
         principal = self.grants.by_session(record.harness, str(record.session_id))

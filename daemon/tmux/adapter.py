@@ -338,9 +338,7 @@ class Tmux:
         id and pid. Starts the server (a session named ``openbus``) if none is running."""
         words = _check_argv(argv)
         environment = _check_env(env)
-        async with self._starting:  # concurrent windows on a stopped server start it once
-            if not await self.list_sessions():
-                await self.run("new-session", "-d", "-s", "openbus")
+        await self.ensure_session()
         line = ["new-window", "-d", "-P", "-F", quote("#{pane_id} #{pane_pid}")]
         if session is not None:
             line += ["-t", quote_format(session + ":")]
@@ -356,6 +354,13 @@ class Tmux:
         if not is_pane_id(pane_id) or not pid.isdigit():
             raise Unavailable(f"tmux did not report the new pane ({out!r})")
         return pane_id, int(pid)
+
+    async def ensure_session(self) -> None:
+        """Start the server (a session named ``openbus``) unless one runs; concurrent callers
+        on a stopped server start it once."""
+        async with self._starting:
+            if not await self.list_sessions():
+                await self.run("new-session", "-d", "-s", "openbus")
 
     async def respawn_pane(
         self,
