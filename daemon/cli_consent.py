@@ -49,8 +49,18 @@ def _connect(args: argparse.Namespace, config: Config) -> int:
     data = DaemonClient(config).request(
         "PUT", "/api/connect", json={"pane": args.pane, "preset": args.preset}
     )
-    emit(args, data, lambda d: f"{d['pane']}: {d['preset']}")
+    emit(args, data, _connect_text)
     return 0
+
+
+def _connect_text(data: dict[str, Any]) -> str:
+    restart = data.get("restart")
+    if restart:
+        return (
+            f"{data['pane']}: {restart['summary']} approve card {restart['card']} "
+            f"(`openbus approve {restart['card']}`) to restart it with {data['preset']}"
+        )
+    return f"{data['pane']}: {data['preset']}"
 
 
 def _disconnect_all(args: argparse.Namespace, config: Config) -> int:

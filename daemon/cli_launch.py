@@ -1,4 +1,5 @@
-"""``openbus launch LAUNCHER [--cwd DIR] [--preset off|observe|collaborate] [--prompt TEXT]``."""
+"""``openbus launch LAUNCHER [--cwd DIR] [--preset off|observe|collaborate] [--prompt TEXT]``,
+``openbus resume HARNESS SESSION_ID [--preset P]`` and ``openbus restore [--dry-run]``."""
 
 from __future__ import annotations
 
@@ -35,6 +36,40 @@ def _launch(args: argparse.Namespace, config: Config) -> int:
     return 0
 
 
+def _resume(args: argparse.Namespace, config: Config) -> int:
+    body: dict[str, Any] = {"harness": args.harness, "session_id": args.session_id}
+    if args.preset is not None:
+        body["preset"] = args.preset
+    data = DaemonClient(config).request("POST", "/api/resume", json=body)
+    emit(args, data, lambda d: f"{d['pane']} {d['incarnation']} ({d['preset']})")
+    return 0
+
+
+def _restore_text(data: dict[str, Any]) -> str:
+    sessions = data["sessions"]
+    if not data["restored"]:
+        if not sessions:
+            return "nothing to restore"
+        lines = [f"restore {len(sessions)} session(s)? (run without --dry-run)"]
+        lines += [
+            f"  {s['harness']} {s['session_id']} {s['cwd']} ({s['preset']})" for s in sessions
+        ]
+        return "\n".join(lines)
+    lines = []
+    for r in data["restored"]:
+        if r["ok"]:
+            lines.append(f"{r['harness']} {r['session_id']}: {r['pane']} ({r['preset']})")
+        else:
+            lines.append(f"{r['harness']} {r['session_id']}: not restored: {r['error']}")
+    return "\n".join(lines)
+
+
+def _restore(args: argparse.Namespace, config: Config) -> int:
+    data = DaemonClient(config).request("POST", "/api/restore", json={"dry_run": args.dry_run})
+    emit(args, data, _restore_text)
+    return 0 if all(r["ok"] for r in data["restored"]) else 1
+
+
 def register(sub: Any) -> None:
     p = sub.add_parser("launch", help="start a launcher in a new tmux window")
     add_common(p)
@@ -47,3 +82,21 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--prompt", metavar="TEXT", help="the harness's first prompt")
     p.set_defaults(handler=_launch)
+
+    p = sub.add_parser("resume", help="reopen a past session in a new tmux window, with its grant")
+    add_common(p)
+    p.add_argument("harness", metavar="HARNESS")
+    p.add_argument("session_id", metavar="SESSION_ID")
+    p.add_argument(
+        "--preset",
+        choices=["off", "observe", "collaborate"],
+        help="Connect preset (default: the session's grant, else off)",
+    )
+    p.set_defaults(handler=_resume)
+
+    p = sub.add_parser(
+        "restore", help="bring back the sessions that were live when the tmux server was lost"
+    )
+    add_common(p)
+    p.add_argument("--dry-run", action="store_true", help="only list them")
+    p.set_defaults(handler=_restore)

@@ -14,6 +14,8 @@ is built, and is never changed afterwards:
 5. the audit export (checkpoints and the OTLP shipper), whether or not HTTP is served;
 6. launch (structured launchers, tokens, the liveness of launched agents; on a hosted box in
    ``pool`` mode, the agent-user pool that gives each agent its own uid);
+   then restart-to-connect (``restart.Restarts``: it finishes open restart records at start)
+   and the ``resume.Resumer`` port (resume a session, restore a lost fleet);
 7. messaging on the directory's fleet; the session tools (on launch, messaging and the
    history index); then the pane detail with messaging's and the family's sections;
 8. the MCP endpoint over every feature's tools, its tokens verified by launch (its sessions
@@ -50,6 +52,8 @@ from openbus.daemon.messaging.mcp_tools import MESSAGING_TOOLS
 from openbus.daemon.messaging.service import MessagingService
 from openbus.daemon.pane_owners import PaneOwners
 from openbus.daemon.refusals import AgentRefusals
+from openbus.daemon.restart import Restarts
+from openbus.daemon.resume import Resumer
 from openbus.daemon.sessions.mcp_tools import SESSION_TOOLS
 from openbus.daemon.sessions.service import SessionTools
 from openbus.kernel.clock import Clock, Random
@@ -81,6 +85,8 @@ class Daemon:
     history: HistoryService
     audit_export: AuditExport
     launch: LaunchService
+    restarts: Restarts
+    resumer: Resumer
     messaging: MessagingService
     sessions: SessionTools
     mcp: McpEndpoint
@@ -162,6 +168,26 @@ def build(
         directory=directory.directory,
         pool=AgentUsers.from_config(config, clock),
     )
+    restarts = Restarts(
+        config=config,
+        gate=gate,
+        grants=base.grants,
+        cards=base.cards,
+        connect=base.connect,
+        launch=launch,
+        directory=directory.directory,
+        tmux=directory.tmux,
+        history=history.index,
+        clock=clock,
+    )
+    resumer = Resumer(
+        config=config,
+        gate=gate,
+        grants=base.grants,
+        connect=base.connect,
+        launch=launch,
+        history=history.index,
+    )
     messaging = messaging_feature.build(
         gate=gate,
         grants=base.grants,
@@ -216,6 +242,7 @@ def build(
         history,
         audit_export,
         launch,
+        restarts,
         messaging,
         sessions,
         mcp,
@@ -227,6 +254,8 @@ def build(
         history=history,
         audit_export=audit_export,
         launch=launch,
+        restarts=restarts,
+        resumer=resumer,
         messaging=messaging,
         sessions=sessions,
         mcp=mcp,

@@ -1,11 +1,12 @@
 """Connect: the human sets an agent's preset; revoking and narrowing cascade at once.
 
-An agent is connectable here only if it was launched with a token (a structured launcher
-with a preset other than off). Turning an agent Off revokes its principal (seed 000: "Off
-invalidates the token at the daemon"): the token is refused from then on, and setting the pane
-back to Observe does not bring it back. Connecting an agent launched without a token, or one
-whose token was revoked, needs a new launch token (restart-to-connect, which this daemon does
-not do yet), and the refusal says so. A grant above
+An agent holding a token (a structured launcher with a preset other than off) is set here at
+once. Turning an agent Off revokes its principal (seed 000: "Off invalidates the token at the
+daemon"): the token is refused from then on, and setting the pane back to Observe does not
+bring it back. Connecting an agent launched without a token, or one whose token was revoked,
+needs a new token: the registered ``on_unconnected`` handler (restart-to-connect) answers,
+raising its card or refusing with the reason; with none registered the refusal says how to
+launch it connected. A grant above
 the org policy's cap, or to a harness outside its ``[harnesses] allowed``, is refused naming
 the cap or the harness and the rule. Narrowing or revoking takes
 effect on the agent's next call (scope is checked on every call); the registered revocation
@@ -39,6 +40,8 @@ LIST_CONNECTIONS = Action("connect.list", tier=Tier.HUMAN)
 CapSource = Callable[[str], CapDecision]
 HarnessCheck = Callable[[str], None]  # raises PolicyRefused(field="harness") when forbidden
 RevocationHook = Callable[[Principal, Preset], Awaitable[None]]
+# (call, pane, preset) -> the answer for an agent with no token (it raises when it refuses)
+UnconnectedHandler = Callable[[Call, str, Preset], Awaitable[Any]]
 
 
 class Connect:
@@ -50,6 +53,7 @@ class Connect:
         self.cap_source = cap_source
         self.check_harness = harness_check
         self._revocation_hooks: list[RevocationHook] = []
+        self._unconnected: list[UnconnectedHandler] = []
         gate.register(SET, self._set)
         gate.register(DISCONNECT_ALL, self._disconnect_all)
         gate.register(LIST_CONNECTIONS, self._connections)
@@ -58,6 +62,10 @@ class Connect:
         """Run ``hook(principal, preset)`` whenever an agent is narrowed or revoked, before
         the human's call returns (features end what the agent had open)."""
         self._revocation_hooks.append(hook)
+
+    def on_unconnected(self, handler: UnconnectedHandler) -> None:
+        """Let ``handler`` answer a preset set on an agent that holds no token."""
+        self._unconnected.append(handler)
 
     async def revoked(self, principal: Principal, preset: Preset) -> None:
         """Run every revocation hook for ``principal`` (one failing does not stop the rest)."""
@@ -82,10 +90,16 @@ class Connect:
         call.target = pane
         call.details["preset"] = preset.value
         principals = [p for p in self.grants.by_pane(pane) if p.owner == call.actor.user]
-        if not principals and self.grants.revoked_on_pane(pane, call.actor.user):
-            if preset is Preset.OFF:
-                call.details["already"] = "revoked"
-                return {"pane": pane, "preset": preset.value, "principals": []}
+        revoked = not principals and self.grants.revoked_on_pane(pane, call.actor.user)
+        if revoked and preset is Preset.OFF:
+            call.details["already"] = "revoked"
+            return {"pane": pane, "preset": preset.value, "principals": []}
+        if not principals and preset is not Preset.OFF:
+            cap = self.check_cap(call.actor.user, preset)
+            call.details["cap"] = cap.preset.value
+            for handler in self._unconnected:
+                return await handler(call, pane, preset)
+        if revoked:
             raise Conflict(
                 f"the token {pane} was launched with has been revoked (Connect was turned off, or "
                 "its process exited); a new grant needs a new launch token, and "

@@ -6,6 +6,14 @@ once the session id is seen it is attached as an alias, once and atomically, and
 is itself an audit record. Grants (the preset) live on the principal; scope is looked up on
 every call and capped by the org policy, so revoking or narrowing takes effect on the next
 call. Only the token's hash is stored.
+
+Grants follow the session: a principal bound to a session whose process exits is
+*suspended*, not deleted (its token is refused, its preset kept). When that session is
+resumed, the resumed process's new token *rejoins* the same principal (``rejoin``: a new
+token hash, the old one dead), so message ids, counters and approvals keyed on the principal
+carry over. A principal never bound to a session is revoked at exit: a new agent in a
+recycled pane finds nothing to inherit. One (harness, session id) has at most one principal
+that is not revoked (a unique index).
 """
 
 from __future__ import annotations
@@ -139,6 +147,15 @@ class Grants:
         ).fetchall()
         return [(str(pane), str(incarnation)) for pane, incarnation in rows]
 
+    def by_session(self, harness: str, session_id: str) -> Principal | None:
+        """The principal (active or suspended) that holds this session's grant, if any."""
+        row = self.db.conn.execute(
+            f"SELECT {_COLUMNS} FROM principals WHERE harness = ? AND session_id = ? "
+            "AND state IN ('active', 'suspended')",
+            (harness, session_id),
+        ).fetchone()
+        return _row(row) if row else None
+
     def active(self) -> list[Principal]:
         rows = self.db.conn.execute(
             f"SELECT {_COLUMNS} FROM principals WHERE state = 'active'"
@@ -246,6 +263,38 @@ class Grants:
             )
 
         return write
+
+    def suspend(self, principal_id: str) -> Callable[[sqlite3.Connection], None]:
+        """Its process exited: the token is refused, the grant waits for a resume."""
+        now = self.clock.now()
+
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "UPDATE principals SET state = 'suspended', updated = ? "
+                "WHERE id = ? AND state = 'active'",
+                (now, principal_id),
+            )
+
+        return write
+
+    def rejoin(self, principal_id: str) -> tuple[str, Callable[[sqlite3.Connection], None]]:
+        """A new token for the same principal (its session is being resumed): the old token is
+        dead from the commit on, the grant active again, the process attached afterwards."""
+        token = tokens.mint(self.random)
+        digest = tokens.token_hash(token)
+        now = self.clock.now()
+
+        def write(conn: sqlite3.Connection) -> None:
+            done = conn.execute(
+                "UPDATE principals SET token_hash = ?, state = 'active', pane_id = NULL, "
+                "pid = NULL, pid_start = NULL, incarnation = NULL, updated = ? "
+                "WHERE id = ? AND state IN ('active', 'suspended')",
+                (digest, now, principal_id),
+            )
+            if done.rowcount != 1:
+                raise Conflict(f"principal {principal_id} was revoked; it cannot be resumed")
+
+        return token, write
 
     def revoke(self, principal_id: str) -> Callable[[sqlite3.Connection], None]:
         now = self.clock.now()

@@ -34,8 +34,11 @@ request):
 
 * a principal whose process is gone (pane exited, or its pid now names another process: the
   pid and its start time are stored with the principal, so this holds after a restart) is
-  revoked, audited as ``agent.revoked``, and the revocation hooks run (its MCP sessions
-  close), so a token fails after its pane exits;
+  suspended when it is bound to a session (``agent.suspended``: its grant returns when that
+  session is resumed) and revoked otherwise (``agent.revoked``); either way the revocation
+  hooks run (its MCP sessions close) and its token fails from then on;
+* every launch is recorded (``launch_records``): its process is followed, and one that ended
+  is ``exited``, or ``lost`` when the tmux server it ran on is gone (what restore offers);
 * a Codex principal is bound to its session id once its rollout's ``session_meta`` is seen
   (``agent.bind``), found from the rollout file its process tree holds open, else the newest
   rollout under its ``CODEX_HOME`` whose cwd and time match the launch;
@@ -68,12 +71,14 @@ from openbus.daemon.gate import Call, Gate
 from openbus.daemon.grants import Grants, Principal
 from openbus.daemon.launch_plan import (
     TOKEN_ENV,
+    LaunchPlan,
     as_pool_user,
     check_cwd,
     check_prompt,
     plan_launch,
 )
 from openbus.daemon.launch_proc import ProcessIdentity, find_codex_session, identity_of
+from openbus.daemon.launch_records import LaunchRecord, LaunchRecords
 from openbus.daemon.tmux.adapter import Tmux
 from openbus.kernel.clock import Clock, Random
 from openbus.kernel.errors import BadRequest, OpenbusError
@@ -137,6 +142,7 @@ class LaunchService(Feature):
         self.connect = connect
         self.tmux = tmux
         self.directory = directory
+        self.records = LaunchRecords(grants.db, clock, random)
         self.launched: dict[str, Launched] = {}  # principal id -> what this daemon launched
         self.env_dir = config.daemon.state_dir / "launch"
         self._revoking: set[str] = set()
@@ -248,8 +254,8 @@ class LaunchService(Feature):
         plan = plan_launch(
             launcher, preset=preset, prompt=prompt, mcp_url=self.mcp_url, session_id=session_id
         )
-        env = dict(plan.env)
         principal_id: str | None = None
+        token: str | None = None
         if plan.connect:
             principal_id, token, write = self.grants.mint(
                 harness=launcher.harness,
@@ -259,64 +265,83 @@ class LaunchService(Feature):
                 session_id=plan.session_id,
             )
             call.write(write)
-            env[TOKEN_ENV] = token
             call.details["principal"] = principal_id
-            if plan.session_id:
-                call.details["session_id"] = plan.session_id
+        if plan.session_id:
+            call.details["session_id"] = plan.session_id
         if plan.reason:
             call.details["connect_unavailable"] = plan.reason
+        started = await self.spawn(
+            call,
+            owner=owner,
+            launcher=launcher,
+            plan=plan,
+            cwd=str(cwd) if cwd else None,
+            principal_id=principal_id,
+            token=token,
+        )
+        return {
+            **started,
+            "preset": preset.value if plan.connect else Preset.OFF.value,
+            "connect": {
+                "available": plan.reason is None and launcher.structured,
+                "connected": plan.connect,
+                "reason": plan.reason,
+                "principal": principal_id,
+                "session_id": plan.session_id if plan.connect else None,
+                "actor": started["actor"],
+            },
+        }
 
-        agent_user: PoolUser | None = None
-        if self._server_is_another_users():
-            # Hosted: the agents' tmux server runs as another user, who could not open a file
-            # only the daemon may read. Its environment goes over the control client's stdin
-            # (``new-window -e``), which is never argv either.
-            argv = list(plan.argv)
-            pool = self.pool
-            if pool is not None:
-                agent_user = pool.acquire()
-                call.details["agent_user"] = agent_user.name
-                argv = as_pool_user(argv, user=agent_user.name, env_names=list(env))
-            try:
-                pane, pid = await self.tmux.new_window(
-                    argv, env=env, cwd=str(cwd) if cwd else None, name=launcher.name
-                )
-            except BaseException:
-                if pool is not None and agent_user is not None:
-                    pool.release(agent_user)
-                raise
-            if pool is not None and agent_user is not None:
-                pool.started(agent_user, pid)
-        else:
-            env_file = self._write_env_file(env)
-            wrapper = [
-                sys.executable,
-                "-m",
-                "openbus.daemon.launch_exec",
-                str(env_file),
-                "--",
-                *plan.argv,
-            ]
-            try:
-                pane, pid = await self.tmux.new_window(
-                    wrapper, cwd=str(cwd) if cwd else None, name=launcher.name
-                )
-            except BaseException:
-                with contextlib.suppress(FileNotFoundError):
-                    env_file.unlink()
-                raise
+    async def spawn(
+        self,
+        call: Call,
+        *,
+        owner: str,
+        launcher: Launcher,
+        plan: LaunchPlan,
+        cwd: str | None,
+        principal_id: str | None,
+        token: str | None,
+        respawn: str | None = None,
+    ) -> dict[str, Any]:
+        """Run ``plan`` in a new window (or ``respawn`` that pane), its token in the
+        environment only; attach the principal to the new process and record the launch, all
+        committed with ``call``'s audit record."""
+        env = dict(plan.env)
+        if token is not None:
+            env[TOKEN_ENV] = token
+        pane, pid, agent_user = await self._open(
+            plan.argv, env, cwd, launcher.name, respawn=respawn, details=call.details
+        )
         identity = identity_of(pid)
         incarnation = await self._incarnation(pane, identity, launcher.harness)
+        start = identity.start if identity is not None else None
         call.details.update({"pane": pane, "pid": pid, "incarnation": incarnation})
+        launch_id, write = self.records.add(
+            owner=owner,
+            launcher=launcher.name,
+            harness=launcher.harness,
+            cwd=cwd,
+            session_id=plan.session_id,
+            principal=principal_id,
+            pane_id=pane,
+            pid=pid,
+            pid_start=start,
+            server=await self.server_identity(),
+        )
+        if plan.session_id:
+            call.write(self.records.end_session(launcher.harness, plan.session_id))
+        call.write(write)
+        call.details["launch"] = launch_id
+        actor = None
         if principal_id is not None:
-            start = identity.start if identity is not None else None
             call.write(self.grants.attach_pane(principal_id, pane, pid, start, incarnation))
             codex_home = launcher.env.get("CODEX_HOME") if launcher.harness == "codex" else None
             record = Launched(
                 principal_id,
                 pane,
                 identity,
-                str(cwd) if cwd else None,
+                cwd,
                 launcher.name,
                 launcher.harness,
                 self.clock.now(),
@@ -324,8 +349,6 @@ class LaunchService(Feature):
                 agent_user.name if agent_user else None,
             )
             call.after_commit.append(lambda: self.launched.__setitem__(record.principal, record))
-        actor = None
-        if principal_id is not None:
             actor = (
                 f"agent:{launcher.harness}:{plan.session_id}"
                 if plan.session_id
@@ -337,18 +360,68 @@ class LaunchService(Feature):
             "pid": pid,
             "launcher": launcher.name,
             "harness": launcher.harness,
-            "cwd": str(cwd) if cwd else None,
+            "cwd": cwd,
+            "session_id": plan.session_id,
             "agent_user": agent_user.name if agent_user else None,
-            "preset": preset.value if plan.connect else Preset.OFF.value,
-            "connect": {
-                "available": plan.reason is None and launcher.structured,
-                "connected": plan.connect,
-                "reason": plan.reason,
-                "principal": principal_id,
-                "session_id": plan.session_id,
-                "actor": actor,
-            },
+            "actor": actor,
         }
+
+    async def _open(
+        self,
+        argv: tuple[str, ...],
+        env: dict[str, str],
+        cwd: str | None,
+        name: str,
+        *,
+        respawn: str | None,
+        details: dict[str, Any],
+    ) -> tuple[str, int, PoolUser | None]:
+        """Start ``argv`` with ``env`` in a new window, or in pane ``respawn``, never putting
+        the environment in any argv. The caller of a respawn has seen the pane's agent end;
+        what it left holding the pane (a tool's child process) goes with ``respawn-pane -k``."""
+        agent_user: PoolUser | None = None
+        if self._server_is_another_users():
+            # Hosted: the agents' tmux server runs as another user, who could not open a file
+            # only the daemon may read. Its environment goes over the control client's stdin
+            # (``new-window -e``), which is never argv either.
+            words = list(argv)
+            pool = self.pool
+            if pool is not None:
+                agent_user = pool.acquire()
+                details["agent_user"] = agent_user.name
+                words = as_pool_user(words, user=agent_user.name, env_names=list(env))
+            try:
+                if respawn is not None:
+                    pane = respawn
+                    pid = await self.tmux.respawn_pane(respawn, words, env=env, cwd=cwd, kill=True)
+                else:
+                    pane, pid = await self.tmux.new_window(words, env=env, cwd=cwd, name=name)
+            except BaseException:
+                if pool is not None and agent_user is not None:
+                    pool.release(agent_user)
+                raise
+            if pool is not None and agent_user is not None:
+                pool.started(agent_user, pid)
+            return pane, pid, agent_user
+        env_file = self._write_env_file(env)
+        wrapper = [sys.executable, "-m", "openbus.daemon.launch_exec", str(env_file), "--", *argv]
+        try:
+            if respawn is not None:
+                pane = respawn
+                pid = await self.tmux.respawn_pane(respawn, wrapper, cwd=cwd, kill=True)
+            else:
+                pane, pid = await self.tmux.new_window(wrapper, cwd=cwd, name=name)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                env_file.unlink()
+            raise
+        return pane, pid, None
+
+    async def server_identity(self) -> str | None:
+        """The running tmux server as ``pid:start time`` (None: no server)."""
+        pid = await self.tmux.server_pid()
+        found = identity_of(pid) if pid is not None else None
+        return f"{found.pid}:{found.start}" if found is not None else None
 
     def health(self) -> dict[str, object] | None:
         return self.pool.health() if self.pool is not None else None
@@ -369,13 +442,18 @@ class LaunchService(Feature):
         await self.sweep_once()
 
     async def ensure_live(self, principal: Principal) -> bool:
-        """False (and the principal revoked) when its process has exited."""
+        """False (and the principal suspended or revoked) when its process has exited."""
         if self._alive(principal):
             return True
-        await self.revoke(principal, "its pane's process exited")
+        await self.ended(principal, "its pane's process exited")
         return False
 
-    async def revoke(self, principal: Principal, reason: str) -> None:
+    async def ended(self, principal: Principal, reason: str) -> None:
+        """Its process is gone: a principal bound to a session is suspended (its grant waits
+        for that session's resume), any other is revoked (nothing for a recycled pane)."""
+        await self.revoke(principal, reason, suspend=principal.session_id is not None)
+
+    async def revoke(self, principal: Principal, reason: str, *, suspend: bool = False) -> None:
         if principal.id in self._revoking:
             return
         self._revoking.add(principal.id)
@@ -383,10 +461,12 @@ class LaunchService(Feature):
             current = self.grants.get(principal.id)
             if not current.active:
                 return
+            grants = self.grants
+            write = grants.suspend(principal.id) if suspend else grants.revoke(principal.id)
             self.gate.record(
                 AuditDraft(
                     actor="system",
-                    action="agent.revoked",
+                    action="agent.suspended" if suspend else "agent.revoked",
                     outcome="ok",
                     target=principal.pane_id,
                     details={
@@ -395,7 +475,7 @@ class LaunchService(Feature):
                         "reason": reason,
                     },
                 ),
-                [self.grants.revoke(principal.id)],
+                [write],
             )
             await self.connect.revoked(current, Preset.OFF)
         finally:
@@ -433,11 +513,12 @@ class LaunchService(Feature):
         return os.environ.get("CODEX_HOME") or str(Path.home() / ".codex")
 
     async def sweep_once(self) -> None:
+        await self.sweep_launches()
         for principal in self.grants.active():
             if principal.owner is None or principal.pid is None:
                 continue
             if not self._alive(principal):
-                await self.revoke(principal, "its pane's process exited")
+                await self.ended(principal, "its pane's process exited")
                 continue
             if principal.harness == "codex" and principal.session_id is None:
                 known = self.launched.get(principal.id)
@@ -455,6 +536,55 @@ class LaunchService(Feature):
                     except OpenbusError as exc:
                         log.warning("could not bind %s to %s: %s", principal.id, session_id, exc)
         self._remove_stale_env_files()
+
+    async def sweep_launches(self) -> None:
+        """Follow every live launch: an ended process is ``exited`` while the tmux server that
+        ran it still runs, ``lost`` once that server is gone (restore offers those); a Codex
+        launch learns its session id from the rollout file its process holds open."""
+        live = self.records.live()
+        if not live:
+            return
+        server: str | None = None
+        looked = False
+        for record in live:
+            identity = identity_of(record.pid)
+            if identity is not None and identity.start == record.pid_start:
+                if record.harness == "codex" and record.session_id is None:
+                    found = await asyncio.to_thread(
+                        find_codex_session, record.pid, None, None, None
+                    )
+                    if found is not None:
+                        self._bind_launch(record, found[0])
+                continue
+            if not looked:
+                server, looked = await self.server_identity(), True
+            state = "lost" if record.server is not None and record.server != server else "exited"
+            self.gate.record(
+                AuditDraft(
+                    actor="system",
+                    action=f"agent.{state}",
+                    outcome="ok",
+                    target=record.pane_id,
+                    details={
+                        "launch": record.id,
+                        "harness": record.harness,
+                        "session_id": record.session_id,
+                    },
+                ),
+                [self.records.set_state(record.id, state)],
+            )
+
+    def _bind_launch(self, record: LaunchRecord, session_id: str) -> None:
+        self.gate.record(
+            AuditDraft(
+                actor="system",
+                action="launch.bind",
+                outcome="ok",
+                target=record.pane_id,
+                details={"launch": record.id, "harness": record.harness, "session_id": session_id},
+            ),
+            [self.records.set_session(record.id, session_id)],
+        )
 
     def _remove_stale_env_files(self) -> None:
         if not self.env_dir.is_dir():

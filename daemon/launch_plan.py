@@ -6,12 +6,14 @@ Pure functions, no I/O. Given a launcher (``daemon.config.Launcher``), a preset,
 first prompt and the endpoint's URL, ``plan_launch`` returns the argv and environment of the
 harness process and says whether Connect is available and, if not, why:
 
-* **Claude Code** (structured): ``--session-id <uuid>`` (the principal is bound to its session
-  at launch), ``--mcp-config`` with one HTTP server named ``openbus`` whose
-  ``Authorization`` header is ``Bearer ${OPENBUS_TOKEN}``: Claude Code expands the variable
-  from its own environment, so the token never appears in argv; ``--allowedTools
-  mcp__openbus`` so the harness does not ask the human a second time for what the daemon
-  already gates. ``--strict-mcp-config`` is deliberately *not* passed: it would silently drop
+* **Claude Code** (structured): ``--session-id <uuid>`` on every launch, connected or not (the
+  principal is bound to its session at launch; an agent launched Off can be restarted onto
+  its session later), and when connected ``--mcp-config`` with one HTTP server named
+  ``openbus`` whose ``Authorization`` header is ``Bearer ${OPENBUS_TOKEN}``: Claude Code
+  expands the variable from its own environment, so the token never appears in argv;
+  ``--allowedTools mcp__openbus`` so the harness does not ask the human a second time for
+  what the daemon already gates. ``--strict-mcp-config`` is deliberately *not* passed: it
+  would silently drop
   the user's own MCP servers from this launch, and the injection must add, not take away.
 * **Codex** (structured): ``-c mcp_servers.openbus.url=...``, ``-c
   mcp_servers.openbus.bearer_token_env_var="OPENBUS_TOKEN"`` and ``-c
@@ -19,6 +21,11 @@ harness process and says whether Connect is available and, if not, why:
   from its rollout's session_meta.
 * **OpenCode, omp, Gemini, shell, unknown, and every opaque ``command`` launcher**: launched
   as configured; Connect is unavailable, with the reason.
+
+``plan_resume`` is the same for a session being resumed: the launcher's ``resume`` template
+(``{session_id}`` filled in; without one, the harness's own resume form after the launcher's
+argv), plus the same override when connected. A launcher with no resume form (opaque, or a
+harness that has none) is refused naming the reason.
 
 The first prompt follows ``--`` as the harness's positional prompt (Claude Code and Codex),
 so a prompt starting with ``-`` is never read as an option. Variadic options such as
@@ -131,18 +138,61 @@ def plan_launch(
     connect = preset is not Preset.OFF and reason is None
     argv = list(launcher.argv)
     bound: str | None = None
-    if connect and launcher.harness == "claude":
+    if launcher.harness == "claude" and session_id is not None:
         bound = session_id
-        assert bound is not None
-        argv += ["--session-id", bound, "--mcp-config", claude_mcp_config(mcp_url)]
-        argv += ["--allowedTools", f"mcp__{SERVER_NAME}"]
-    elif connect and launcher.harness == "codex":
-        argv += codex_overrides(mcp_url)
+        argv += ["--session-id", bound]
+    if connect:
+        argv += endpoint_override(launcher.harness, mcp_url)
     if prompt is not None:
         argv += ["--", prompt]
     return LaunchPlan(
         tuple(argv), env, connect, reason if preset is not Preset.OFF else None, bound
     )
+
+
+def endpoint_override(harness: str, mcp_url: str) -> list[str]:
+    """The per-launch arguments that add the openbus endpoint (token from the environment)."""
+    if harness == "claude":
+        return [
+            "--mcp-config",
+            claude_mcp_config(mcp_url),
+            "--allowedTools",
+            f"mcp__{SERVER_NAME}",
+        ]
+    if harness == "codex":
+        return codex_overrides(mcp_url)
+    return []
+
+
+RESUME_FORMS = {"claude": ("--resume", "{session_id}"), "codex": ("resume", "{session_id}")}
+
+
+def resume_unavailable(launcher: Launcher) -> str | None:
+    """Why a session of this launcher cannot be resumed through it, or None when it can."""
+    if not launcher.structured:
+        return (
+            "it was started from an opaque command launcher: openbus does not parse shell "
+            "strings, so it cannot reproduce the launch; rewrite it as a structured launcher"
+        )
+    if launcher.harness == "shell":
+        return "it is a shell, not an agent: quitting it would leave nothing to resume"
+    if not launcher.resume and launcher.harness not in RESUME_FORMS:
+        return f"launcher {launcher.name!r} ({launcher.harness}) has no resume command"
+    return None
+
+
+def plan_resume(launcher: Launcher, *, session_id: str, preset: Preset, mcp_url: str) -> LaunchPlan:
+    """The command that resumes ``session_id`` through ``launcher``, connected unless Off."""
+    reason = resume_unavailable(launcher)
+    if reason is not None:
+        raise BadRequest(f"cannot resume through this launcher: {reason}", field="launcher")
+    template = launcher.resume or (*launcher.argv, *RESUME_FORMS[launcher.harness])
+    argv = [word.replace("{session_id}", session_id) for word in template]
+    unavailable = connect_unavailable(launcher) if preset is not Preset.OFF else None
+    connect = preset is not Preset.OFF and unavailable is None
+    if connect:
+        argv += endpoint_override(launcher.harness, mcp_url)
+    return LaunchPlan(tuple(argv), dict(launcher.env), connect, unavailable, session_id)
 
 
 # Kept across the switch to the pool user besides the launch's own variables: what tmux gives a

@@ -128,6 +128,34 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX spawns_parent ON spawns(parent);
     """,
+    # 6: grants follow the session: a principal whose process exited is suspended (not
+    # deleted) and one (harness, session id) has at most one principal that is not revoked;
+    # every structured launch is recorded (pane, process, launcher, cwd, session, the tmux
+    # server it ran on), so a running agent can be restarted onto its session and a lost
+    # fleet restored
+    """
+    DROP INDEX principals_session;
+    CREATE UNIQUE INDEX principals_session ON principals(harness, session_id)
+        WHERE session_id IS NOT NULL AND state IN ('active', 'suspended');
+    CREATE TABLE launches (
+        id TEXT PRIMARY KEY,
+        owner TEXT NOT NULL,
+        launcher TEXT NOT NULL,
+        harness TEXT NOT NULL,
+        cwd TEXT,
+        session_id TEXT,
+        principal TEXT,
+        pane_id TEXT NOT NULL,
+        pid INTEGER NOT NULL,
+        pid_start TEXT,
+        server TEXT,
+        state TEXT NOT NULL,
+        created REAL NOT NULL,
+        updated REAL NOT NULL
+    );
+    CREATE INDEX launches_state ON launches(state);
+    CREATE INDEX launches_session ON launches(harness, session_id);
+    """,
 )
 
 

@@ -161,6 +161,7 @@ class Tmux:
         self.binary = binary or shutil.which("tmux") or "tmux"
         self.env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
         self.control: ControlClient | None = None  # set by the watcher while connected
+        self._starting = asyncio.Lock()
 
     # ------------------------------------------------------------------ plumbing
 
@@ -284,6 +285,23 @@ class Tmux:
         check_pane_id(pane_id)
         return "\n".join(await self._read_command("capture-pane", "-p", "-t", pane_id))
 
+    async def server_pid(self) -> int | None:
+        """The tmux server's pid, or None when no server runs on the socket."""
+        try:
+            out = await self.run("display-message", "-p", "#{pid}")
+        except Unavailable:
+            return None
+        text = out.strip()
+        return int(text) if text.isdigit() else None
+
+    async def pane_option(self, pane_id: str, name: str) -> str | None:
+        """A pane option's value set on the pane itself (None: inherited, not set there)."""
+        check_pane_id(pane_id)
+        if not _OPTION.match(name):
+            raise BadRequest(f"not a tmux option name: {name!r}", field="option")
+        lines = await self._read_command("show-options", "-p", "-q", "-v", "-t", pane_id, name)
+        return lines[0].strip() if lines and lines[0].strip() else None
+
     # ------------------------------------------------------------------ writes
 
     async def send_literal(self, pane_id: str, text: str) -> None:
@@ -320,8 +338,7 @@ class Tmux:
         id and pid. Starts the server (a session named ``openbus``) if none is running."""
         words = _check_argv(argv)
         environment = _check_env(env)
-        if not await self.list_sessions():
-            await self.run("new-session", "-d", "-s", "openbus")
+        await self.ensure_session()
         line = ["new-window", "-d", "-P", "-F", quote("#{pane_id} #{pane_pid}")]
         if session is not None:
             line += ["-t", quote_format(session + ":")]
@@ -337,6 +354,13 @@ class Tmux:
         if not is_pane_id(pane_id) or not pid.isdigit():
             raise Unavailable(f"tmux did not report the new pane ({out!r})")
         return pane_id, int(pid)
+
+    async def ensure_session(self) -> None:
+        """Start the server (a session named ``openbus``) unless one runs; concurrent callers
+        on a stopped server start it once."""
+        async with self._starting:
+            if not await self.list_sessions():
+                await self.run("new-session", "-d", "-s", "openbus")
 
     async def respawn_pane(
         self,
@@ -367,6 +391,13 @@ class Tmux:
         if not _OPTION.match(name):
             raise BadRequest(f"not a tmux option name: {name!r}", field="option")
         await self._read_command("set-option", "-p", "-t", pane_id, name, value)
+
+    async def unset_option(self, pane_id: str, name: str) -> None:
+        """Drop a pane option set on the pane, so it inherits its window's again."""
+        check_pane_id(pane_id)
+        if not _OPTION.match(name):
+            raise BadRequest(f"not a tmux option name: {name!r}", field="option")
+        await self._read_command("set-option", "-p", "-u", "-t", pane_id, name)
 
     async def kill_pane(self, pane_id: str) -> None:
         check_pane_id(pane_id)

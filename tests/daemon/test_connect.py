@@ -1,4 +1,6 @@
-"""Connect over the real daemon: turning an agent Off revokes its token for good."""
+"""Connect over the real daemon: turning an agent Off revokes its token for good; connecting an
+agent without a token offers a restart onto its session where the launch can be reproduced,
+and says why not everywhere else."""
 
 from __future__ import annotations
 
@@ -30,15 +32,13 @@ def test_off_then_observe_again_leaves_the_old_token_refused(fleet: Fleet) -> No
     assert put_connect(fleet, launched["pane"], "off").status_code == 200
     assert raw(fleet, token).status_code == 401
     again = put_connect(fleet, launched["pane"], "observe")
-    assert again.status_code == 409, again.text
-    body = again.json()
-    assert body["field"] == "pane"
-    assert "revoked" in body["message"] and "restart-to-connect" in body["message"]
+    assert again.status_code == 200, again.text  # a new grant needs a new token: a restart
+    assert again.json()["restart"]["summary"] == "Restart this agent to connect it?"
     assert raw(fleet, token).status_code == 401
     records = [r for r in fleet.audit() if r["action"] == "connect.set"]
     assert records[0]["details"]["revoked"] is True
     assert records[0]["details"]["principals"] == [launched["connect"]["principal"]]
-    assert records[-1]["outcome"] != "ok"
+    assert records[-1]["outcome"] == "card"
     # turning it off again is a no-op, not an error
     assert put_connect(fleet, launched["pane"], "off").status_code == 200
 
@@ -51,3 +51,47 @@ def test_disconnect_all_revokes_every_token_of_the_human(fleet: Fleet) -> None:
         assert client.post("/api/disconnect-all", json={}).json()["disconnected"] == 2
     assert put_connect(fleet, second["pane"], "collaborate").status_code == 409
     assert [raw(fleet, t).status_code for t in tokens] == [401, 401]
+
+
+def test_connecting_what_openbus_cannot_relaunch_is_refused_naming_the_reason(
+    fleet: Fleet,
+) -> None:
+    typed = fleet.tmux.run("new-window", "-d", "-P", "-F", "#{pane_id}", "sleep 600").strip()
+    opaque = fleet.launch("opaque", "off")
+    gemini = fleet.launch("fakegemini", "off")
+    codex = fleet.launch("fakecodex", "off")  # its session was never reported
+    reasons = {}
+    for name, pane in (
+        ("typed", typed),
+        ("opaque", opaque["pane"]),
+        ("gemini", gemini["pane"]),
+        ("codex", codex["pane"]),
+    ):
+        answer = put_connect(fleet, pane, "observe")
+        assert answer.status_code == 409, (name, answer.text)
+        assert answer.json()["field"] == "pane"
+        reasons[name] = answer.json()["message"]
+    assert "did not launch" in reasons["typed"]
+    assert "opaque" in reasons["opaque"]
+    assert "Gemini" in reasons["gemini"] or "gemini" in reasons["gemini"]
+    assert "session id is not known" in reasons["codex"]
+    with fleet.daemon.human() as client:
+        assert client.get("/api/cards").json()["cards"] == []
+        offers = {o["pane"]: o for o in client.get("/api/restart-offers").json()["offers"]}
+    # the page is told which toggles a restart can honour: none of these, each with its reason
+    assert typed not in offers
+    assert {offers[p["pane"]]["restartable"] for p in (opaque, gemini, codex)} == {False}
+    assert offers[codex["pane"]]["reason"] == reasons["codex"]
+
+
+def test_an_agent_launched_off_is_offered_a_restart_and_its_card_raised(fleet: Fleet) -> None:
+    launched = fleet.launch("fakeclaude", "off")
+    with fleet.daemon.human() as client:
+        [offer] = client.get("/api/restart-offers").json()["offers"]
+        assert offer["pane"] == launched["pane"] and offer["restartable"] is True
+        assert offer["session_id"] == launched["session_id"]
+        answer = client.put("/api/connect", json={"pane": launched["pane"], "preset": "observe"})
+        assert answer.status_code == 200, answer.text
+        [card] = client.get("/api/cards").json()["cards"]
+    assert card["kind"] == "restart_to_connect" and card["id"] == answer.json()["restart"]["card"]
+    assert card["summary"].startswith("Restart this agent to connect it?")

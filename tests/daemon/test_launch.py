@@ -19,6 +19,7 @@ from openbus.daemon.launch_plan import (
     check_cwd,
     check_prompt,
     plan_launch,
+    plan_resume,
 )
 from openbus.kernel.errors import BadRequest
 from openbus.kernel.scopes import Preset
@@ -95,11 +96,41 @@ def test_an_opaque_launcher_runs_its_command_in_a_shell_and_is_never_connectable
     assert plan.reason is not None and "structured" in plan.reason
 
 
-def test_an_off_launch_injects_nothing() -> None:
+def test_an_off_launch_injects_no_endpoint_only_its_session_id() -> None:
     plan = plan_launch(
         builtin_launchers()["claude"], preset=Preset.OFF, prompt=None, mcp_url=URL, session_id=SID
     )
-    assert plan.argv == ("claude",) and not plan.connect and plan.reason is None
+    assert plan.argv == ("claude", "--session-id", SID) and not plan.connect
+    assert plan.reason is None
+    codex = plan_launch(
+        builtin_launchers()["codex"], preset=Preset.OFF, prompt=None, mcp_url=URL, session_id=SID
+    )
+    assert codex.argv == ("codex",) and not codex.connect
+
+
+def test_a_resume_runs_the_launchers_resume_form_with_the_endpoint_when_connected() -> None:
+    claude = plan_resume(
+        builtin_launchers()["claude"], session_id=SID, preset=Preset.OBSERVE, mcp_url=URL
+    )
+    assert claude.argv[:3] == ("claude", "--resume", SID) and claude.connect
+    assert "--mcp-config" in claude.argv and "--session-id" not in claude.argv
+    codex = plan_resume(
+        Launcher("cx", "codex", ("codex", "-m", "x")),
+        session_id=SID,
+        preset=Preset.OFF,
+        mcp_url=URL,
+    )
+    assert codex.argv == ("codex", "-m", "x", "resume", SID) and not codex.connect
+    mine = Launcher("mine", "claude", ("claude",), resume=("claude", "-r", "{session_id}"))
+    templated = plan_resume(mine, session_id=SID, preset=Preset.OFF, mcp_url=URL)
+    assert templated.argv == ("claude", "-r", SID)
+    for refused, word in (
+        (Launcher("o", "claude", command="claude"), "opaque"),
+        (builtin_launchers()["shell"], "shell"),
+    ):
+        with pytest.raises(BadRequest) as exc:
+            plan_resume(refused, session_id=SID, preset=Preset.OFF, mcp_url=URL)
+        assert word in exc.value.message and exc.value.field == "launcher"
 
 
 def test_bad_prompts_and_directories_name_their_field(tmp_path: Path) -> None:
@@ -191,10 +222,9 @@ def test_a_recycled_pid_after_a_daemon_restart_does_not_keep_the_token_alive(
         fleet.daemon = restart_daemon(fleet.daemon)
         try:
             assert raw(fleet, token).status_code == 401
-            revoked = [r for r in fleet.audit() if r["action"] == "agent.revoked"]
-            assert [r["details"]["principal"] for r in revoked] == [
-                launched["connect"]["principal"]
-            ]
+            # bound to its session: suspended (its grant waits for a resume), not deleted
+            ended = [r for r in fleet.audit() if r["action"] == "agent.suspended"]
+            assert [r["details"]["principal"] for r in ended] == [launched["connect"]["principal"]]
         finally:
             fleet.daemon.stop()
     finally:

@@ -1,0 +1,86 @@
+"""Resume over the real daemon: a session's grant follows it across its process's exit.
+
+The agents here are stand-ins (a sleeping process under a structured launcher); the real
+Claude Code and Codex TUIs resume in ``test_restart_real_harnesses.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.daemon.mcp.conftest import Fleet, make_fleet
+from tests.daemon.mcp.test_endpoint import raw
+from tests.support.wait import wait_until
+
+
+@pytest.fixture
+def fleet(tmp_path: Path) -> Iterator[Fleet]:
+    with make_fleet(tmp_path) as made:
+        yield made
+
+
+def resume(fleet: Fleet, harness: str, session_id: str, **extra: Any) -> Any:
+    with fleet.daemon.human() as client:
+        return client.post(
+            "/api/resume", json={"harness": harness, "session_id": session_id, **extra}
+        )
+
+
+def actions(fleet: Fleet, name: str) -> list[dict[str, Any]]:
+    return [r for r in fleet.audit() if r["action"] == name]
+
+
+def test_an_exited_session_is_suspended_and_its_resume_rejoins_the_same_principal(
+    fleet: Fleet,
+) -> None:
+    launched = fleet.launch("fakeclaude", "observe")
+    principal = launched["connect"]["principal"]
+    session_id = launched["connect"]["session_id"]
+    old = fleet.token_of(launched["pid"])
+    os.kill(launched["pid"], signal.SIGKILL)
+    wait_until(
+        lambda: actions(fleet, "agent.suspended"), timeout=30, what="the principal suspended"
+    )
+    assert raw(fleet, old).status_code == 401
+    answer = resume(fleet, "claude", session_id)
+    assert answer.status_code == 201, answer.text
+    body = answer.json()
+    assert body["principal"] == principal and body["preset"] == "observe"
+    assert body["session_id"] == session_id and body["pane"] != launched["pane"]
+    new = fleet.token_of(body["pid"])
+    assert new != old
+    assert raw(fleet, new).status_code == 200  # the same grant, a fresh token
+    assert raw(fleet, old).status_code == 401
+    [record] = actions(fleet, "session.resume")
+    assert record["details"]["rejoined"] is True and record["outcome"] == "ok"
+    # a session that runs is not opened twice
+    again = resume(fleet, "claude", session_id)
+    assert again.status_code == 409 and "running in" in again.json()["message"]
+
+
+def test_resume_refuses_what_it_cannot_reopen_naming_the_field(fleet: Fleet) -> None:
+    unknown = resume(fleet, "claude", "no-such-session")
+    assert unknown.status_code == 404 and unknown.json()["field"] == "session_id"
+    bad = resume(fleet, "nope", "x")
+    assert bad.status_code == 400 and bad.json()["field"] == "harness"
+
+
+def test_a_new_agent_in_the_pane_of_one_that_exited_inherits_nothing(fleet: Fleet) -> None:
+    launched = fleet.launch("fakeclaude", "observe")
+    pane = launched["pane"]
+    fleet.tmux.run("set-option", "-p", "-t", pane, "remain-on-exit", "on")
+    os.kill(launched["pid"], signal.SIGKILL)
+    wait_until(
+        lambda: actions(fleet, "agent.suspended"), timeout=30, what="the principal suspended"
+    )
+    fleet.tmux.run("respawn-pane", "-t", pane, "sleep 600")
+    with fleet.daemon.human() as client:
+        assert client.get("/api/connections").json()["connections"] == []
+        answer = client.put("/api/connect", json={"pane": pane, "preset": "observe"})
+    assert answer.status_code == 409 and "did not launch" in answer.json()["message"]
