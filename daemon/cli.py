@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from openbus.daemon import (
+    cli_ask,
     cli_audit,
     cli_consent,
     cli_directory,
@@ -22,7 +23,15 @@ from openbus.daemon.cli_common import EXIT_ERROR, EXIT_USAGE, Handler, add_commo
 from openbus.daemon.config import Config, load_config
 from openbus.kernel.errors import ConfigError, OpenbusError
 
-VERBS = (cli_consent, cli_history, cli_audit, cli_directory, cli_launch, cli_messages)
+VERBS = (
+    cli_consent,
+    cli_history,
+    cli_audit,
+    cli_directory,
+    cli_launch,
+    cli_messages,
+    cli_ask,
+)
 
 
 def _serve(args: argparse.Namespace, config: Config) -> int:

@@ -36,6 +36,8 @@ from openbus.daemon.agent_users import AgentUsers
 from openbus.daemon.audit.shipper import Exporter
 from openbus.daemon.audit_export import AuditExport
 from openbus.daemon.config import Config
+from openbus.daemon.control.mcp_tools import CONTROL_TOOLS
+from openbus.daemon.control.service import ControlService
 from openbus.daemon.directory_service import DirectoryFeature, register_pane_detail
 from openbus.daemon.feature import Feature, Housekeeping
 from openbus.daemon.foundation import CardExpiry, Foundation, PolicyWatch
@@ -79,6 +81,7 @@ class Daemon:
     audit_export: AuditExport
     launch: LaunchService
     messaging: MessagingService
+    control: ControlService
     mcp: McpEndpoint
     features: tuple[Feature, ...]
     housekeeping: Housekeeping
@@ -169,10 +172,29 @@ def build(
         db=base.db,
         owners=owners,
     )
-    register_pane_detail(gate, directory.directory, owners, [messaging.pane_section])
+    control = ControlService(
+        gate=gate,
+        grants=base.grants,
+        cards=base.cards,
+        directory=directory.directory,
+        tmux=directory.tmux,
+        owners=owners,
+        messaging=messaging,
+        config=config,
+        clock=clock,
+        db=base.db,
+    )
+    register_pane_detail(
+        gate, directory.directory, owners, [messaging.pane_section, control.pane_section]
+    )
     added = tuple(e.build(base) for e in extra)
     tools = ToolRegistry(
-        [*OBSERVE_TOOLS, *MESSAGING_TOOLS, *(tool for e in extra for tool in e.tools)]
+        [
+            *OBSERVE_TOOLS,
+            *MESSAGING_TOOLS,
+            *CONTROL_TOOLS,
+            *(tool for e in extra for tool in e.tools),
+        ]
     )
     mcp = McpEndpoint(
         listen=config.daemon,
@@ -185,7 +207,17 @@ def build(
         refusals=base.refusals,
         clock=clock,
     )
-    features = (*sweeps, directory, history, audit_export, launch, messaging, mcp, *added)
+    features = (
+        *sweeps,
+        directory,
+        history,
+        audit_export,
+        launch,
+        messaging,
+        control,
+        mcp,
+        *added,
+    )
     return Daemon(
         foundation=base,
         directory=directory,
@@ -193,6 +225,7 @@ def build(
         audit_export=audit_export,
         launch=launch,
         messaging=messaging,
+        control=control,
         mcp=mcp,
         features=features,
         housekeeping=Housekeeping(features),

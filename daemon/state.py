@@ -116,6 +116,27 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX message_ids_expires ON message_ids(expires);
     """,
+    # 5: threads (a requester's requests and every entry they caused, with origin links) and
+    # the principals that are the control session
+    """
+    CREATE TABLE thread_entries (
+        seq INTEGER PRIMARY KEY,
+        thread TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        time REAL NOT NULL,
+        actor TEXT NOT NULL,
+        text TEXT NOT NULL,
+        origin TEXT,
+        pane TEXT,
+        incarnation TEXT,
+        state TEXT,
+        details TEXT NOT NULL
+    );
+    CREATE INDEX thread_entries_thread ON thread_entries(thread, seq);
+    CREATE INDEX thread_entries_pane ON thread_entries(pane, seq) WHERE pane IS NOT NULL;
+    CREATE INDEX thread_entries_origin ON thread_entries(origin) WHERE origin IS NOT NULL;
+    ALTER TABLE principals ADD COLUMN role TEXT;
+    """,
 )
 
 

@@ -16,7 +16,16 @@ import falcon.asgi
 from openbus.daemon.audit_export import AuditExport
 from openbus.daemon.directory import Directory
 from openbus.daemon.gate import Gate
-from openbus.daemon.http import audit, directory, history, human, launch, messages, web
+from openbus.daemon.http import (
+    audit,
+    control,
+    directory,
+    history,
+    human,
+    launch,
+    messages,
+    web,
+)
 
 UNAUDITED = frozenset({"/healthz", "/", "/static/{name}"})  # liveness, the page: no fleet data
 
@@ -44,4 +53,5 @@ def add_routes(
     directory.add_routes(app, gate, fleet)
     launch.add_routes(app, gate)
     messages.add_routes(app, gate)
+    control.add_routes(app, gate)
     web.add_routes(app, gate)
