@@ -169,6 +169,8 @@ class ControlService(Feature):
         """What a pane received because of front-end requests, each with its request."""
         out = []
         for entry in self.threads.for_pane(pane):
+            if entry.kind is not EntryKind.INPUT:
+                continue
             row = entry.to_dict()
             if entry.origin is not None:
                 with contextlib.suppress(OpenbusError):
