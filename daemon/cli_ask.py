@@ -1,11 +1,13 @@
 """``openbus ask TEXT [--wait SECONDS] [--json]``: a request to the fleet, routed by the fast
 dispatcher (direct to the one matching pane) or to control; ``--wait`` waits for what it
-causes next (control's reply, a hand-off), at most 50 s. ``openbus thread [REQUEST]``: the
-requester's thread, or one request and every entry it caused."""
+causes until control answers, at most 50 s. ``openbus thread [REQUEST]``: the
+requester's thread, or one request and every entry it caused. ``openbus control start``: the
+control session in tmux session ``control``, unless it already runs."""
 
 from __future__ import annotations
 
 import argparse
+import time
 from typing import Any
 
 from openbus.daemon.cli_common import add_common, emit
@@ -43,17 +45,31 @@ def _thread_text(data: dict[str, Any]) -> str:
     return "\n".join(_entry(e) for e in data["entries"])
 
 
+def _until_answered(client: DaemonClient, data: dict[str, Any], seconds: float) -> list[Any]:
+    """What the request causes until it is answered (or direct), at most ``seconds``: each
+    round waits on the daemon for the next entry, never on a timer of its own."""
+    request = data["request"]
+    seqs = [int(e["id"][1:]) for e in data.get("entries", [])]
+    after = max(seqs, default=int(request["id"][1:]))
+    deadline = time.monotonic() + seconds
+    later: list[Any] = []
+    while request.get("state") not in ("answered", "direct"):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        got = client.get(f"/api/threads/{request['id']}", after=after, wait=round(left, 1))
+        request = data["request"] = got["request"]
+        new = [e for e in got["entries"] if int(e["id"][1:]) > after]
+        later += new
+        after = max([after, *(int(e["id"][1:]) for e in new)])
+    return later
+
+
 def _ask(args: argparse.Namespace, config: Config) -> int:
     client = DaemonClient(config, timeout=MAX_WAIT + 15)
     data = client.request("POST", "/api/ask", json={"text": args.text, "front_end": "cli"})
     if args.wait:
-        entries = data.get("entries", [])
-        after = max((int(e["id"][1:]) for e in entries), default=int(data["request"]["id"][1:]))
-        later = client.get(
-            f"/api/threads/{data['request']['id']}", after=after, wait=min(args.wait, MAX_WAIT)
-        )
-        data["request"] = later["request"]
-        data["later"] = [e for e in later["entries"] if int(e["id"][1:]) > after]
+        data["later"] = _until_answered(client, data, min(args.wait, MAX_WAIT))
     emit(args, data, _asked)
     return 0
 
@@ -62,6 +78,17 @@ def _thread(args: argparse.Namespace, config: Config) -> int:
     client = DaemonClient(config)
     path = f"/api/threads/{args.request}" if args.request else "/api/threads"
     emit(args, client.get(path), _thread_text)
+    return 0
+
+
+def _control_text(data: dict[str, Any]) -> str:
+    state = "started" if data.get("started") else "already running"
+    return f"control {state} in {data.get('pane')}"
+
+
+def _control(args: argparse.Namespace, config: Config) -> int:
+    data = DaemonClient(config, timeout=90).request("POST", "/api/control/start", json={})
+    emit(args, data, _control_text)
     return 0
 
 
@@ -77,3 +104,8 @@ def register(sub: Any) -> None:
     add_common(t)
     t.add_argument("request", nargs="?", metavar="REQUEST", help="a request id like r12")
     t.set_defaults(handler=_thread)
+    c = sub.add_parser("control", help="the control session")
+    verbs = c.add_subparsers(dest="control_verb", required=True)
+    start = verbs.add_parser("start", help="start the control session unless it runs")
+    add_common(start)
+    start.set_defaults(handler=_control)

@@ -180,6 +180,7 @@ def build(
         tmux=directory.tmux,
         owners=owners,
         messaging=messaging,
+        launch=launch,
         config=config,
         clock=clock,
         db=base.db,

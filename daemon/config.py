@@ -92,6 +92,15 @@ class HistoryConfig:
 
 
 @dataclass(frozen=True)
+class ControlConfig:
+    """The control session: which configured launcher runs it (Claude Code by default), and
+    when it is re-seeded: its transcript's context past ``reseed_tokens``."""
+
+    launcher: str = "claude"
+    reseed_tokens: int = 150_000
+
+
+@dataclass(frozen=True)
 class Launcher:
     name: str
     harness: str
@@ -137,6 +146,7 @@ class Config:
     launchers: Mapping[str, Launcher] = field(default_factory=dict)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     hosted: HostedConfig = field(default_factory=HostedConfig)
+    control: ControlConfig = field(default_factory=ControlConfig)
 
     @property
     def db_path(self) -> Path:
@@ -427,6 +437,19 @@ def parse_config(data: Mapping[str, Any], path: str, *, hosted_default: bool = F
         agent_pool_group=ho.get("agent_pool_group", str, "openbus-agents"),
     )
     ho.finish()
+
+    c = root.sub("control")
+    control = ControlConfig(
+        launcher=c.get("launcher", str, "claude"),
+        reseed_tokens=_positive(c, "reseed_tokens", int, 150_000),
+    )
+    if control.launcher not in launchers:
+        raise ConfigError(
+            f"no launcher named {control.launcher!r} (configured: {', '.join(sorted(launchers))})",
+            path=c.path,
+            key=c.key("launcher"),
+        )
+    c.finish()
     root.finish()
 
     return Config(
@@ -444,6 +467,7 @@ def parse_config(data: Mapping[str, Any], path: str, *, hosted_default: bool = F
         launchers=launchers,
         policy=policy,
         hosted=hosted,
+        control=control,
     )
 
 

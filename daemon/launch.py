@@ -202,7 +202,12 @@ class LaunchService(Feature):
 
     # ------------------------------------------------------------------ the action
 
-    async def execute(self, call: Call) -> Any:
+    async def execute(
+        self, call: Call, *, role: str | None = None, session: str | None = None
+    ) -> Any:
+        """The ``launch`` action. ``role`` and ``session`` are the control session's start
+        (``daemon.control``) alone: its principal is marked ``control``, in tmux session
+        ``control``; no front end passes them."""
         owner = call.actor.user
         if owner is None:
             raise BadRequest("only a person can launch", field="actor")
@@ -242,6 +247,7 @@ class LaunchService(Feature):
                 preset=preset,
                 launcher=launcher.name,
                 session_id=plan.session_id,
+                role=role,
             )
             call.write(write)
             env[TOKEN_ENV] = token
@@ -264,7 +270,11 @@ class LaunchService(Feature):
                 argv = as_pool_user(argv, user=agent_user.name, env_names=list(env))
             try:
                 pane, pid = await self.tmux.new_window(
-                    argv, env=env, cwd=str(cwd) if cwd else None, name=launcher.name
+                    argv,
+                    env=env,
+                    cwd=str(cwd) if cwd else None,
+                    name=launcher.name,
+                    session=session,
                 )
             except BaseException:
                 if pool is not None and agent_user is not None:
@@ -284,7 +294,7 @@ class LaunchService(Feature):
             ]
             try:
                 pane, pid = await self.tmux.new_window(
-                    wrapper, cwd=str(cwd) if cwd else None, name=launcher.name
+                    wrapper, cwd=str(cwd) if cwd else None, name=launcher.name, session=session
                 )
             except BaseException:
                 with contextlib.suppress(FileNotFoundError):

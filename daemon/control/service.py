@@ -42,6 +42,7 @@ from typing import Any
 
 from openbus.daemon.cards import Cards
 from openbus.daemon.config import Config
+from openbus.daemon.control.charter import first_prompt
 from openbus.daemon.control.feed import ControlFeed
 from openbus.daemon.control.threads import ThreadStore
 from openbus.daemon.core.actions import Action
@@ -64,7 +65,8 @@ from openbus.daemon.directory import Directory
 from openbus.daemon.directory import Entry as PaneEntry
 from openbus.daemon.feature import Feature
 from openbus.daemon.gate import Call, Gate
-from openbus.daemon.grants import Grants
+from openbus.daemon.grants import CONTROL_ROLE, Grants
+from openbus.daemon.launch import LaunchService
 from openbus.daemon.messaging.service import MessagingService
 from openbus.daemon.pane_owners import PaneOwners
 from openbus.daemon.state import StateDB
@@ -82,10 +84,12 @@ WAIT = Action("directory.wait", Scope.READ, Tier.READ)
 REPLY = Action("control.reply", Scope.ACT, Tier.NEVER_FOR_PEERS, mutates=True, humans=False)
 HAND_OFF = Action("control.hand_off", Scope.ACT, Tier.NEVER_FOR_PEERS, mutates=True, humans=False)
 PRESS_KEY = Action("control.press_key", Scope.ACT, Tier.NEVER_FOR_PEERS, mutates=True, humans=False)
+START = Action("control.start", None, Tier.HUMAN, mutates=True)
 OPEN_WINDOW = Action(
     "control.open_window", Scope.ACT, Tier.NEVER_FOR_PEERS, mutates=True, humans=False
 )
 
+CONTROL_SESSION = "control"
 KEY_CARD = "control_key"
 WINDOW_CARD = "control_window"
 MAX_REPLY_CHARS = 8000
@@ -120,6 +124,7 @@ class ControlService(Feature):
         tmux: Tmux,
         owners: PaneOwners,
         messaging: MessagingService,
+        launch: LaunchService,
         config: Config,
         clock: Clock,
         db: StateDB,
@@ -131,6 +136,7 @@ class ControlService(Feature):
         self.tmux = tmux
         self.owners = owners
         self.messaging = messaging
+        self.launch = launch
         self.config = config
         self.clock = clock
         self.threads = ThreadStore(db)
@@ -147,6 +153,7 @@ class ControlService(Feature):
         gate.register(HAND_OFF, self.hand_off)
         gate.register(PRESS_KEY, self.press_key)
         gate.register(OPEN_WINDOW, self.open_window)
+        gate.register(START, self.start_control)
 
     # ------------------------------------------------------------------ feature
 
@@ -178,6 +185,28 @@ class ControlService(Feature):
                     row["request"] = {"id": request.id, "text": request.text, "by": request.thread}
             out.append(row)
         return {"origins": out}
+
+    # ------------------------------------------------------------------ the session
+
+    async def start_control(self, call: Call) -> Any:
+        """Start the control session (tmux session ``control``), unless it already runs."""
+        current = self.grants.control()
+        if current is not None and await self.launch.ensure_live(current):
+            call.details.update({"pane": current.pane_id, "started": False})
+            return {"started": False, "pane": current.pane_id, "principal": current.id}
+        launcher = self.config.control.launcher
+        call.params = {
+            "launcher": launcher,
+            "preset": "collaborate",
+            "prompt": first_prompt(self.directory.snapshot()["panes"]),
+        }
+        launched = await self.launch.execute(call, role=CONTROL_ROLE, session=CONTROL_SESSION)
+        call.details["started"] = True
+        return {"started": True, **launched}
+
+    def control_pane(self) -> str | None:
+        current = self.grants.control()
+        return current.pane_id if current is not None else None
 
     # ------------------------------------------------------------------ routing
 
@@ -384,9 +413,17 @@ class ControlService(Feature):
             pane = change.get("pane")
             return pane is None or view.sees(pane, change.get("incarnation"))
 
-        result = await self.feed.wait(
-            call.params.get("since"), call.params.get("timeout_seconds"), visible
-        )
+        since = call.params.get("since")
+        waiting = self.threads.open_requests() if control else []
+        if control and since is None and waiting:
+            # a fresh control (started, re-seeded) takes the requests already waiting at once
+            result: dict[str, Any] = {
+                "revision": self.feed.revision,
+                "resync": False,
+                "changes": [],
+            }
+        else:
+            result = await self.feed.wait(since, call.params.get("timeout_seconds"), visible)
         call.details.update({"revision": result["revision"], "changes": len(result["changes"])})
         if control:
             result["open_requests"] = [e.to_dict() for e in self.threads.open_requests()]

@@ -1,6 +1,7 @@
 """The human API for requests: ``POST /api/ask`` -> ``control.ask``; ``GET /api/threads``
 (the requester's thread) and ``GET /api/threads/{request}[?after=N&wait=S]`` (one request and
-what it caused, waiting at most 50 s for an entry newer than ``after``) -> ``threads.get``."""
+what it caused, waiting at most 50 s for an entry newer than ``after``) -> ``threads.get``;
+``POST /api/control/start`` -> ``control.start`` (the control session, unless it runs)."""
 
 from __future__ import annotations
 
@@ -58,8 +59,17 @@ class ThreadsResource:
         resp.media = await self.gate.run(require_actor(req), "threads.get", params)
 
 
+class ControlStartResource:
+    def __init__(self, gate: Gate) -> None:
+        self.gate = gate
+
+    async def on_post(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
+        resp.media = await self.gate.run(require_actor(req), "control.start", {})
+
+
 def add_routes(app: falcon.asgi.App[Any, Any], gate: Gate) -> None:
     app.add_route("/api/ask", AskResource(gate))
+    app.add_route("/api/control/start", ControlStartResource(gate))
     threads = ThreadsResource(gate)
     app.add_route("/api/threads", threads)
     app.add_route("/api/threads/{request}", threads, suffix="request")
