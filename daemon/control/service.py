@@ -28,6 +28,10 @@ Theory of operation
   - ``control.open_window``: a configured launcher only (no command); always a card, whose
     approval launches it as the human who approved.
 
+* Re-seed (``tick``): control's transcript is read as it grows (``control.reseed``); past
+  ``[control] reseed_tokens`` of context, or once it edited files or ran commands, control is
+  revoked, its pane closed and a fresh one started with the charter and the directory; the
+  restart is an audit record (``control.reseed``) and a line in the ``control`` thread.
 * ``pane_section``: the origins of a pane's inputs, for the human's ``openbus pane %3``.
 """
 
@@ -44,6 +48,7 @@ from openbus.daemon.cards import Cards
 from openbus.daemon.config import Config
 from openbus.daemon.control.charter import first_prompt
 from openbus.daemon.control.feed import ControlFeed
+from openbus.daemon.control.reseed import TranscriptFollower
 from openbus.daemon.control.threads import ThreadStore
 from openbus.daemon.core.actions import Action
 from openbus.daemon.core.actors import CONTROL, human
@@ -65,7 +70,7 @@ from openbus.daemon.directory import Directory
 from openbus.daemon.directory import Entry as PaneEntry
 from openbus.daemon.feature import Feature
 from openbus.daemon.gate import Call, Gate
-from openbus.daemon.grants import CONTROL_ROLE, Grants
+from openbus.daemon.grants import CONTROL_ROLE, Grants, Principal
 from openbus.daemon.launch import LaunchService
 from openbus.daemon.messaging.service import MessagingService
 from openbus.daemon.pane_owners import PaneOwners
@@ -90,6 +95,7 @@ OPEN_WINDOW = Action(
 )
 
 CONTROL_SESSION = "control"
+CONTROL_THREAD = "control"  # control's own thread: its starts and re-seeds
 KEY_CARD = "control_key"
 WINDOW_CARD = "control_window"
 MAX_REPLY_CHARS = 8000
@@ -145,6 +151,9 @@ class ControlService(Feature):
         self._entry_added = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
         self.routed = {"direct": 0, "control": 0, "fallback": 0}
+        self.reseeds = 0
+        self._follower: TranscriptFollower | None = None
+        self._reseeding = False
         cards.listeners.append(self._on_card)
         gate.register(ASK, self.ask)
         gate.register(THREADS, self.thread)
@@ -170,7 +179,69 @@ class ControlService(Feature):
                 await task
 
     def health(self) -> dict[str, Any]:
-        return {"feed_revision": self.feed.revision, "routed": dict(self.routed)}
+        return {
+            "feed_revision": self.feed.revision,
+            "routed": dict(self.routed),
+            "reseeds": self.reseeds,
+        }
+
+    async def tick(self) -> None:
+        await self.check_reseed()
+
+    async def check_reseed(self) -> None:
+        """Re-seed control when its transcript shows its context past the limit or project
+        work (``core.reseed``): a fresh control with the charter and the directory."""
+        current = self.grants.control()
+        if current is None:
+            self._follower = None
+            return
+        if self._follower is None or self._follower.principal != current.id:
+            launcher = self.config.launchers.get(current.launcher or "")
+            self._follower = (
+                TranscriptFollower.of(current, launcher) if launcher is not None else None
+            )
+        if self._follower is None:
+            return
+        reason = self._follower.read().verdict(self.config.control.reseed_tokens)
+        if reason is None or self._reseeding:
+            return
+        self._reseeding = True
+        try:
+            await self._reseed(current, reason)
+        finally:
+            self._reseeding = False
+
+    async def _reseed(self, old: Principal, reason: str) -> None:
+        note = Entry(
+            seq=self.threads.next_seq(),
+            thread=CONTROL_THREAD,
+            kind=EntryKind.NOTE,
+            time=self.clock.now(),
+            actor="system",
+            text=f"control was re-seeded: {reason}",
+            pane=old.pane_id,
+            incarnation=old.incarnation,
+        )
+        self.gate.record(
+            AuditDraft(
+                actor="system",
+                action="control.reseed",
+                outcome="ok",
+                target=old.pane_id,
+                details={"principal": old.id, "reason": reason},
+            ),
+            [self.threads.add(note)],
+        )
+        self.reseeds += 1
+        self._follower = None
+        await self.launch.revoke(old, f"re-seeded: {reason}")
+        if old.pane_id is not None:
+            with contextlib.suppress(OpenbusError):
+                await self.tmux.kill_pane(old.pane_id)
+        try:
+            await self.gate.run(human(old.owner), "control.start", {})
+        except OpenbusError as exc:
+            log.error("control could not be started again after its re-seed: %s", exc.message)
 
     def pane_section(self, pane: str) -> dict[str, Any]:
         """What a pane received because of front-end requests, each with its request."""
@@ -383,10 +454,10 @@ class ControlService(Feature):
         if after is not None and (not isinstance(after, int) or isinstance(after, bool)):
             raise BadRequest("after must be an entry number", field="after")
         if wanted is None:
-            return {
-                "thread": actor.name,
-                "entries": [e.to_dict() for e in self.threads.thread(actor.name)],
-            }
+            name = actor.name
+            if call.params.get("thread") == CONTROL_THREAD:
+                name = CONTROL_THREAD  # control's own: its starts and re-seeds
+            return {"thread": name, "entries": [e.to_dict() for e in self.threads.thread(name)]}
         seq = parse_entry_id(wanted, "request")
         call.target = f"r{seq}"
         deadline = self.clock.monotonic() + wait

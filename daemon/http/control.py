@@ -46,7 +46,8 @@ class ThreadsResource:
         self.gate = gate
 
     async def on_get(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
-        resp.media = await self.gate.run(require_actor(req), "threads.get", {})
+        params = {"thread": req.get_param("thread")} if req.get_param("thread") else {}
+        resp.media = await self.gate.run(require_actor(req), "threads.get", params)
 
     async def on_get_request(
         self, req: falcon.asgi.Request, resp: falcon.asgi.Response, request: str
