@@ -4,10 +4,12 @@ requests, behind one revision counter.
 Theory of operation
 -------------------
 The directory publishes a change for every screen update; control must not wake for a
-spinner. The feed follows ``Directory.changes()`` and keeps only what routing needs: a pane
-appeared (``added``), went (``gone``), changed state or title (``state``), the tmux server
-came or went (``server``); plus the thread entries control has to work on (``thread``). Each
-kept change takes the next revision; the last ``KEPT`` are held in a ring.
+spinner. The feed listens to the directory (``Directory.listen``: called as each change is
+published, so a waiter wakes as soon as a reader of ``changes()`` would) and keeps only what
+routing needs: a pane appeared (``added``), went (``gone``), changed state or title
+(``state``), the tmux server came or went (``server``); plus the thread entries control has
+to work on (``thread``). Each kept change takes the next revision; the last ``KEPT`` are held
+in a ring.
 
 ``wait(since, timeout)`` answers at once with the changes after ``since`` if there are any,
 else blocks until the next kept change or the timeout (at most 50 s), woken by an event the
@@ -42,7 +44,8 @@ class ControlFeed:
         self._ring: deque[dict[str, Any]] = deque(maxlen=KEPT)
         self._seen: dict[str, tuple[str, str, str | None]] = {}  # pane -> (inc, state, title)
         self._changed = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._listening = False
+        self._stopped = False
         self.wakeups = 0
 
     # ------------------------------------------------------------------ lifecycle
@@ -51,17 +54,16 @@ class ControlFeed:
         self._seen = {
             e.pane_id: (e.incarnation, e.state, e.title) for e in self.directory.entries()
         }
-        self._task = asyncio.get_running_loop().create_task(self._follow(), name="control feed")
+        if not self._listening:
+            self._listening = True
+            self.directory.listen(self._on_published)
+        self._stopped = False
 
     async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        self._stopped = True
 
-    async def _follow(self) -> None:
-        async for change in self.directory.changes():
+    def _on_published(self, change: Change) -> None:
+        if not self._stopped:
             self.on_change(change)
 
     # ------------------------------------------------------------------ what is kept
