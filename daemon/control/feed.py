@@ -21,7 +21,6 @@ change sets: no polling, so a waiting caller costs nothing while the fleet is qu
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -43,7 +42,7 @@ class ControlFeed:
         self.revision = 0
         self._ring: deque[dict[str, Any]] = deque(maxlen=KEPT)
         self._seen: dict[str, tuple[str, str, str | None]] = {}  # pane -> (inc, state, title)
-        self._changed = asyncio.Event()
+        self._waiters: list[asyncio.Future[None]] = []  # woken by the next kept change
         self._listening = False
         self._stopped = False
         self.wakeups = 0
@@ -132,8 +131,10 @@ class ControlFeed:
     def _push(self, body: dict[str, Any]) -> None:
         self.revision += 1
         self._ring.append({"revision": self.revision, "time": self.clock.now(), **body})
-        event, self._changed = self._changed, asyncio.Event()
-        event.set()
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     # ------------------------------------------------------------------ readers
 
@@ -163,9 +164,26 @@ class ControlFeed:
             left = deadline - self.clock.monotonic()
             if left <= 0:
                 return {"revision": self.revision, "resync": False, "changes": []}
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), timeout=left)
+            await self._next(left)
             self.wakeups += 1
+
+    async def _next(self, timeout: float) -> None:
+        """Until the next kept change or ``timeout``: one future, set by the change itself."""
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+        self._waiters.append(waiter)
+        timer = loop.call_later(timeout, _wake, waiter)
+        try:
+            await waiter
+        finally:
+            timer.cancel()
+            if waiter in self._waiters:
+                self._waiters.remove(waiter)
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 def _since(value: object, current: int) -> int:

@@ -19,10 +19,12 @@ Anything else (no match, several, only a shell, risky words) goes to control, wi
 reason. The rule is two steps so a decision costs a few dictionary lookups:
 
 ``RoutingIndex.build(panes)`` turns the directory's panes (``PaneFacts``) into a map from
-identity key to panes, once per directory version; ``decide(text, index)`` tokenizes the
-text and looks its words (and, for titles, its phrases) up. A ``Decision`` names the route,
-the target with the incarnation and screen revision it was decided on (the sender checks
-both again, and falls back to control if the pane changed), the candidates and the reason.
+identity key to panes (and multi-word titles by their first word), once per directory
+version; ``decide(text, index)`` scans the text once for words that keep it from going
+direct, then looks its words (and, where a title starts, the phrase) up. A ``Decision``
+names the route, the target with the incarnation and screen revision it was decided on
+(the sender checks the incarnation again, and falls back to control if the pane changed),
+the candidates and the reason.
 """
 
 from __future__ import annotations
@@ -89,8 +91,8 @@ GENERIC_DIRS = frozenset({"", "/", "~", "root", "home", "tmp", "src", "work", "c
 AGENT_HARNESSES = frozenset({"claude", "codex", "opencode", "omp", "gemini"})
 NOT_TARGETS = frozenset({"shell", "exited"})
 
-_WORD = re.compile(r"[a-z0-9#~/][a-z0-9_./#:~+-]*")
-_TRAIL = ".,;:!?)'\"/"
+# a word: starts and ends with a letter, digit or # ~ / + - _ (trailing punctuation is not in it)
+_WORD = re.compile(r"[a-z0-9#~/](?:[a-z0-9_./#:~+-]*[a-z0-9_#~+-])?")
 _PR_URL = re.compile(r"^https?://[^/]+/(?P<repo>.+?)/(?:-/)?(?:pull|merge_requests)/(?P<n>\d+)")
 _PR_REF = re.compile(r"^(?:(?P<repo>[a-z0-9_.-]+(?:/[a-z0-9_.-]+)?))?[#!](?P<n>\d+)$")
 
@@ -166,13 +168,21 @@ def pr_keys(link: str) -> tuple[str, ...]:
 
 
 def words(text: str) -> list[str]:
-    """The text's words, lower-cased, with trailing punctuation cut."""
-    out = []
-    for raw in _WORD.findall(text.lower()):
-        word = raw.rstrip(_TRAIL)
-        if word:
-            out.append(word)
-    return out
+    """The text's words, lower-cased, without trailing punctuation."""
+    return _WORD.findall(text.lower())
+
+
+def _alternatives(items: Iterable[str]) -> str:
+    return "|".join(sorted((re.escape(i) for i in items), key=len, reverse=True))
+
+
+# One scan of the lowered text finds the first word that keeps a request from going direct.
+_STOP = re.compile(
+    rf"(?<![a-z0-9_./#:~+-])(?:(?P<risky>(?:{_alternatives(RISKY)})[a-z0-9_]*"
+    rf"|(?:{_alternatives(RISKY_WORDS)})(?![a-z0-9_./#:~+-]))"
+    rf"|(?P<pane>(?:{_alternatives(PANE_WORK)})(?![a-z0-9_./#:~+-]))"
+    rf"|(?P<steps>(?:{_alternatives(MULTI_STEP)})(?![a-z0-9_./#:~+-])))"
+)
 
 
 @dataclass
@@ -181,12 +191,11 @@ class RoutingIndex:
 
     panes: dict[str, PaneFacts] = field(default_factory=dict)
     keys: dict[str, list[Match]] = field(default_factory=dict)
-    title_lengths: tuple[int, ...] = ()
+    titles: dict[str, list[tuple[tuple[str, ...], Match]]] = field(default_factory=dict)
 
     @classmethod
     def build(cls, panes: Iterable[PaneFacts]) -> RoutingIndex:
         index = cls()
-        lengths: set[int] = set()
         for facts in panes:
             index.panes[facts.pane] = facts
             for link in facts.pr_links:
@@ -204,11 +213,12 @@ class RoutingIndex:
                 base = cwd.rsplit("/", 1)[-1]
                 if base not in GENERIC_DIRS:
                     index._add(base, Match(facts.pane, "cwd", facts.cwd or ""))
-            title = words(facts.title or "")
-            if title and len(title) <= MAX_TITLE_WORDS:
-                lengths.add(len(title))
-                index._add(" ".join(title), Match(facts.pane, "title", facts.title or ""))
-        index.title_lengths = tuple(sorted(lengths))
+            title = tuple(words(facts.title or ""))
+            match = Match(facts.pane, "title", facts.title or "")
+            if len(title) == 1:
+                index._add(title[0], match)
+            elif 1 < len(title) <= MAX_TITLE_WORDS:
+                index.titles.setdefault(title[0], []).append((title, match))
         return index
 
     def _add(self, key: str, match: Match) -> None:
@@ -220,28 +230,22 @@ class RoutingIndex:
         """Every match of the text's words and phrases, one per pane (the first found)."""
         keys = self.keys
         out: dict[str, Match] = {}
-        for token in tokens:
-            hits = keys.get(token)
-            if hits is None and ("#" in token or "/pull/" in token):
-                for key in pr_keys(token):
-                    hits = keys.get(key)
-                    if hits:
-                        break
-            if hits:
-                for m in hits:
+        for token in [t for t in tokens if t in keys]:
+            for m in keys[token]:
+                out.setdefault(m.pane, m)
+        for token in [t for t in tokens if "#" in t or "/pull/" in t or "/merge_requests/" in t]:
+            for key in pr_keys(token):
+                for m in keys.get(key, ()):
                     out.setdefault(m.pane, m)
-        for n in self.title_lengths:
-            if n == 1:
-                continue  # single words were looked up above
-            for start in range(len(tokens) - n + 1):
-                hits = keys.get(" ".join(tokens[start : start + n]))
-                if hits:
-                    for m in hits:
-                        out.setdefault(m.pane, m)
+        titles = self.titles
+        for start in [i for i, t in enumerate(tokens) if t in titles]:
+            for phrase, m in titles[tokens[start]]:
+                if tuple(tokens[start : start + len(phrase)]) == phrase:
+                    out.setdefault(m.pane, m)
         return list(out.values())
 
 
-def _text_refusal(text: str, tokens: list[str]) -> str | None:
+def _text_refusal(text: str, lowered: str) -> str | None:
     """Why ``text`` may not go direct, or None when it is plain and harmless."""
     if len(text) > MAX_DIRECT_CHARS:
         return f"longer than {MAX_DIRECT_CHARS} characters: control reads it"
@@ -249,26 +253,26 @@ def _text_refusal(text: str, tokens: list[str]) -> str | None:
         return "more than one line: control reads it"
     if ";" in text or "&&" in text:
         return "several steps: control sequences them"
-    for token in tokens:
-        word = token.strip("#~/")
-        if word.startswith(RISKY) or word in RISKY_WORDS:
-            return f"asks for something destructive or outward-facing ({word!r})"
-        if word in PANE_WORK:
-            return f"pane or session management ({word!r}) is control's work"
-        if word in MULTI_STEP:
-            return f"several steps ({word!r}): control sequences them"
-    return None
+    found = _STOP.search(lowered)
+    if found is None:
+        return None
+    word = found.group(0)
+    if found.group("risky"):
+        return f"asks for something destructive or outward-facing ({word!r})"
+    if found.group("pane"):
+        return f"pane or session management ({word!r}) is control's work"
+    return f"several steps ({word!r}): control sequences them"
 
 
 def decide(text: object, index: RoutingIndex) -> Decision:
     """Where a front end's request goes: one agent pane, or control (the default)."""
     if not isinstance(text, str) or not text.strip():
         raise BadRequest("a request needs some text", field="text")
-    tokens = words(text)
-    refusal = _text_refusal(text, tokens)
+    lowered = text.lower()
+    refusal = _text_refusal(text, lowered)
     if refusal is not None:
         return Decision(Route.CONTROL, refusal)
-    matched = index.lookup(tokens)
+    matched = index.lookup(_WORD.findall(lowered))
     agents = [m for m in matched if index.panes[m.pane].agent]
     if not agents:
         if matched:

@@ -146,3 +146,9 @@ def test_pr_keys_read_urls_and_references() -> None:
     )
     assert pr_keys("#9") == ("#9",)
     assert pr_keys("not a pr") == ()
+
+
+def test_a_risky_word_inside_an_identity_is_no_risk() -> None:
+    fleet = RoutingIndex.build([pane("%1", branch="fix-release-notes")])
+    assert decide("on fix-release-notes, reword the intro", fleet).route is Route.DIRECT
+    assert decide("fix-release-notes: release it", fleet).route is Route.CONTROL
