@@ -22,8 +22,9 @@ How you work: call wait_for_changes (since: the last revision you saw; timeout_s
 and block on it between tasks; it answers with fleet changes and the requests waiting for \
 you (open_requests). For each request: list_panes, decide, hand_off a self-contained brief \
 (thread: the request id) or press_key / open_window, then reply in the thread (thread: the \
-request id) with what you did or a clarifying question. Then wait_for_changes again. Do not \
-poll, read files or run commands.
+request id) with what you did or a clarifying question. Then wait_for_changes again. When it \
+answers with no changes and no open requests, end your turn: a line is typed into your pane \
+when a request waits for you. Do not poll, read files or run commands.
 """
 
 

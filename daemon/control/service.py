@@ -152,6 +152,8 @@ class ControlService(Feature):
         self._tasks: set[asyncio.Task[None]] = set()
         self.routed = {"direct": 0, "control": 0, "fallback": 0}
         self.reseeds = 0
+        self.nudges = 0  # lines typed into control's pane to wake it for a request
+        self._control_waiting = 0  # control's wait_for_changes calls blocked right now
         self._follower: TranscriptFollower | None = None
         self._reseeding = False
         cards.listeners.append(self._on_card)
@@ -183,6 +185,7 @@ class ControlService(Feature):
             "feed_revision": self.feed.revision,
             "routed": dict(self.routed),
             "reseeds": self.reseeds,
+            "nudges": self.nudges,
         }
 
     async def tick(self) -> None:
@@ -390,7 +393,7 @@ class ControlService(Feature):
             self._entry_added.set()
             self._entry_added = asyncio.Event()
             if state is RequestState.DELEGATED:
-                self.feed.thread_entry(request.to_dict())
+                self._delegated(request)
             elif sent is not None:
                 self._spawn(self._follow(request, str(sent["message_id"])))
 
@@ -442,7 +445,32 @@ class ControlService(Feature):
         self.routed["fallback"] += 1
         self._entry_added.set()
         self._entry_added = asyncio.Event()
-        self.feed.thread_entry(_with_state(current, state).to_dict())
+        self._delegated(_with_state(current, state))
+
+    def _delegated(self, request: Entry) -> None:
+        """A request is control's: on the feed; and if control is not blocked in
+        ``wait_for_changes`` (its turn ended), a line typed into its pane wakes it."""
+        self.feed.thread_entry(request.to_dict())
+        if self._control_waiting == 0:
+            self._spawn(self._nudge(request))
+
+    async def _nudge(self, request: Entry) -> None:
+        current = self.grants.control()
+        if current is None or current.pane_id is None or current.incarnation is None:
+            return
+        with contextlib.suppress(OpenbusError):
+            await self.gate.run(
+                CONTROL,
+                "message.send",
+                {
+                    "target": current.pane_id,
+                    "incarnation": current.incarnation,
+                    "text": f"Request {request.id} is waiting for you: call wait_for_changes.",
+                    "message_id": f"nudge-{request.id}-{self.threads.next_seq()}",
+                    "origin": request.id,
+                },
+            )
+            self.nudges += 1
 
     # ------------------------------------------------------------------ threads
 
@@ -494,11 +522,22 @@ class ControlService(Feature):
                 "changes": [],
             }
         else:
-            result = await self.feed.wait(since, call.params.get("timeout_seconds"), visible)
+            result = await self._waiting(
+                since, call.params.get("timeout_seconds"), visible, control
+            )
         call.details.update({"revision": result["revision"], "changes": len(result["changes"])})
         if control:
             result["open_requests"] = [e.to_dict() for e in self.threads.open_requests()]
         return result
+
+    async def _waiting(self, since: object, timeout: object, visible: Any, control: bool) -> Any:
+        if control:
+            self._control_waiting += 1
+        try:
+            return await self.feed.wait(since, timeout, visible)
+        finally:
+            if control:
+                self._control_waiting -= 1
 
     # ------------------------------------------------------------------ act: reply, hand off
 

@@ -14,6 +14,7 @@ import pytest
 from openbus.daemon.control.mcp_tools import CONTROL_TOOLS
 from openbus.daemon.core.actions import CONTROL_SCOPES
 from openbus.daemon.core.actors import CONTROL
+from openbus.daemon.core.audit import AuditDraft
 from openbus.daemon.core.threads import RequestState
 from openbus.daemon.mcp.tools import ToolRegistry
 from openbus.kernel.errors import Conflict, Forbidden
@@ -208,5 +209,42 @@ def test_act_actions_are_controls_alone(run_world: Run) -> None:
         assert peer == {"wait_for_changes"}
         control = {t.name for t in registry.listed(world.gate, CONTROL, CONTROL_SCOPES)}
         assert control == {t.name for t in CONTROL_TOOLS}
+
+    run_world(scenario)
+
+
+def test_a_request_for_a_control_that_ended_its_turn_is_typed_into_its_pane(
+    run_world: Run,
+) -> None:
+    async def scenario(world: World) -> None:
+        boss = await agent_in(world, "boss", "control-home")
+        grants = world.services.grants
+        entry = world.directory.entry(boss.pane)
+        principal, _token, mint = grants.mint(
+            harness="claude",
+            owner=world.user,
+            preset=Preset.COLLABORATE,
+            launcher=None,
+            role="control",
+        )
+        attach = grants.attach_pane(
+            principal, boss.pane, entry.process.pid, str(entry.process.start), entry.incarnation
+        )
+        world.gate.record(
+            AuditDraft(actor="system", action="test.grant", outcome="ok"), [mint, attach]
+        )
+        # blocked in wait_for_changes: the feed wakes it, nothing is typed
+        waiting = asyncio.ensure_future(
+            world.gate.run(CONTROL, "directory.wait", {"timeout_seconds": 20})
+        )
+        await world.until(lambda: world.daemon.control._control_waiting == 1, "control waits")
+        first = (await ask(world, "what is everyone doing?"))["request"]["id"]
+        woke = await asyncio.wait_for(waiting, 20)
+        assert [c["entry"]["id"] for c in woke["changes"] if c["kind"] == "thread"] == [first]
+        # its turn ended: the next request is typed into its pane, with the request named
+        second = (await ask(world, "and what is left to do?"))["request"]["id"]
+        await world.until(lambda: f"Request {second} is waiting" in typed(boss), "the nudge")
+        assert f"Request {first} is waiting" not in typed(boss)
+        assert f"origin {second}" in typed(boss)
 
     run_world(scenario)
