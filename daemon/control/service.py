@@ -651,7 +651,11 @@ class ControlService(Feature):
         shell = entry.harness == "shell" or entry.state == "shell"
         if shell or entry.state == "menu":
             menu = entry.reading.menu
-            question = (menu.question if menu is not None else None) or _last_lines(entry.text)
+            if menu is not None and menu.question:
+                picks = " / ".join(f"{o.key}: {o.label}" for o in menu.options)
+                question = f"{menu.question} ({picks})" if picks else menu.question
+            else:
+                question = _last_lines(entry.text, 10)
             what = "a shell pane" if shell else "another agent's menu"
             card, write = self.cards.new(
                 kind=KEY_CARD,

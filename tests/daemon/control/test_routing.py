@@ -6,7 +6,10 @@ presses on a shell are cards; act actions are control's alone."""
 from __future__ import annotations
 
 import asyncio
+import shutil
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,13 +20,15 @@ from openbus.daemon.core.actors import CONTROL
 from openbus.daemon.core.audit import AuditDraft
 from openbus.daemon.core.threads import RequestState
 from openbus.daemon.mcp.tools import ToolRegistry
-from openbus.kernel.errors import Conflict, Forbidden
+from openbus.kernel.errors import BadRequest, Conflict, Forbidden
 from openbus.kernel.scopes import Preset
 from tests.daemon.messaging.conftest import Agent, Scenario, World
 
 pytestmark = pytest.mark.timeout(120)
 
 Run = Callable[[Scenario], None]
+PROMPT = Path(__file__).parent / "permission_prompt.py"
+CAPTURED = Path(__file__).parents[1] / "screens" / "captured" / "claude-permission-menu.txt"
 
 
 async def agent_in(world: World, name: str, folder: str) -> Agent:
@@ -246,5 +251,56 @@ def test_a_request_for_a_control_that_ended_its_turn_is_typed_into_its_pane(
         await world.until(lambda: f"Request {second} is waiting" in typed(boss), "the nudge")
         assert f"Request {first} is waiting" not in typed(boss)
         assert f"origin {second}" in typed(boss)
+
+    run_world(scenario)
+
+
+def test_a_key_answering_another_agents_permission_prompt_waits_for_the_human(
+    run_world: Run,
+) -> None:
+    async def scenario(world: World) -> None:
+        folder = world.root / "prompting" / "bin"
+        folder.mkdir(parents=True)
+        script = folder / "claude"
+        shutil.copy(PROMPT, script)
+        keys = world.root / "prompting" / "keys"
+        pane = world.server.new_window([sys.executable, str(script), str(CAPTURED), str(keys)])
+
+        def menu() -> Any:
+            found = world.directory.entries()
+            return next((e for e in found if e.pane_id == pane and e.state == "menu"), None)
+
+        entry = await world.until(menu, "the permission prompt read as a menu")
+        asked = await world.gate.run(
+            CONTROL,
+            "control.press_key",
+            {
+                "pane": pane,
+                "incarnation": entry.incarnation,
+                "revision": entry.revision,
+                "key": "1",
+            },
+        )
+        assert asked["pressed"] is False
+        assert "Do you want to proceed?" in asked["question"]
+        [card] = [c for c in await world.cards() if c["id"] == asked["card"]]
+        assert "another agent's menu" in card["summary"]
+        assert not keys.exists()  # nothing typed while the card waits
+        await world.decide(asked["card"], "approve")
+        await world.until(lambda: keys.exists() and keys.read_bytes() == b"1", "the key typed")
+
+    run_world(scenario)
+
+
+def test_opening_a_window_is_a_card_for_configured_launchers_only(run_world: Run) -> None:
+    async def scenario(world: World) -> None:
+        with pytest.raises(BadRequest):
+            await world.gate.run(CONTROL, "control.open_window", {"launcher": "rm -rf /"})
+        asked = await world.gate.run(
+            CONTROL, "control.open_window", {"launcher": "shell", "title": "docs"}
+        )
+        assert asked["opened"] is False
+        [card] = [c for c in await world.cards() if c["id"] == asked["card"]]
+        assert card["summary"] == "control wants to open a shell window for 'docs'"
 
     run_world(scenario)
