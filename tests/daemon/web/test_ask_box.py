@@ -25,12 +25,18 @@ from tests.support.require import skip_missing
 pytestmark = pytest.mark.chromium
 
 
+def chromium() -> str:
+    """The Chromium binary, or skip (fail where ``OPENBUS_REQUIRE`` names chromium)."""
+    found = str(CHROMIUM) if CHROMIUM.exists() else shutil.which("chromium")
+    if found is None:
+        skip_missing("chromium", "chromium is not installed (make system-deps installs it)")
+    assert found is not None
+    return found
+
+
 @pytest.fixture
 def fleet(tmp_path: Path) -> Iterator[Fleet]:
-    if not CHROMIUM.exists() and shutil.which("chromium") is None:
-        reason = "chromium is not installed (make system-deps installs it)"
-        print(f"SKIP: {reason}")
-        skip_missing("chromium", reason)
+    chromium()
     with make_fleet(tmp_path, {"control": {"launcher": "fakeclaude"}}) as made:
         yield made
 
@@ -51,11 +57,7 @@ def test_a_request_from_the_box_is_routed_and_controls_reply_shows_under_it(flee
         started = client.post("/api/control/start", json={}).json()
     token = fleet.token_of(started["pid"])
     with forwarder(fleet.daemon.socket_path) as base, sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(
-            executable_path=str(CHROMIUM if CHROMIUM.exists() else shutil.which("chromium")),
-            headless=True,
-            args=ARGS,
-        )
+        browser = pw.chromium.launch(executable_path=chromium(), headless=True, args=ARGS)
         page = browser.new_context(viewport=PHONE, is_mobile=True).new_page()
         page.goto(base + "/")
         page.fill("#ask-text", "what is everyone up to?")
