@@ -53,7 +53,7 @@ def reply_as_control(fleet: Fleet, token: str, thread: str, text: str) -> dict[s
 
 
 def test_a_request_from_the_box_is_routed_and_controls_reply_shows_under_it(fleet: Fleet) -> None:
-    with fleet.daemon.human() as client:
+    with fleet.daemon.human(timeout=60) as client:  # a launch waits for its pane's harness
         started = client.post("/api/control/start", json={}).json()
     token = fleet.token_of(started["pid"])
     with forwarder(fleet.daemon.socket_path) as base, sync_api.sync_playwright() as pw:
