@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from openbus.daemon import (
+    cli_ask,
     cli_audit,
     cli_consent,
     cli_directory,
@@ -31,6 +32,7 @@ VERBS = (
     cli_launch,
     cli_messages,
     cli_sessions,
+    cli_ask,
 )
 
 

@@ -39,6 +39,8 @@ from openbus.daemon.agent_users import AgentUsers
 from openbus.daemon.audit.shipper import Exporter
 from openbus.daemon.audit_export import AuditExport
 from openbus.daemon.config import Config
+from openbus.daemon.control.mcp_tools import CONTROL_TOOLS
+from openbus.daemon.control.service import ControlService
 from openbus.daemon.directory_service import DirectoryFeature, register_pane_detail
 from openbus.daemon.feature import Feature, Housekeeping
 from openbus.daemon.foundation import CardExpiry, Foundation, PolicyWatch
@@ -89,6 +91,7 @@ class Daemon:
     resumer: Resumer
     messaging: MessagingService
     sessions: SessionTools
+    control: ControlService
     mcp: McpEndpoint
     features: tuple[Feature, ...]
     housekeeping: Housekeeping
@@ -213,8 +216,24 @@ def build(
         clock=clock,
         random=random,
     )
+    control = ControlService(
+        gate=gate,
+        grants=base.grants,
+        cards=base.cards,
+        directory=directory.directory,
+        tmux=directory.tmux,
+        owners=owners,
+        messaging=messaging,
+        launch=launch,
+        config=config,
+        clock=clock,
+        db=base.db,
+    )
     register_pane_detail(
-        gate, directory.directory, owners, [messaging.pane_section, sessions.pane_section]
+        gate,
+        directory.directory,
+        owners,
+        [messaging.pane_section, sessions.pane_section, control.pane_section],
     )
     added = tuple(e.build(base) for e in extra)
     tools = ToolRegistry(
@@ -222,6 +241,7 @@ def build(
             *OBSERVE_TOOLS,
             *MESSAGING_TOOLS,
             *SESSION_TOOLS,
+            *CONTROL_TOOLS,
             *(tool for e in extra for tool in e.tools),
         ]
     )
@@ -245,6 +265,8 @@ def build(
         restarts,
         messaging,
         sessions,
+        messaging,
+        control,
         mcp,
         *added,
     )
@@ -258,6 +280,7 @@ def build(
         resumer=resumer,
         messaging=messaging,
         sessions=sessions,
+        control=control,
         mcp=mcp,
         features=features,
         housekeeping=Housekeeping(features),

@@ -102,6 +102,15 @@ class SessionsConfig:
 
 
 @dataclass(frozen=True)
+class ControlConfig:
+    """The control session: which configured launcher runs it (Claude Code by default), and
+    when it is re-seeded: its transcript's context past ``reseed_tokens``."""
+
+    launcher: str = "claude"
+    reseed_tokens: int = 150_000
+
+
+@dataclass(frozen=True)
 class Launcher:
     name: str
     harness: str
@@ -148,6 +157,7 @@ class Config:
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     hosted: HostedConfig = field(default_factory=HostedConfig)
     sessions: SessionsConfig = field(default_factory=SessionsConfig)
+    control: ControlConfig = field(default_factory=ControlConfig)
 
     @property
     def db_path(self) -> Path:
@@ -450,6 +460,18 @@ def parse_config(data: Mapping[str, Any], path: str, *, hosted_default: bool = F
         starts_per_hour=_positive(se, "starts_per_hour", int, 20),
     )
     se.finish()
+    c = root.sub("control")
+    control = ControlConfig(
+        launcher=c.get("launcher", str, "claude"),
+        reseed_tokens=_positive(c, "reseed_tokens", int, 150_000),
+    )
+    if control.launcher not in launchers:
+        raise ConfigError(
+            f"no launcher named {control.launcher!r} (configured: {', '.join(sorted(launchers))})",
+            path=c.path,
+            key=c.key("launcher"),
+        )
+    c.finish()
     root.finish()
 
     return Config(
@@ -468,6 +490,7 @@ def parse_config(data: Mapping[str, Any], path: str, *, hosted_default: bool = F
         policy=policy,
         hosted=hosted,
         sessions=sessions,
+        control=control,
     )
 
 

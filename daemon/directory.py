@@ -41,7 +41,7 @@ import hmac
 import json
 import logging
 from collections import deque
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -191,6 +191,7 @@ class Directory:
         self._failing: dict[str, str] = {}  # pane -> the probe error last logged for it
         self._locks: dict[str, asyncio.Lock] = {}
         self._subscribers: set[asyncio.Queue[Change]] = set()
+        self._listeners: list[Callable[[Change], None]] = []
         self.version = 0
         self.server_running = False
         self.server_detail: str | None = "not checked yet"
@@ -271,6 +272,11 @@ class Directory:
         if lock is None:
             lock = self._locks[pane_id] = asyncio.Lock()
         return lock
+
+    def listen(self, listener: Callable[[Change], None]) -> None:
+        """Call ``listener`` with every change as it is published, before any reader of
+        ``changes()`` runs (it must not block; the control feed wakes its waiters so)."""
+        self._listeners.append(listener)
 
     async def changes(self) -> AsyncIterator[Change]:
         """Every change from now on, in order. A slow reader gets ``resync`` and should re-read."""
@@ -508,6 +514,11 @@ class Directory:
         self._snapshot = None
         self._snapshot_json = None
         change = Change(kind, pane_id, self.version)
+        for listener in self._listeners:
+            try:
+                listener(change)
+            except Exception:
+                log.exception("a directory listener failed on %s", change)
         for queue in list(self._subscribers):
             try:
                 queue.put_nowait(change)

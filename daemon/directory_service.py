@@ -88,6 +88,18 @@ class DirectoryFeature(Feature):
         view = self.owners.view(call.actor)
         if not view.every:
             snapshot = {**snapshot, "panes": view.cut(snapshot["panes"])}
+        control = self.owners.grants.control()
+        if control is not None and control.pane_id is not None:
+            # the control session's pane carries its indicator
+            snapshot = {
+                **snapshot,
+                "panes": [
+                    {**p, "control": True}
+                    if p["pane"] == control.pane_id and p["incarnation"] == control.incarnation
+                    else p
+                    for p in snapshot["panes"]
+                ],
+            }
         call.details["panes"] = len(snapshot["panes"])
         return snapshot
 

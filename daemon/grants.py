@@ -24,13 +24,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from openbus.daemon.core import tokens
-from openbus.daemon.core.actors import Actor, agent_pane, agent_session
+from openbus.daemon.core.actors import CONTROL, Actor, agent_pane, agent_session
 from openbus.daemon.state import StateDB
 from openbus.kernel.clock import Clock, Random
 from openbus.kernel.errors import Conflict, NotConnected, NotFound
 from openbus.kernel.scopes import Preset, Scope, effective_scopes
 
 CapLookup = Callable[[str], Preset]
+CONTROL_ROLE = "control"
 
 _FIELDS = (
     "id",
@@ -46,6 +47,7 @@ _FIELDS = (
     "state",
     "created",
     "updated",
+    "role",
 )
 _COLUMNS = ", ".join(_FIELDS)
 
@@ -65,12 +67,19 @@ class Principal:
     state: str
     created: float
     updated: float
+    role: str | None = None  # "control" for the control session's principal; else None
+
+    @property
+    def is_control(self) -> bool:
+        return self.role == CONTROL_ROLE
 
     @property
     def active(self) -> bool:
         return self.state == "active"
 
     def actor(self) -> Actor:
+        if self.is_control:
+            return CONTROL
         if self.session_id:
             return agent_session(self.harness, self.session_id, self.id)
         return agent_pane(self.harness, self.pane_id or "%0", self.pid or 0, self.id)
@@ -156,6 +165,15 @@ class Grants:
         ).fetchone()
         return _row(row) if row else None
 
+    def control(self) -> Principal | None:
+        """The active control principal, if the control session runs."""
+        row = self.db.conn.execute(
+            f"SELECT {_COLUMNS} FROM principals WHERE role = ? AND state = 'active' "
+            "ORDER BY created DESC LIMIT 1",
+            (CONTROL_ROLE,),
+        ).fetchone()
+        return _row(row) if row else None
+
     def active(self) -> list[Principal]:
         rows = self.db.conn.execute(
             f"SELECT {_COLUMNS} FROM principals WHERE state = 'active'"
@@ -189,8 +207,10 @@ class Grants:
         preset: Preset,
         launcher: str | None,
         session_id: str | None = None,
+        role: str | None = None,
     ) -> tuple[str, str, Callable[[sqlite3.Connection], None]]:
-        """A fresh principal and token. Returns (principal id, token, write)."""
+        """A fresh principal and token. Returns (principal id, token, write). Only the control
+        session's start passes ``role="control"``: no grant or preset ever makes one."""
         principal_id = "p_" + self.random.token_bytes(12).hex()
         token = tokens.mint(self.random)
         digest = tokens.token_hash(token)
@@ -199,7 +219,7 @@ class Grants:
         def write(conn: sqlite3.Connection) -> None:
             conn.execute(
                 f"INSERT INTO principals ({_COLUMNS}, token_hash) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     principal_id,
                     harness,
@@ -214,6 +234,7 @@ class Grants:
                     "active",
                     now,
                     now,
+                    role,
                     digest,
                 ),
             )

@@ -208,7 +208,12 @@ class LaunchService(Feature):
 
     # ------------------------------------------------------------------ the action
 
-    async def execute(self, call: Call) -> Any:
+    async def execute(
+        self, call: Call, *, role: str | None = None, session: str | None = None
+    ) -> Any:
+        """The ``launch`` action. ``role`` and ``session`` are the control session's start
+        (``daemon.control``) alone: its principal is marked ``control``, in tmux session
+        ``control``; no front end passes them."""
         owner = call.actor.user
         if owner is None:
             raise BadRequest("only a person can launch", field="actor")
@@ -235,7 +240,14 @@ class LaunchService(Feature):
             cap = self.connect.check_cap(owner, preset)
             call.details["cap"] = cap.preset.value
         return await self.open(
-            call, owner=owner, launcher=launcher, preset=preset, prompt=prompt, cwd=cwd
+            call,
+            owner=owner,
+            launcher=launcher,
+            preset=preset,
+            prompt=prompt,
+            cwd=cwd,
+            role=role,
+            session=session,
         )
 
     async def open(
@@ -247,6 +259,8 @@ class LaunchService(Feature):
         preset: Preset,
         prompt: str | None,
         cwd: Path | None,
+        role: str | None = None,
+        session: str | None = None,
     ) -> dict[str, Any]:
         """Open the window of a checked launch on ``call`` (its mint and attach are queued on
         it): the ``launch`` action's second half, and how a session start opens its child."""
@@ -263,6 +277,7 @@ class LaunchService(Feature):
                 preset=preset,
                 launcher=launcher.name,
                 session_id=plan.session_id,
+                role=role,
             )
             call.write(write)
             call.details["principal"] = principal_id
@@ -278,6 +293,7 @@ class LaunchService(Feature):
             cwd=str(cwd) if cwd else None,
             principal_id=principal_id,
             token=token,
+            session=session,
         )
         return {
             **started,
@@ -303,6 +319,7 @@ class LaunchService(Feature):
         principal_id: str | None,
         token: str | None,
         respawn: str | None = None,
+        session: str | None = None,
     ) -> dict[str, Any]:
         """Run ``plan`` in a new window (or ``respawn`` that pane), its token in the
         environment only; attach the principal to the new process and record the launch, all
@@ -311,7 +328,13 @@ class LaunchService(Feature):
         if token is not None:
             env[TOKEN_ENV] = token
         pane, pid, agent_user = await self._open(
-            plan.argv, env, cwd, launcher.name, respawn=respawn, details=call.details
+            plan.argv,
+            env,
+            cwd,
+            launcher.name,
+            respawn=respawn,
+            details=call.details,
+            session=session,
         )
         identity = identity_of(pid)
         incarnation = await self._incarnation(pane, identity, launcher.harness)
@@ -375,6 +398,7 @@ class LaunchService(Feature):
         *,
         respawn: str | None,
         details: dict[str, Any],
+        session: str | None = None,
     ) -> tuple[str, int, PoolUser | None]:
         """Start ``argv`` with ``env`` in a new window, or in pane ``respawn``, never putting
         the environment in any argv. The caller of a respawn has seen the pane's agent end;
@@ -395,7 +419,9 @@ class LaunchService(Feature):
                     pane = respawn
                     pid = await self.tmux.respawn_pane(respawn, words, env=env, cwd=cwd, kill=True)
                 else:
-                    pane, pid = await self.tmux.new_window(words, env=env, cwd=cwd, name=name)
+                    pane, pid = await self.tmux.new_window(
+                        words, env=env, cwd=cwd, name=name, session=session
+                    )
             except BaseException:
                 if pool is not None and agent_user is not None:
                     pool.release(agent_user)
@@ -410,7 +436,7 @@ class LaunchService(Feature):
                 pane = respawn
                 pid = await self.tmux.respawn_pane(respawn, wrapper, cwd=cwd, kill=True)
             else:
-                pane, pid = await self.tmux.new_window(wrapper, cwd=cwd, name=name)
+                pane, pid = await self.tmux.new_window(wrapper, cwd=cwd, name=name, session=session)
         except BaseException:
             with contextlib.suppress(FileNotFoundError):
                 env_file.unlink()

@@ -156,6 +156,27 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX launches_state ON launches(state);
     CREATE INDEX launches_session ON launches(harness, session_id);
     """,
+    # 7: threads (a requester's requests and every entry they caused, with origin links) and
+    # the principals that are the control session
+    """
+    CREATE TABLE thread_entries (
+        seq INTEGER PRIMARY KEY,
+        thread TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        time REAL NOT NULL,
+        actor TEXT NOT NULL,
+        text TEXT NOT NULL,
+        origin TEXT,
+        pane TEXT,
+        incarnation TEXT,
+        state TEXT,
+        details TEXT NOT NULL
+    );
+    CREATE INDEX thread_entries_thread ON thread_entries(thread, seq);
+    CREATE INDEX thread_entries_pane ON thread_entries(pane, seq) WHERE pane IS NOT NULL;
+    CREATE INDEX thread_entries_origin ON thread_entries(origin) WHERE origin IS NOT NULL;
+    ALTER TABLE principals ADD COLUMN role TEXT;
+    """,
 )
 
 

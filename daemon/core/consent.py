@@ -73,7 +73,15 @@ _DECISION_STATE = {
 }
 
 CARD_KINDS = frozenset(
-    {"message", "start_session", "restart_to_connect", "hop_limit", "composer_left"}
+    {
+        "message",
+        "start_session",
+        "restart_to_connect",
+        "hop_limit",
+        "composer_left",
+        "control_key",
+        "control_window",
+    }
 )
 
 

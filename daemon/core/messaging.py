@@ -235,6 +235,7 @@ class Message:
     reason: str | None = None
     card_id: str | None = None
     sender_pane: str | None = None
+    origin: str | None = None  # the front-end request this input stems from (control's sends)
     typed: bool = False
     finalized: float | None = None
     history: list[str] = field(default_factory=list)  # outcomes and moves, for the human side
@@ -261,6 +262,7 @@ class Message:
             "card": self.card_id,
             "conversation": self.conversation,
             "hop": self.hop,
+            "origin": self.origin,
             "bytes": self.size,
             "admitted": self.admitted,
             "finalized": self.finalized,
@@ -404,6 +406,7 @@ class MessageBook:
         pair_approved: bool,
         control: bool = False,
         sender_pane: str | None = None,
+        origin: str | None = None,
     ) -> Admission:
         """Judge a message: an ``Admission`` to ``commit``, or raise why not. Stores nothing."""
         mid = check_message_id(message_id)
@@ -465,6 +468,7 @@ class MessageBook:
             expires=now + limits.id_ttl,
             phase=Phase.QUEUED if need is CardNeed.NONE else Phase.CONSENT,
             sender_pane=sender_pane,
+            origin=origin if control else None,
         )
         message.history.append("queued" if need is CardNeed.NONE else f"card:{need.value}")
         return Admission(message, need, mono)

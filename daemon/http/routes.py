@@ -18,6 +18,7 @@ from openbus.daemon.directory import Directory
 from openbus.daemon.gate import Gate
 from openbus.daemon.http import (
     audit,
+    control,
     directory,
     history,
     human,
@@ -54,4 +55,5 @@ def add_routes(
     launch.add_routes(app, gate)
     messages.add_routes(app, gate)
     sessions.add_routes(app, gate)
+    control.add_routes(app, gate)
     web.add_routes(app, gate)

@@ -48,7 +48,7 @@ TYPES = {
     ".svg": "image/svg+xml",
 }
 PAGE = "index.html"
-STATIC = ("app.js", "app.css", "favicon.svg")
+STATIC = ("app.js", "ask.js", "app.css", "favicon.svg")
 ROUTES = ("/", "/static/{name}")  # the unaudited, data-free routes (see routes.UNAUDITED)
 
 

@@ -417,8 +417,8 @@ class McpEndpoint(Feature):
             principal = self._principal_of(ctx)
         except OpenbusError:
             return types.ListToolsResult(tools=[])
-        scopes = self.grants.scopes_for(principal.actor())
-        listed = self.tools.listed(self.gate, scopes)
+        actor = principal.actor()
+        listed = self.tools.listed(self.gate, actor, self.grants.scopes_for(actor))
         return types.ListToolsResult(tools=[_tool_model(tool) for tool in listed])
 
     def _result(self, tool: McpTool, data: Any) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from openbus.daemon.core.actions import CONTROL_SCOPES
 from openbus.daemon.core.actors import Actor
 from openbus.daemon.gate import Gate
 from openbus.daemon.grants import Principal
@@ -100,15 +101,19 @@ class ToolRegistry:
     def all(self) -> list[McpTool]:
         return list(self._tools.values())
 
-    def listed(self, gate: Gate, scopes: frozenset[Scope]) -> list[McpTool]:
-        """The tools a caller holding ``scopes`` may see right now."""
+    def listed(self, gate: Gate, actor: Actor, scopes: frozenset[Scope]) -> list[McpTool]:
+        """The tools ``actor``, holding ``scopes``, may see right now: an ordinary agent its
+        scopes' tools (never ``act``); the control session control's charter."""
         out = []
         for tool in self._tools.values():
             try:
                 action = gate.action(tool.action)
             except NotFound:  # the feature behind it is not installed (yet)
                 continue
-            if action.agent_callable and action.scope in scopes:
+            if actor.kind == "control":
+                if action.scope in CONTROL_SCOPES:
+                    out.append(tool)
+            elif action.agent_callable and action.scope in scopes:
                 out.append(tool)
         return out
 

@@ -75,6 +75,8 @@ def provenance(message: Message) -> str:
     """The line the daemon stamps above every message: who sent it, never the sender's words,
     and how many lines of them follow behind the quote bar (``core.message_text``)."""
     where = f" (pane {message.sender_pane})" if message.sender_pane else ""
+    if message.origin:
+        where += f" \u00b7 origin {message.origin}"
     lines = line_count(message.text)
     return (
         f"[openbus message from {message.sender_actor}{where} \u00b7 id {message.message_id} "

@@ -189,6 +189,7 @@ class MessagingService(Feature):
             pair_approved=self.addressing.pair_approved(sender, recipient),
             control=control,
             sender_pane=sender_pane,
+            origin=_origin(params.get("origin")) if control else None,
         )
         message = admission.message
         owner = owner or _local_user()
@@ -434,6 +435,15 @@ class MessagingService(Feature):
         row = message.to_dict()
         row["preview"] = self._preview.get(message.key, "")
         return row
+
+
+def _origin(value: object) -> str | None:
+    """The request a control send stems from (``r12``), named in the recipient's stamp."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.startswith("r") or not value[1:].isdigit():
+        raise BadRequest("origin must be a request id like r12", field="origin")
+    return value
 
 
 def _local_user() -> str:

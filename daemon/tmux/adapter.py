@@ -269,6 +269,13 @@ class Tmux:
             return []
         return [line for line in out.splitlines() if line.startswith("$")]
 
+    async def session_names(self) -> list[str]:
+        try:
+            out = await self.run("list-sessions", "-F", "#{session_name}")
+        except Unavailable:
+            return []
+        return out.splitlines()
+
     async def list_panes(self) -> list[PaneInfo]:
         lines = await self._read_command("list-panes", "-a", "-F", PANE_FORMAT)
         return [info for info in map(PaneInfo.parse, lines) if info is not None]
@@ -335,13 +342,19 @@ class Tmux:
         session: str | None = None,
     ) -> tuple[str, int]:
         """Start ``argv`` (exec'd directly, no shell) in a new detached window; return its pane
-        id and pid. Starts the server (a session named ``openbus``) if none is running."""
+        id and pid. Starts the server (a session named ``openbus``) if none is running; a
+        ``session`` that does not exist yet is created with ``argv`` as its first window."""
         words = _check_argv(argv)
         environment = _check_env(env)
-        await self.ensure_session()
-        line = ["new-window", "-d", "-P", "-F", quote("#{pane_id} #{pane_pid}")]
-        if session is not None:
-            line += ["-t", quote_format(session + ":")]
+        if session is not None and session not in await self.session_names():
+            # the session itself is new: its first window runs ``argv``
+            line = ["new-session", "-d", "-P", "-F", quote("#{pane_id} #{pane_pid}")]
+            line += ["-s", quote_format(session)]
+        else:
+            await self.ensure_session()
+            line = ["new-window", "-d", "-P", "-F", quote("#{pane_id} #{pane_pid}")]
+            if session is not None:
+                line += ["-t", quote_format(session + ":")]
         if name:
             line += ["-n", quote_format(name)]
         if cwd is not None:

@@ -285,3 +285,20 @@ def test_remote_listening_is_accepted_when_meant_and_loopback_always() -> None:
         assert isinstance(config, Config) and not config.daemon.allow_remote
     config = parse({"audit": {"otlp_endpoint": "https://collector.example:4317"}})
     assert isinstance(config, Config) and config.audit.otlp_endpoint
+
+
+def test_control_runs_a_configured_launcher_claude_code_by_default() -> None:
+    default = parse_config({}, "<test>")
+    assert (default.control.launcher, default.control.reseed_tokens) == ("claude", 150_000)
+    chosen = parse_config(
+        {
+            "launchers": {"boss": {"harness": "codex", "argv": ["codex"]}},
+            "control": {"launcher": "boss", "reseed_tokens": 5000},
+        },
+        "<test>",
+    )
+    assert (chosen.control.launcher, chosen.control.reseed_tokens) == ("boss", 5000)
+    with pytest.raises(ConfigError, match=r"control\.launcher.*no launcher named 'nope'"):
+        parse_config({"control": {"launcher": "nope"}}, "<test>")
+    with pytest.raises(ConfigError, match="reseed_tokens"):
+        parse_config({"control": {"reseed_tokens": 0}}, "<test>")

@@ -210,8 +210,11 @@ def _anthropic_turn_input(body: dict[str, Any]) -> tuple[str, list[tuple[str, st
     """(latest user prompt text, [(tool_use_id, result text)] of the last message)."""
     messages = body.get("messages") or []
     results: list[tuple[str, str]] = []
-    if messages and isinstance(messages[-1].get("content"), list):
-        for block in messages[-1]["content"]:
+    # Claude Code may append a system message after the tool results (an MCP server's
+    # instructions once it connects mid-turn): the results are in the last other message
+    last = next((m for m in reversed(messages) if m.get("role") != "system"), None)
+    if last is not None and isinstance(last.get("content"), list):
+        for block in last["content"]:
             if isinstance(block, dict) and block.get("type") == "tool_result":
                 results.append((str(block.get("tool_use_id")), _text_of(block.get("content"))))
     prompt = ""

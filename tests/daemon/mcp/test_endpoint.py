@@ -22,7 +22,7 @@ from tests.daemon.mcp.conftest import Fleet, read_token
 from tests.support.mcp_results import tool_data
 from tests.support.wait import wait_until
 
-OBSERVE_TOOLS = {"list_panes", "read_pane", "find_sessions", "get_session"}
+OBSERVE_TOOLS = {"list_panes", "read_pane", "find_sessions", "get_session", "wait_for_changes"}
 
 
 @asynccontextmanager

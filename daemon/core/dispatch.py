@@ -1,0 +1,304 @@
+"""The fast dispatcher: send a front end's request straight to one pane, or to control.
+
+Theory of operation
+-------------------
+Every request has one correct-by-default destination: control. The dispatcher is an
+optimization over that default, a deterministic rule with no model call. It sends direct only
+when all of these hold:
+
+* the text is plain: one line of printable text, not multi-step ("then", "after that", ";"),
+  and asks for nothing destructive or outward-facing (push, merge, delete, deploy, publish,
+  ...) and no pane management (open, start, resume, hand off, ...);
+* exactly one **agent** pane matches it on workstream identity: a PR the pane tracks
+  (``owner/repo#N``, ``repo#N``, ``#N`` or the PR's URL), its git branch, its working
+  directory (full path or last component) or its self-published title (a whole phrase).
+  Shell panes are never targets (text there executes), nor exited ones. Pane ids are not
+  identity: they are recycled and are not what a person means by "the auth review".
+
+Anything else (no match, several, only a shell, risky words) goes to control, with the
+reason. The rule is two steps so a decision costs a few dictionary lookups:
+
+``RoutingIndex.build(panes)`` turns the directory's panes (``PaneFacts``) into a map from
+identity key to panes (and multi-word titles by their first word), once per directory
+version; ``decide(text, index)`` scans the text once for words that keep it from going
+direct, then looks its words (and, where a title starts, the phrase) up. A ``Decision``
+names the route, the target with the incarnation and screen revision it was decided on
+(the sender checks the incarnation again, and falls back to control if the pane changed),
+the candidates and the reason.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from openbus.kernel.errors import BadRequest
+
+MAX_DIRECT_CHARS = 2000
+MAX_TITLE_WORDS = 6
+
+# Word stems that make a request destructive or outward-facing (matched at a word's start).
+RISKY = (
+    "push",
+    "merg",
+    "delet",
+    "remov",
+    "deploy",
+    "publish",
+    "releas",
+    "force",
+    "destroy",
+    "wipe",
+    "purg",
+    "reset",
+    "revert",
+    "rebas",
+    "truncat",
+    "overwrit",
+    "uninstall",
+    "upload",
+    "submit",
+    "approv",
+    "close",
+    "email",
+    "tweet",
+    "shutdown",
+)
+# Short risky words, matched whole.
+RISKY_WORDS = frozenset({"rm", "ship", "drop", "tag", "post", "kill", "sudo"})
+# Words that ask for pane or session management: control's work, never a direct send.
+PANE_WORK = frozenset(
+    {
+        "open",
+        "opening",
+        "spawn",
+        "start",
+        "launch",
+        "new",
+        "window",
+        "resume",
+        "restart",
+        "handoff",
+        "hand",
+        "which",
+    }
+)
+MULTI_STEP = frozenset({"then", "afterwards", "after", "also", "next", "finally"})
+GENERIC_BRANCHES = frozenset({"main", "master", "trunk", "develop", "head", "dev"})
+GENERIC_DIRS = frozenset({"", "/", "~", "root", "home", "tmp", "src", "work", "code", "repo"})
+AGENT_HARNESSES = frozenset({"claude", "codex", "opencode", "omp", "gemini"})
+NOT_TARGETS = frozenset({"shell", "exited"})
+
+# a word: starts and ends with a letter, digit or # ~ / + - _ (trailing punctuation is not in it)
+_WORD = re.compile(r"[a-z0-9#~/](?:[a-z0-9_./#:~+-]*[a-z0-9_#~+-])?")
+_PR_URL = re.compile(r"^https?://[^/]+/(?P<repo>.+?)/(?:-/)?(?:pull|merge_requests)/(?P<n>\d+)")
+_PR_REF = re.compile(r"^(?:(?P<repo>[a-z0-9_.-]+(?:/[a-z0-9_.-]+)?))?[#!](?P<n>\d+)$")
+
+
+class Route(enum.StrEnum):
+    DIRECT = "direct"
+    CONTROL = "control"
+
+
+@dataclass(frozen=True)
+class PaneFacts:
+    """What the dispatcher knows of one pane (a directory entry, as values)."""
+
+    pane: str
+    incarnation: str
+    revision: int
+    harness: str
+    state: str
+    cwd: str | None = None
+    branch: str | None = None
+    title: str | None = None
+    pr_links: tuple[str, ...] = ()
+
+    @property
+    def agent(self) -> bool:
+        return self.harness in AGENT_HARNESSES and self.state not in NOT_TARGETS
+
+
+@dataclass(frozen=True)
+class Match:
+    pane: str
+    kind: str  # "pr" | "branch" | "cwd" | "title"
+    value: str
+
+
+@dataclass(frozen=True)
+class Decision:
+    route: Route
+    reason: str
+    pane: str | None = None
+    incarnation: str | None = None
+    revision: int | None = None
+    matched: tuple[Match, ...] = ()
+    candidates: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "route": self.route.value,
+            "reason": self.reason,
+            "pane": self.pane,
+            "incarnation": self.incarnation,
+            "revision": self.revision,
+            "candidates": list(self.candidates),
+            "matched": [{"pane": m.pane, "kind": m.kind, "value": m.value} for m in self.matched],
+        }
+
+
+def pr_keys(link: str) -> tuple[str, ...]:
+    """The identity keys of a PR link or reference: ``o/r#n``, ``r#n`` and ``#n``."""
+    text = link.strip().lower().rstrip("/")
+    found = _PR_URL.match(text) or _PR_REF.match(text)
+    if found is None:
+        return ()
+    number = found.group("n")
+    repo = (found.group("repo") or "").strip("/")
+    keys = [f"#{number}"]
+    if repo:
+        keys.append(f"{repo}#{number}")
+        tail = repo.rsplit("/", 1)[-1]
+        if tail != repo:
+            keys.append(f"{tail}#{number}")
+    return tuple(keys)
+
+
+def words(text: str) -> list[str]:
+    """The text's words, lower-cased, without trailing punctuation."""
+    return _WORD.findall(text.lower())
+
+
+def _alternatives(items: Iterable[str]) -> str:
+    return "|".join(sorted((re.escape(i) for i in items), key=len, reverse=True))
+
+
+# One scan of the lowered text finds the first word that keeps a request from going direct.
+_STOP = re.compile(
+    rf"(?<![a-z0-9_./#:~+-])(?:(?P<risky>(?:{_alternatives(RISKY)})[a-z0-9_]*"
+    rf"|(?:{_alternatives(RISKY_WORDS)})(?![a-z0-9_./#:~+-]))"
+    rf"|(?P<pane>(?:{_alternatives(PANE_WORK)})(?![a-z0-9_./#:~+-]))"
+    rf"|(?P<steps>(?:{_alternatives(MULTI_STEP)})(?![a-z0-9_./#:~+-])))"
+)
+
+
+@dataclass
+class RoutingIndex:
+    """Identity key -> the panes it names; built once per directory version."""
+
+    panes: dict[str, PaneFacts] = field(default_factory=dict)
+    keys: dict[str, list[Match]] = field(default_factory=dict)
+    titles: dict[str, list[tuple[tuple[str, ...], Match]]] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, panes: Iterable[PaneFacts]) -> RoutingIndex:
+        index = cls()
+        for facts in panes:
+            index.panes[facts.pane] = facts
+            for link in facts.pr_links:
+                for key in pr_keys(link):
+                    index._add(key, Match(facts.pane, "pr", link))
+            branch = (facts.branch or "").strip().lower()
+            if branch and branch not in GENERIC_BRANCHES:
+                index._add(branch, Match(facts.pane, "branch", facts.branch or ""))
+                tail = branch.rsplit("/", 1)[-1]
+                if tail != branch and tail not in GENERIC_BRANCHES:
+                    index._add(tail, Match(facts.pane, "branch", facts.branch or ""))
+            cwd = (facts.cwd or "").strip().rstrip("/").lower()
+            if cwd:
+                index._add(cwd, Match(facts.pane, "cwd", facts.cwd or ""))
+                base = cwd.rsplit("/", 1)[-1]
+                if base not in GENERIC_DIRS:
+                    index._add(base, Match(facts.pane, "cwd", facts.cwd or ""))
+            title = tuple(words(facts.title or ""))
+            match = Match(facts.pane, "title", facts.title or "")
+            if len(title) == 1:
+                index._add(title[0], match)
+            elif 1 < len(title) <= MAX_TITLE_WORDS:
+                index.titles.setdefault(title[0], []).append((title, match))
+        return index
+
+    def _add(self, key: str, match: Match) -> None:
+        found = self.keys.setdefault(key, [])
+        if all(m.pane != match.pane for m in found):
+            found.append(match)
+
+    def lookup(self, tokens: list[str]) -> list[Match]:
+        """Every match of the text's words and phrases, one per pane (the first found)."""
+        keys = self.keys
+        out: dict[str, Match] = {}
+        for token in [t for t in tokens if t in keys]:
+            for m in keys[token]:
+                out.setdefault(m.pane, m)
+        for token in [t for t in tokens if "#" in t or "/pull/" in t or "/merge_requests/" in t]:
+            for key in pr_keys(token):
+                for m in keys.get(key, ()):
+                    out.setdefault(m.pane, m)
+        titles = self.titles
+        for start in [i for i, t in enumerate(tokens) if t in titles]:
+            for phrase, m in titles[tokens[start]]:
+                if tuple(tokens[start : start + len(phrase)]) == phrase:
+                    out.setdefault(m.pane, m)
+        return list(out.values())
+
+
+def _text_refusal(text: str, lowered: str) -> str | None:
+    """Why ``text`` may not go direct, or None when it is plain and harmless."""
+    if len(text) > MAX_DIRECT_CHARS:
+        return f"longer than {MAX_DIRECT_CHARS} characters: control reads it"
+    if "\n" in text.strip():
+        return "more than one line: control reads it"
+    if ";" in text or "&&" in text:
+        return "several steps: control sequences them"
+    found = _STOP.search(lowered)
+    if found is None:
+        return None
+    word = found.group(0)
+    if found.group("risky"):
+        return f"asks for something destructive or outward-facing ({word!r})"
+    if found.group("pane"):
+        return f"pane or session management ({word!r}) is control's work"
+    return f"several steps ({word!r}): control sequences them"
+
+
+def decide(text: object, index: RoutingIndex) -> Decision:
+    """Where a front end's request goes: one agent pane, or control (the default)."""
+    if not isinstance(text, str) or not text.strip():
+        raise BadRequest("a request needs some text", field="text")
+    lowered = text.lower()
+    refusal = _text_refusal(text, lowered)
+    if refusal is not None:
+        return Decision(Route.CONTROL, refusal)
+    matched = index.lookup(_WORD.findall(lowered))
+    agents = [m for m in matched if index.panes[m.pane].agent]
+    if not agents:
+        if matched:
+            named = ", ".join(f"{m.pane} ({index.panes[m.pane].state})" for m in matched)
+            return Decision(
+                Route.CONTROL,
+                f"only panes that are not agents match: {named}",
+                matched=tuple(matched),
+            )
+        return Decision(Route.CONTROL, "no pane's workstream matches: control works it out")
+    if len(agents) > 1:
+        named = ", ".join(f"{m.pane} ({m.kind} {m.value})" for m in agents)
+        return Decision(
+            Route.CONTROL,
+            f"ambiguous: {len(agents)} panes match ({named})",
+            matched=tuple(agents),
+            candidates=tuple(m.pane for m in agents),
+        )
+    (only,) = agents
+    facts = index.panes[only.pane]
+    return Decision(
+        Route.DIRECT,
+        f"one agent pane matches: {only.pane} by {only.kind} {only.value}",
+        pane=only.pane,
+        incarnation=facts.incarnation,
+        revision=facts.revision,
+        matched=(only,),
+        candidates=(only.pane,),
+    )

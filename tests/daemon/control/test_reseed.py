@@ -1,0 +1,84 @@
+"""Re-seed with the real daemon: a control session whose transcript shows its context past
+``[control] reseed_tokens`` is closed and started again, fresh, in tmux session ``control``
+with the charter; the restart is a ``control.reseed`` audit record and a line in control's
+thread. (The control pane is the fake Claude Code TUI; its transcript is written where Claude
+Code writes it, under the launcher's ``CLAUDE_CONFIG_DIR``.)"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from openbus.daemon.control.charter import MARK
+from tests.daemon.messaging.conftest import FAKE_AGENT
+from tests.support.daemon import RunningDaemon, running_daemon
+from tests.support.tmux import TmuxServer
+from tests.support.wait import wait_until
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def cli_json(daemon: RunningDaemon, *args: str) -> Any:
+    return json.loads(daemon.cli(*args, "--json", check=True, timeout=90).stdout)
+
+
+def test_a_control_whose_context_passes_the_limit_is_restarted_fresh(
+    tmp_path: Path, tmux: TmuxServer
+) -> None:
+    script = tmp_path / "agent" / "bin" / "claude"
+    script.parent.mkdir(parents=True)
+    shutil.copy(FAKE_AGENT, script)
+    received = tmp_path / "agent" / "control"
+    received.mkdir()
+    config_dir = tmp_path / "claude-config"
+    extra: dict[str, dict[str, Any]] = {
+        "tmux": {"socket": str(tmux.socket)},
+        "history": {"claude_config_dirs": [], "codex_homes": []},
+        "launchers.boss": {
+            "harness": "claude",
+            "argv": [sys.executable, str(script), str(received)],
+            "env": {"CLAUDE_CONFIG_DIR": str(config_dir)},
+            "cwd": str(tmp_path),
+        },
+        "control": {"launcher": "boss", "reseed_tokens": 1000},
+    }
+    (tmp_path / "d").mkdir()
+    with running_daemon(tmp_path / "d", extra) as daemon:
+        first = cli_json(daemon, "control", "start")
+        session = first["connect"]["session_id"]
+        transcript = config_dir / "projects" / "-somewhere" / f"{session}.jsonl"
+        transcript.parent.mkdir(parents=True)
+        usage = {"input_tokens": 40, "cache_read_input_tokens": 400}
+        line = {"type": "assistant", "message": {"usage": usage, "content": []}}
+        transcript.write_text(json.dumps(line) + "\n")
+        assert cli_json(daemon, "control", "start")["started"] is False  # under the limit
+
+        usage["cache_read_input_tokens"] = 4000
+        with transcript.open("a") as handle:
+            handle.write(json.dumps(line) + "\n")
+
+        def reseeded() -> Any:
+            with daemon.human() as client:
+                records = client.get("/api/audit", params={"after": 0}).json()["records"]
+            return [r for r in records if r["action"] == "control.reseed"]
+
+        [record] = wait_until(reseeded, timeout=30, what="the re-seed record")
+        assert "4040 tokens" in record["details"]["reason"]
+        with daemon.human() as client:
+            thread = client.get("/api/threads", params={"thread": "control"}).json()
+        assert "re-seeded" in thread["entries"][-1]["text"]
+
+        def new_control() -> Any:
+            panes = cli_json(daemon, "directory")["panes"]
+            return next((p for p in panes if p.get("control") and p["pane"] != first["pane"]), None)
+
+        fresh = wait_until(new_control, timeout=30, what="a fresh control pane")
+        assert fresh["session"] == "control"
+        assert all(p["pane"] != first["pane"] for p in cli_json(daemon, "directory")["panes"])
+        argv = Path(f"/proc/{fresh['pid']}/cmdline").read_bytes().split(b"\0")
+        assert any(MARK.encode() in word for word in argv)  # seeded with the charter again
