@@ -19,7 +19,10 @@ branch, Claude's status file: a ``Probe``), classifies the screen with the pure 
   this incarnation's screens (latest last, bounded), workstream handles (PR links, title);
 * a **screen revision** that increments whenever the screen text changes, and the time of
   that change (last activity);
-* recent events (appeared, state and title transitions, harness changes) in a bounded ring.
+* recent events (appeared, state and title transitions, harness changes) in a bounded ring;
+* whether it is **stale**: the watcher lost the pane's control client (``panes_stale``), so
+  its screen and reading are as last seen, not current. Only a new capture clears it (a
+  listing does not: it says the pane exists, not what it shows).
 
 Readers use ``snapshot()``, ``pane(id)``, ``resolve_handle(handle)`` and ``changes()``; the
 per-pane ``send_lock(id)`` linearizes everything that types into a pane. Time comes from the
@@ -85,6 +88,7 @@ class Entry:
     branch_read: float = float("-inf")
     last_activity: float = 0.0
     pr_links: list[str] = field(default_factory=list)
+    stale: str | None = None  # why the screen is not current, while it is not
     events: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=EVENTS_KEPT))
     _dict: dict[str, Any] | None = None
 
@@ -127,6 +131,7 @@ class Entry:
                 },
                 "size": [info.width, info.height],
                 "dead": info.dead,
+                "stale": self.stale is not None,
             }
         return self._dict
 
@@ -296,6 +301,18 @@ class Directory:
         if pane_id in self._entries:
             self._remove(pane_id)
 
+    def panes_stale(self, pane_ids: Iterable[str], why: str) -> None:
+        """These panes are no longer watched: their entries say so until a new capture."""
+        now = self.clock.now()
+        for pane_id in pane_ids:
+            entry = self._entries.get(pane_id)
+            if entry is None or entry.stale is not None:
+                continue
+            entry.stale = why
+            entry.events.append({"time": now, "kind": "stale", "why": why})
+            entry._dict = None
+            self._publish("updated", pane_id)
+
     # ------------------------------------------------------------------ internals
 
     def _incarnation(self, pane_id: str, detected: Detected) -> str:
@@ -318,6 +335,7 @@ class Directory:
 
     def _upsert(self, info: PaneInfo, text: str | None) -> None:
         now = self.clock.now()
+        captured = text is not None
         entry = self._entries.get(info.pane_id)
         detected = self._detect(entry, info)
         if (
@@ -353,6 +371,7 @@ class Directory:
                 )
                 if text is None:
                     text = previous.text
+                    entry.stale = previous.stale  # the carried screen is no more current
             self._entries[info.pane_id] = entry
             added = True
         changed = added or info != entry.info
@@ -378,6 +397,10 @@ class Directory:
             if branch != entry.branch:
                 entry.branch = branch
                 changed = True
+        if captured and entry.stale is not None:
+            entry.stale = None
+            entry.events.append({"time": now, "kind": "fresh"})
+            changed = True
         if text is not None:
             normalized = "\n".join(screen_lines(text))
             if normalized != entry.text:
