@@ -13,8 +13,11 @@ first, then partial ones, so the work is bounded however many sessions match. Wh
 cut something off, the full matches are scored on their own, reaching as far back as if they
 were ranked alone.
 
-One connection, shared by the daemon's event loop and a reconcile thread under a lock; each
-transcript's update is its own short transaction, so a search waits at most one file.
+One connection, shared by the daemon's event loop and a reconcile thread under a lock. A
+reconcile parses transcripts outside the lock and writes them a batch at a time
+(``record_files``: one transaction, so one new full-text segment rather than one per file, with
+a savepoint per file so a failing one is rolled back alone); a search waits at most one
+batch's writes.
 """
 
 from __future__ import annotations
@@ -249,15 +252,39 @@ class HistoryStore:
     ) -> None:
         """The entry a transcript gave (if any) and the file's key, in one transaction."""
         with self._tx():
-            if entry is not None:
-                self._upsert(entry)
-            self._db.execute(
-                "INSERT INTO files (path, harness, size, mtime_ns, inode, session_id)"
-                " VALUES (?,?,?,?,?,?) ON CONFLICT(path) DO UPDATE SET size=excluded.size,"
-                " mtime_ns=excluded.mtime_ns, inode=excluded.inode,"
-                " session_id=excluded.session_id",
-                (str(path), harness, *key, entry.session_id if entry else None),
-            )
+            self._record_file(path, harness, key, entry)
+
+    def record_files(
+        self, files: Sequence[tuple[Path, str, FileKey, SessionEntry | None]]
+    ) -> list[str | None]:
+        """``record_file`` for many transcripts in one transaction; per file, None or the
+        error that rolled back that file's writes alone."""
+        errors: list[str | None] = []
+        with self._tx():
+            for path, harness, key, entry in files:
+                self._db.execute("SAVEPOINT one_file")
+                try:
+                    self._record_file(path, harness, key, entry)
+                except sqlite3.Error as exc:
+                    self._db.execute("ROLLBACK TO one_file")
+                    errors.append(str(exc))
+                else:
+                    errors.append(None)
+                self._db.execute("RELEASE one_file")
+        return errors
+
+    def _record_file(
+        self, path: Path, harness: str, key: FileKey, entry: SessionEntry | None
+    ) -> None:
+        if entry is not None:
+            self._upsert(entry)
+        self._db.execute(
+            "INSERT INTO files (path, harness, size, mtime_ns, inode, session_id)"
+            " VALUES (?,?,?,?,?,?) ON CONFLICT(path) DO UPDATE SET size=excluded.size,"
+            " mtime_ns=excluded.mtime_ns, inode=excluded.inode,"
+            " session_id=excluded.session_id",
+            (str(path), harness, *key, entry.session_id if entry else None),
+        )
 
     def forget_file(self, path: str, harness: str, session_id: str | None) -> None:
         """A transcript file that is gone: its row, and its entry's transcript (the entry

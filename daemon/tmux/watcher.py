@@ -33,16 +33,17 @@ answers with an error and is dropped: no crash, no stale entry. Idle panes cost 
 
 Liveness: a control client that stops delivering (killed, or a server that wedges control
 mode; a stopped client process is not one, as tmux's server reads and writes a control
-client's stdio itself) would leave its session's panes showing their last screen as if current. Every
-``probe_tick`` seconds the probe loop looks at each client: one silent for ``probe_every``
-seconds gets a probe (``display-message -p .`` on its own stdin); one whose probe has not
-answered within ``probe_timeout`` is lost. A lost client (or one that exits while its session
+client's stdio itself) would leave its session's panes showing their last screen as if
+current. Every ``probe_every`` seconds the probe loop makes a round: each client silent since
+the last round, or probed in it, gets a probe (``display-message -p .`` on its own stdin),
+all at once so the server and the daemon wake once for them; a client whose probe of the
+round before has not answered is lost. A lost client (or one that exits while its session
 still exists) gets its session's panes marked stale in the directory (``panes_stale``: they
 are never shown as fresh), is killed, and the structure loop attaches a new one; once the new
 client answers its first command (so its ``%output`` follows the panes) its panes are captured
-again, which clears the stale mark. So a client that stops is found within
-``probe_every + probe_timeout + 2 * probe_tick`` seconds (4.5 s by default). A server that
-accepts connections but does not answer (``list-sessions`` within ``probe_timeout``) keeps
+again, which clears the stale mark. So a client that stops is found within three rounds
+(4.8 s by default), and one that keeps delivering is never probed. A server that accepts
+connections but does not answer (``list-sessions`` within three rounds) keeps
 every pane, marked stale, and is retried with backoff until it answers.
 
 What this costs is bounded below by tmux itself: a control client receives ``%output`` only
@@ -132,9 +133,7 @@ class Watcher:
         backoff: tuple[float, float] = (0.2, 5.0),
         meta_max_age: float = 15.0,
         pause_after: int = 3,
-        probe_every: float = 1.5,
-        probe_timeout: float = 2.0,
-        probe_tick: float = 0.5,
+        probe_every: float = 1.6,
     ) -> None:
         self.tmux = tmux
         self.sink = sink
@@ -166,9 +165,7 @@ class Watcher:
         self._full = True  # the next structure refresh reads the full list
         self.meta_max_age = meta_max_age
         self.probe_every = probe_every
-        self.probe_timeout = probe_timeout
-        self.probe_tick = probe_tick
-        self._probes: dict[ControlClient, tuple[float, asyncio.Future[list[str]]]] = {}
+        self._probes: dict[ControlClient, asyncio.Future[list[str]]] = {}
         self._stale_sessions: set[str] = set()  # sessions whose panes wait for a new client
         self._recovering: set[asyncio.Task[None]] = set()
 
@@ -251,7 +248,7 @@ class Watcher:
             self.sink.server_status(False, f"no tmux server on {self.tmux.socket}")
             return False
         try:
-            sessions = await self.tmux.list_sessions(timeout=self.probe_timeout)
+            sessions = await self.tmux.list_sessions(timeout=max(3 * self.probe_every, 3.0))
         except Unanswered:
             why = f"the tmux server on {self.tmux.socket} does not answer"
             self.sink.server_status(True, why)
@@ -453,32 +450,28 @@ class Watcher:
 
     async def _probe_loop(self) -> None:
         loop = asyncio.get_running_loop()
-        while not await self._sleep(self.probe_tick):
+        last_round = loop.time()
+        while not await self._sleep(self.probe_every):
             now = loop.time()
             for client in list(self._clients.values()):
-                probe = self._probes.get(client)
-                if probe is not None:
-                    sent, answer = probe
-                    if answer.done():
-                        del self._probes[client]
-                    elif now - sent >= self.probe_timeout:
-                        del self._probes[client]
-                        self._lost(client)
+                answer = self._probes.pop(client, None)
+                if answer is not None and not answer.done():
+                    self._lost(client)  # its probe of the round before has not come back
                     continue
-                if client.alive and now - client.heard >= self.probe_every:
+                if client.alive and (answer is not None or client.heard < last_round):
                     try:
-                        (answer,) = client.send_quietly(["display-message -p ."])
+                        (self._probes[client],) = client.send_quietly(["display-message -p ."])
                     except ConnectionError:
                         continue
-                    self._probes[client] = (now, answer)
                     self.stats.probes += 1
+            last_round = now
 
     def _lost(self, client: ControlClient) -> None:
         """A client that did not answer its probe: its panes are stale; end it (the
         structure loop attaches a new one when it has gone)."""
         why = (
             f"the tmux control client for session {client.label} did not answer "
-            f"within {self.probe_timeout:g}s"
+            f"within {self.probe_every:g}s"
         )
         log.warning("%s; restarting it", why)
         self.stats.lost += 1
@@ -503,7 +496,7 @@ class Watcher:
         """Once a restarted session's new client answers (its ``%output`` now follows the
         panes), capture the session's panes again: the capture clears their stale mark."""
         try:
-            await client.command("display-message -p .", self.probe_timeout)
+            await client.command("display-message -p .", self.probe_every)
         except (ConnectionError, TimeoutError, TmuxCommandError):
             return  # the probe loop finds it; the next client tries again
         session = client.label
