@@ -7,11 +7,10 @@ and the session it produced). An entry is written with a fresh, highest rowid, s
 is the order sessions were last indexed in. An index of another schema version is dropped and
 rebuilt by reconcile: it holds only what the transcripts can give again.
 
-A ranked search scores the newest ``CANDIDATES`` sessions matching any term by bm25 with
-column weights and marks those matching every term in the same statement; full matches rank
-first, then partial ones, so the work is bounded however many sessions match. When the window
-cut something off, the full matches are scored on their own, reaching as far back as if they
-were ranked alone.
+A ranked search scores by bm25 with column weights the newest ``CANDIDATES`` sessions
+matching every term and the newest ``CANDIDATES`` matching any term, each a walk down the
+full-text index that stops there; full matches rank first, then partial ones, so the work is
+bounded however many sessions match (a million as a thousand).
 
 One connection, shared by the daemon's event loop and a reconcile thread under a lock. A
 reconcile parses transcripts outside the lock and writes them a batch at a time
@@ -183,30 +182,20 @@ class HistoryStore:
 
     def _ranked(self, anyterm: str, every: str | None, limit: int) -> dict[int, float]:
         weights = ", ".join(str(w) for w in WEIGHTS)
-        score = f"bm25(sessions_fts, {weights})"
-        if every is None:  # one term: every match is a full one
-            rows = self._db.execute(
-                f"SELECT rowid, {score}, 1 FROM sessions_fts WHERE sessions_fts MATCH ?"
-                " ORDER BY rowid DESC LIMIT ?",
-                (anyterm, CANDIDATES),
-            ).fetchall()
-        else:
-            rows = self._db.execute(
-                f"SELECT rowid, {score}, rowid IN (SELECT rowid FROM sessions_fts"
-                " WHERE sessions_fts MATCH ?) FROM sessions_fts WHERE sessions_fts MATCH ?"
-                " ORDER BY rowid DESC LIMIT ?",
-                (every, anyterm, CANDIDATES),
-            ).fetchall()
-        full = [(s, -r) for r, s, is_full in rows if is_full]
-        partial = [(s, -r) for r, s, is_full in rows if not is_full]
-        if every is not None and len(rows) == CANDIDATES:
-            full = [
-                (s, -r)
-                for r, s in self._db.execute(
-                    f"SELECT rowid, {score} FROM sessions_fts WHERE sessions_fts MATCH ?"
-                    " ORDER BY rowid DESC LIMIT ?",
-                    (every, CANDIDATES),
-                )
+        sql = (
+            f"SELECT rowid, bm25(sessions_fts, {weights}) FROM sessions_fts"
+            " WHERE sessions_fts MATCH ? ORDER BY rowid DESC LIMIT ?"
+        )
+        # bounded walks down the full-text index, newest first: every term, then any term. A
+        # candidate matching every term is among the newest CANDIDATES full matches (they are
+        # a subset of the candidates), so this is what marking each candidate would give,
+        # without reading every full match to mark them.
+        full = [(s, -r) for r, s in self._db.execute(sql, (every or anyterm, CANDIDATES))]
+        partial: list[tuple[float, int]] = []
+        if every is not None:  # one term: every match is a full one
+            whole = {-r for _, r in full}
+            partial = [
+                (s, -r) for r, s in self._db.execute(sql, (anyterm, CANDIDATES)) if r not in whole
             ]
         best = heapq.nsmallest(limit, full)
         best += heapq.nsmallest(limit - len(best), partial)
