@@ -14,9 +14,8 @@ bounded however many sessions match (a million as a thousand).
 
 One connection, shared by the daemon's event loop and a reconcile thread under a lock. A
 reconcile parses transcripts outside the lock and writes them a batch at a time
-(``record_files``: one transaction, so one new full-text segment rather than one per file, with
-a savepoint per file so a failing one is rolled back alone); a search waits at most one
-batch's writes.
+(``record_files``: one transaction, so one commit and one new full-text segment rather than
+one per file); a search waits at most one batch's writes.
 """
 
 from __future__ import annotations
@@ -246,20 +245,24 @@ class HistoryStore:
     def record_files(
         self, files: Sequence[tuple[Path, str, FileKey, SessionEntry | None]]
     ) -> list[str | None]:
-        """``record_file`` for many transcripts in one transaction; per file, None or the
-        error that rolled back that file's writes alone."""
-        errors: list[str | None] = []
-        with self._tx():
-            for path, harness, key, entry in files:
-                self._db.execute("SAVEPOINT one_file")
-                try:
+        """``record_file`` for many transcripts in one transaction (one commit, one new
+        full-text segment); per file, None or its error. When a write fails, the batch is
+        rolled back and written again a file at a time, so only the failing file is lost."""
+        try:
+            with self._tx():
+                for path, harness, key, entry in files:
                     self._record_file(path, harness, key, entry)
-                except sqlite3.Error as exc:
-                    self._db.execute("ROLLBACK TO one_file")
-                    errors.append(str(exc))
-                else:
-                    errors.append(None)
-                self._db.execute("RELEASE one_file")
+            return [None] * len(files)
+        except sqlite3.Error:
+            pass
+        errors: list[str | None] = []
+        for path, harness, key, entry in files:
+            try:
+                self.record_file(path, harness, key, entry)
+            except sqlite3.Error as exc:
+                errors.append(str(exc))
+            else:
+                errors.append(None)
         return errors
 
     def _record_file(
