@@ -7,13 +7,25 @@ filter, against a linear scan over the same documents measured in the same run (
 naive implementation would sit on). Targets: p50 <= 5 ms and p99 <= 50 ms. Then writes a few
 thousand real-format Claude Code and Codex transcripts and times a full reconcile of them.
 
+At a million sessions (``MILLION``): the same searches against an index built once and kept
+under ``build/bench-history/`` (keyed by seed, size and schema version, so a rerun only
+searches), against a linear scan of the same table in SQLite (every row's text searched for
+every term: what an index without full-text search does); the index's size on disk per
+session. Targets: p50 <= 10 ms and p99 <= 50 ms.
+
+Reindex throughput is in MB/s of transcripts, against the floor of reading the same files and
+``json.loads``-ing every line, the two measured alternately (target <= 1.5x).
+
 Run: ``.venv/bin/python -m bench.bench_history`` (or ``make bench``).
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import random
+import sqlite3
 import statistics
 import sys
 import tempfile
@@ -25,6 +37,7 @@ from openbus.daemon.history.index import HistoryIndex
 from openbus.daemon.history.model import SessionEntry
 from openbus.daemon.history.query import query_terms, tokens
 from openbus.daemon.history.sources import Sources
+from openbus.daemon.history.store import SCHEMA_VERSION
 from openbus.kernel.clock import SystemClock
 
 SESSIONS = 100_000
@@ -32,6 +45,10 @@ QUERIES = 300
 FLOOR_QUERIES = 15
 TRANSCRIPTS = 3_000
 SEED = 20261130
+MILLION = 1_000_000
+MILLION_QUERIES = 400
+MILLION_FLOOR_QUERIES = 3
+CACHE = Path(__file__).resolve().parent.parent / "build" / "bench-history"
 
 
 def _words(text: str) -> list[str]:
@@ -225,6 +242,130 @@ def write_transcripts(root: Path, corpus: Corpus, n: int) -> None:
         path.write_text("".join(json.dumps(x) + "\n" for x in lines))
 
 
+def million_index(corpus_seed: int) -> Path:
+    """The cached 1,000,000-session index (built once: a few minutes)."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    path = CACHE / f"index-{MILLION}-{corpus_seed}-v{SCHEMA_VERSION}.db"
+    if path.exists():
+        return path
+    building = path.with_suffix(".building")
+    for stale in CACHE.glob(building.name + "*"):
+        stale.unlink()
+    corpus = Corpus(corpus_seed)
+    index = HistoryIndex(building, Sources(), clock=SystemClock())
+    t0 = time.perf_counter()
+    # one transaction, entries made as they are written, one merge of the full-text segments
+    index.upsert_many(corpus.entry(i) for i in range(MILLION))
+    index.close()
+    os.replace(building, path)
+    print(f"1M index built in {time.perf_counter() - t0:.0f}s (cached at {path})")
+    return path
+
+
+def sqlite_scan(db: sqlite3.Connection, terms: Sequence[str], repo: str | None) -> list[int]:
+    """The floor at a million: every row's text searched for every term, best ten kept."""
+    text = "lower(coalesce(title,'') || ' ' || prompts || ' ' || coalesce(repo,''))"
+    score = " + ".join(f"(instr({text}, ?) > 0)" for _ in terms)
+    where = " AND repo = ?" if repo is not None else ""
+    rows = db.execute(
+        f"SELECT id, {score} AS s FROM sessions WHERE 1{where} ORDER BY s DESC LIMIT 10",
+        (*terms, *([repo] if repo is not None else [])),
+    ).fetchall()
+    return [r[0] for r in rows if r[1]]
+
+
+def bench_million(queries: Sequence[str], repos: Sequence[str]) -> bool:
+    path = million_index(SEED + 1)
+    size = sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
+    index = HistoryIndex(path, Sources(), clock=SystemClock())
+    for q in queries[:40]:  # warm the page cache
+        index.search(q)
+    qi = iter(range(10**9))
+
+    def plain() -> object:
+        return index.search(queries[next(qi) % len(queries)], limit=10)
+
+    def filtered() -> object:
+        i = next(qi) % len(queries)
+        return index.search(queries[i], repo=repos[i], limit=10)
+
+    results = {"find_sessions": [], "find_sessions --repo": []}  # type: dict[str, list[float]]
+    floors: dict[str, list[float]] = {"find_sessions": [], "find_sessions --repo": []}
+    scan = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    per_floor = MILLION_QUERIES // MILLION_FLOOR_QUERIES
+    for round_ in range(MILLION_FLOOR_QUERIES):  # ours and the floor interleaved
+        results["find_sessions"] += timed(plain, per_floor)
+        results["find_sessions --repo"] += timed(filtered, per_floor)
+        terms, repo = query_terms(queries[round_]), repos[round_]
+        floors["find_sessions"] += timed(functools.partial(sqlite_scan, scan, terms, None), 1)
+        floors["find_sessions --repo"] += timed(
+            functools.partial(sqlite_scan, scan, terms, repo), 1
+        )
+    scan.close()
+    index.close()
+    ok = True
+    for name, samples in results.items():
+        p50, p99 = percentile(samples, 50), percentile(samples, 99)
+        floor_p50 = statistics.median(floors[name])
+        passed = p50 <= 10.0 and p99 <= 50.0
+        ok &= passed
+        print(
+            f"1M {name:<22} p50 {p50:6.2f} ms  p99 {p99:6.2f} ms  "
+            f"(target p50 <= 10, p99 <= 50: {'ok' if passed else 'MISSED'})  "
+            f"linear scan p50 {floor_p50:7.1f} ms = {floor_p50 / p50:5.0f}x slower"
+        )
+    print(f"1M index on disk: {size / 2**20:,.0f} MiB, {size / MILLION:,.0f} bytes per session")
+    return ok
+
+
+def read_and_load(root: Path) -> int:
+    """The reindex floor: read every transcript and ``json.loads`` every line; bytes read."""
+    total = 0
+    for path in root.rglob("*.jsonl"):
+        data = path.read_bytes()
+        total += len(data)
+        for line in data.splitlines():
+            if line:
+                json.loads(line)
+    return total
+
+
+def bench_reindex(base: Path, corpus: Corpus) -> bool:
+    homes = base / "homes"
+    write_transcripts(homes, corpus, TRANSCRIPTS)
+    ours: list[float] = []
+    floor: list[float] = []
+    total = 0
+    indexed = 0
+    again_ms = 0.0
+    for round_ in range(2):  # alternately, so both see the same host
+        t0 = time.perf_counter()
+        total = read_and_load(homes)
+        floor.append(time.perf_counter() - t0)
+        reindex = HistoryIndex(
+            base / f"reindex-{round_}.db",
+            Sources((homes / "claude",), (homes / "codex",)),
+            clock=SystemClock(),
+        )
+        t0 = time.perf_counter()
+        stats = reindex.reconcile()
+        ours.append(time.perf_counter() - t0)
+        indexed = stats.indexed
+        again = reindex.reconcile()
+        again_ms = again.seconds * 1000
+        reindex.close()
+    mb = total / 1e6
+    ours_s, floor_s = min(ours), min(floor)
+    ratio = ours_s / floor_s
+    print(
+        f"reindex: {indexed} transcripts, {mb:.1f} MB in {ours_s:.2f}s = {mb / ours_s:.1f} MB/s "
+        f"({indexed / ours_s:,.0f} sessions/s); read + json.loads floor {mb / floor_s:.1f} MB/s; "
+        f"ratio {ratio:.2f} (target <= 1.5: {'ok' if ratio <= 1.5 else 'MISSED'}); "
+        f"unchanged re-pass {again_ms:.0f} ms"
+    )
+    return ratio <= 1.5
+
+
 def main() -> int:
     t_start = time.perf_counter()
     corpus = Corpus(SEED)
@@ -291,21 +432,14 @@ def main() -> int:
                 f"linear-scan floor p50 {floor_p50:7.1f} ms = {floor_p50 / p50:5.1f}x slower"
             )
         index.close()
+        size = sum(p.stat().st_size for p in base.glob("history.db*"))
+        print(f"100k index on disk: {size / SESSIONS:,.0f} bytes per session")
+        docs.clear()
 
-        write_transcripts(base / "homes", corpus, TRANSCRIPTS)
-        reindex = HistoryIndex(
-            base / "reindex.db",
-            Sources((base / "homes" / "claude",), (base / "homes" / "codex",)),
-            clock=SystemClock(),
-        )
-        stats = reindex.reconcile()
-        again = reindex.reconcile()
-        reindex.close()
-        print(
-            f"reindex: {stats.indexed} transcripts in {stats.seconds:.2f}s "
-            f"({stats.indexed / stats.seconds:,.0f} sessions/s); "
-            f"unchanged re-pass {again.seconds * 1000:.0f} ms for {again.scanned} files"
-        )
+        bench_reindex(base, corpus)
+        million_queries = [corpus.query() for _ in range(MILLION_QUERIES)]
+        million_repos = [corpus.repo() for _ in range(MILLION_QUERIES)]
+        ok &= bench_million(million_queries, million_repos)
     print(f"bench_history total {time.perf_counter() - t_start:.0f}s")
     return 0 if ok else 1
 

@@ -67,7 +67,7 @@ def format_directory(
             p["pane"],
             _cut(f"{p.get('session', '')}:{(p.get('window') or {}).get('index', '')}", 16),
             p.get("harness", ""),
-            p.get("state", ""),
+            p.get("state", "") + (" (stale)" if p.get("stale") else ""),
             _composer(p.get("composer_empty")),
             _ago(p.get("last_activity"), now),
             _cut(p.get("branch") or "-", 20),

@@ -21,7 +21,10 @@ branch, Claude's status file: a ``Probe``), classifies the screen with the pure 
   this incarnation's screens (latest last, bounded), workstream handles (PR links, title);
 * a **screen revision** that increments whenever the screen text changes, and the time of
   that change (last activity);
-* recent events (appeared, state and title transitions, harness changes) in a bounded ring.
+* recent events (appeared, state and title transitions, harness changes) in a bounded ring;
+* whether it is **stale**: the watcher lost the pane's control client (``panes_stale``), so
+  its screen and reading are as last seen, not current. Only a new capture clears it (a
+  listing does not: it says the pane exists, not what it shows).
 
 Evidence besides the screen can change while the screen does not (Claude Code's status file
 says ``idle`` a moment after the screen showed the idle composer): ``reread_evidence()``,
@@ -94,6 +97,7 @@ class Entry:
     pr_links: list[str] = field(default_factory=list)
     ended: bool = False  # the pane's process is gone (dead, or tmux has not said so yet)
     status: ClaudeStatus | None = None  # Claude's status file as last read
+    stale: str | None = None  # why the screen is not current, while it is not
     events: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=EVENTS_KEPT))
     _dict: dict[str, Any] | None = None
 
@@ -136,6 +140,7 @@ class Entry:
                 },
                 "size": [info.width, info.height],
                 "dead": info.dead,
+                "stale": self.stale is not None,
             }
         return self._dict
 
@@ -341,6 +346,18 @@ class Directory:
         if pane_id in self._entries:
             self._remove(pane_id)
 
+    def panes_stale(self, pane_ids: Iterable[str], why: str) -> None:
+        """These panes are no longer watched: their entries say so until a new capture."""
+        now = self.clock.now()
+        for pane_id in pane_ids:
+            entry = self._entries.get(pane_id)
+            if entry is None or entry.stale is not None:
+                continue
+            entry.stale = why
+            entry.events.append({"time": now, "kind": "stale", "why": why})
+            entry._dict = None
+            self._publish("updated", pane_id)
+
     # ------------------------------------------------------------------ internals
 
     def _incarnation(self, pane_id: str, detected: Detected) -> str:
@@ -366,6 +383,7 @@ class Directory:
 
     def _upsert(self, info: PaneInfo, text: str | None) -> None:
         now = self.clock.now()
+        captured = text is not None
         entry = self._entries.get(info.pane_id)
         detected, ended = self._detect(entry, info)
         if (
@@ -401,6 +419,7 @@ class Directory:
                 )
                 if text is None:
                     text = previous.text
+                    entry.stale = previous.stale  # the carried screen is no more current
             self._entries[info.pane_id] = entry
             added = True
         changed = added or info != entry.info or ended != entry.ended
@@ -427,6 +446,10 @@ class Directory:
             if branch != entry.branch:
                 entry.branch = branch
                 changed = True
+        if captured and entry.stale is not None:
+            entry.stale = None
+            entry.events.append({"time": now, "kind": "fresh"})
+            changed = True
         if text is not None:
             normalized = "\n".join(screen_lines(text))
             if normalized != entry.text:

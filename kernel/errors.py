@@ -102,6 +102,10 @@ class Unavailable(OpenbusError):
     code = "unavailable"
 
 
+class Unanswered(Unavailable):
+    """The dependency is there but did not answer in time (a stopped or wedged tmux server)."""
+
+
 class AuditUnavailable(Unavailable):
     """The audit record could not be made durable, so the action did not happen."""
 

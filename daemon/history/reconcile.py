@@ -2,7 +2,8 @@
 
 ``reconcile`` walks the sources and re-parses only the files whose (size, mtime_ns, inode)
 changed since the last pass, oldest first so the newest sessions get the highest rowids (the
-store ranks the most recently indexed first). A file that disappeared leaves its entry in
+store ranks the most recently indexed first), ``WRITE_BATCH`` files parsed and then written in
+one transaction. A file that disappeared leaves its entry in
 place but without a transcript (so without a resume argv). Codex thread names are re-read from
 each home's ``session_index.jsonl`` and re-title the entries they name, whether or not their
 rollouts changed. One pass runs at a time; each file is its own transaction.
@@ -38,6 +39,8 @@ from openbus.kernel.clock import Clock
 from openbus.kernel.errors import BadRequest, NotFound
 
 Progress = Callable[[int, int], None]
+# transcripts parsed (outside the store's lock) before they are written in one transaction
+WRITE_BATCH = 64
 Resolve = Callable[[str | None], RepoInfo | None]
 
 
@@ -109,21 +112,39 @@ class Reconciler:
         total = len(changed)
         if progress:
             progress(0, total)
-        for done, (_mtime, t) in enumerate(changed, 1):
-            if cancel is not None and cancel.is_set():
-                stats.seconds = time.monotonic() - started
-                return stats
+        done = 0
+        for start in range(0, total, WRITE_BATCH):
+            batch: list[tuple[Transcript, FileKey, SessionEntry | None]] = []
+            for _mtime, t in changed[start : start + WRITE_BATCH]:
+                if cancel is not None and cancel.is_set():
+                    break
+                try:
+                    parsed, key = parse_transcript(t, names.get(str(t.root), {}))
+                    entry = self._entry_from(parsed, t.path, resolve) if parsed else None
+                except (OSError, sqlite3.Error) as exc:
+                    stats.errors.append(f"{t.path}: {exc}")
+                    done += 1
+                    if progress:
+                        progress(done, total)
+                    continue
+                batch.append((t, key, entry))
             try:
-                entry = self._index_file(t, names.get(str(t.root), {}), resolve)
-            except (OSError, sqlite3.Error) as exc:
-                stats.errors.append(f"{t.path}: {exc}")
-            else:
-                if entry is None:
+                errors = self.store.record_files([(t.path, t.harness, k, e) for t, k, e in batch])
+            except sqlite3.Error as exc:
+                errors = [str(exc)] * len(batch)
+            for (t, _key, entry), error in zip(batch, errors, strict=True):
+                if error is not None:
+                    stats.errors.append(f"{t.path}: {error}")
+                elif entry is None:
                     stats.skipped += 1
                 else:
                     stats.indexed += 1
-            if progress:
-                progress(done, total)
+                done += 1
+                if progress:
+                    progress(done, total)
+            if cancel is not None and cancel.is_set():
+                stats.seconds = time.monotonic() - started
+                return stats
         stats.gone = self._forget_gone(known, seen)
         self._retitle_codex(names)
         self.store.merge_segments()  # searches meanwhile go off the event loop (a reconcile runs)

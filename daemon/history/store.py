@@ -7,14 +7,15 @@ and the session it produced). An entry is written with a fresh, highest rowid, s
 is the order sessions were last indexed in. An index of another schema version is dropped and
 rebuilt by reconcile: it holds only what the transcripts can give again.
 
-A ranked search scores the newest ``CANDIDATES`` sessions matching any term by bm25 with
-column weights and marks those matching every term in the same statement; full matches rank
-first, then partial ones, so the work is bounded however many sessions match. When the window
-cut something off, the full matches are scored on their own, reaching as far back as if they
-were ranked alone.
+A ranked search scores by bm25 with column weights the newest ``CANDIDATES`` sessions
+matching every term and the newest ``CANDIDATES`` matching any term, each a walk down the
+full-text index that stops there; full matches rank first, then partial ones, so the work is
+bounded however many sessions match (a million as a thousand).
 
-One connection, shared by the daemon's event loop and a reconcile thread under a lock; each
-transcript's update is its own short transaction, so a search waits at most one file.
+One connection, shared by the daemon's event loop and a reconcile thread under a lock. A
+reconcile parses transcripts outside the lock and writes them a batch at a time
+(``record_files``: one transaction, so one commit and one new full-text segment rather than
+one per file); a search waits at most one batch's writes.
 """
 
 from __future__ import annotations
@@ -180,30 +181,20 @@ class HistoryStore:
 
     def _ranked(self, anyterm: str, every: str | None, limit: int) -> dict[int, float]:
         weights = ", ".join(str(w) for w in WEIGHTS)
-        score = f"bm25(sessions_fts, {weights})"
-        if every is None:  # one term: every match is a full one
-            rows = self._db.execute(
-                f"SELECT rowid, {score}, 1 FROM sessions_fts WHERE sessions_fts MATCH ?"
-                " ORDER BY rowid DESC LIMIT ?",
-                (anyterm, CANDIDATES),
-            ).fetchall()
-        else:
-            rows = self._db.execute(
-                f"SELECT rowid, {score}, rowid IN (SELECT rowid FROM sessions_fts"
-                " WHERE sessions_fts MATCH ?) FROM sessions_fts WHERE sessions_fts MATCH ?"
-                " ORDER BY rowid DESC LIMIT ?",
-                (every, anyterm, CANDIDATES),
-            ).fetchall()
-        full = [(s, -r) for r, s, is_full in rows if is_full]
-        partial = [(s, -r) for r, s, is_full in rows if not is_full]
-        if every is not None and len(rows) == CANDIDATES:
-            full = [
-                (s, -r)
-                for r, s in self._db.execute(
-                    f"SELECT rowid, {score} FROM sessions_fts WHERE sessions_fts MATCH ?"
-                    " ORDER BY rowid DESC LIMIT ?",
-                    (every, CANDIDATES),
-                )
+        sql = (
+            f"SELECT rowid, bm25(sessions_fts, {weights}) FROM sessions_fts"
+            " WHERE sessions_fts MATCH ? ORDER BY rowid DESC LIMIT ?"
+        )
+        # bounded walks down the full-text index, newest first: every term, then any term. A
+        # candidate matching every term is among the newest CANDIDATES full matches (they are
+        # a subset of the candidates), so this is what marking each candidate would give,
+        # without reading every full match to mark them.
+        full = [(s, -r) for r, s in self._db.execute(sql, (every or anyterm, CANDIDATES))]
+        partial: list[tuple[float, int]] = []
+        if every is not None:  # one term: every match is a full one
+            whole = {-r for _, r in full}
+            partial = [
+                (s, -r) for r, s in self._db.execute(sql, (anyterm, CANDIDATES)) if r not in whole
             ]
         best = heapq.nsmallest(limit, full)
         best += heapq.nsmallest(limit - len(best), partial)
@@ -249,15 +240,43 @@ class HistoryStore:
     ) -> None:
         """The entry a transcript gave (if any) and the file's key, in one transaction."""
         with self._tx():
-            if entry is not None:
-                self._upsert(entry)
-            self._db.execute(
-                "INSERT INTO files (path, harness, size, mtime_ns, inode, session_id)"
-                " VALUES (?,?,?,?,?,?) ON CONFLICT(path) DO UPDATE SET size=excluded.size,"
-                " mtime_ns=excluded.mtime_ns, inode=excluded.inode,"
-                " session_id=excluded.session_id",
-                (str(path), harness, *key, entry.session_id if entry else None),
-            )
+            self._record_file(path, harness, key, entry)
+
+    def record_files(
+        self, files: Sequence[tuple[Path, str, FileKey, SessionEntry | None]]
+    ) -> list[str | None]:
+        """``record_file`` for many transcripts in one transaction (one commit, one new
+        full-text segment); per file, None or its error. When a write fails, the batch is
+        rolled back and written again a file at a time, so only the failing file is lost."""
+        try:
+            with self._tx():
+                for path, harness, key, entry in files:
+                    self._record_file(path, harness, key, entry)
+            return [None] * len(files)
+        except sqlite3.Error:
+            pass
+        errors: list[str | None] = []
+        for path, harness, key, entry in files:
+            try:
+                self.record_file(path, harness, key, entry)
+            except sqlite3.Error as exc:
+                errors.append(str(exc))
+            else:
+                errors.append(None)
+        return errors
+
+    def _record_file(
+        self, path: Path, harness: str, key: FileKey, entry: SessionEntry | None
+    ) -> None:
+        if entry is not None:
+            self._upsert(entry)
+        self._db.execute(
+            "INSERT INTO files (path, harness, size, mtime_ns, inode, session_id)"
+            " VALUES (?,?,?,?,?,?) ON CONFLICT(path) DO UPDATE SET size=excluded.size,"
+            " mtime_ns=excluded.mtime_ns, inode=excluded.inode,"
+            " session_id=excluded.session_id",
+            (str(path), harness, *key, entry.session_id if entry else None),
+        )
 
     def forget_file(self, path: str, harness: str, session_id: str | None) -> None:
         """A transcript file that is gone: its row, and its entry's transcript (the entry

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from openbus.daemon.tmux.control import ControlClient, Notification, TmuxCommandError
-from openbus.kernel.errors import BadRequest, NotFound, Unavailable
+from openbus.kernel.errors import BadRequest, NotFound, Unanswered, Unavailable
 from openbus.kernel.ids import check_pane_id, is_pane_id
 
 _SEP = "\x1f"
@@ -193,8 +193,11 @@ class Tmux:
         except TimeoutError:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
-            await proc.wait()
-            raise Unavailable(f"tmux did not answer within {timeout:g}s") from None
+            # a stopped server still holds the client's stdio (handed over at connect): the
+            # pipes end only once it runs again, so the wait for them is bounded too
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(proc.wait(), 1.0)
+            raise Unanswered(f"tmux did not answer within {timeout:g}s") from None
         if proc.returncode != 0:
             raise self._error(err.decode("utf-8", "replace").strip(), args)
         return out.decode("utf-8", "replace")
@@ -262,9 +265,13 @@ class Tmux:
 
     # ------------------------------------------------------------------ reads
 
-    async def list_sessions(self) -> list[str]:
+    async def list_sessions(self, timeout: float = 15.0) -> list[str]:
+        """The sessions' ids; none when no server runs. A server that accepts the connection
+        but does not answer (stopped, wedged) raises ``Unanswered``."""
         try:
-            out = await self.run("list-sessions", "-F", "#{session_id}")
+            out = await self.run("list-sessions", "-F", "#{session_id}", timeout=timeout)
+        except Unanswered:
+            raise
         except Unavailable:
             return []
         return [line for line in out.splitlines() if line.startswith("$")]

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -165,11 +166,14 @@ class ControlClient:
         self.label = label
         self._on_event = on_event
         self._proc: asyncio.subprocess.Process | None = None
+        self._stdout: asyncio.StreamReader | None = None
+        self._stdout_pipe: asyncio.ReadTransport | None = None
         self._reader: asyncio.Task[None] | None = None
         self._waiting: deque[tuple[str, asyncio.Future[list[str]]]] = deque()
         self.closed = asyncio.Event()
         self.exit_reason: str | None = None
         self.name: str | None = None  # tmux's name for this client (``client-<pid>``), once known
+        self.heard = 0.0  # the loop time anything last came from this client
 
     @property
     def pid(self) -> int | None:
@@ -180,17 +184,35 @@ class ControlClient:
         return self._proc is not None and not self.closed.is_set()
 
     async def start(self) -> None:
-        self._proc = await asyncio.create_subprocess_exec(
-            *self.argv,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL,
-            env=self.env,
-            start_new_session=True,
-        )
-        self._reader = asyncio.get_running_loop().create_task(
-            self._read(), name=f"tmux-control {self.label}"
-        )
+        # stdout on a pipe of our own: tmux hands a control client's stdio to its server, so
+        # only this end (closed when the client ends or is killed) is sure to go away
+        loop = asyncio.get_running_loop()
+        read_fd, write_fd = os.pipe()
+        try:
+            self._stdout = asyncio.StreamReader(limit=_READ_SIZE, loop=loop)
+            protocol = asyncio.StreamReaderProtocol(self._stdout, loop=loop)
+            self._stdout_pipe, _ = await loop.connect_read_pipe(
+                lambda: protocol, os.fdopen(read_fd, "rb", buffering=0)
+            )
+            read_fd = -1
+            self._proc = await asyncio.create_subprocess_exec(
+                *self.argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=write_fd,
+                stderr=asyncio.subprocess.DEVNULL,
+                env=self.env,
+                start_new_session=True,
+            )
+        except BaseException:
+            if self._stdout_pipe is not None:
+                self._stdout_pipe.close()
+            elif read_fd != -1:
+                os.close(read_fd)
+            raise
+        finally:
+            os.close(write_fd)
+        self.heard = loop.time()
+        self._reader = loop.create_task(self._read(), name=f"tmux-control {self.label}")
 
     def send(self, lines: Sequence[str]) -> list[asyncio.Future[list[str]]]:
         """Write commands (one per line) at once; one future per command, in order."""
@@ -224,14 +246,16 @@ class ControlClient:
         return await asyncio.wait_for(future, timeout)
 
     async def _read(self) -> None:
-        proc = self._proc
-        assert proc is not None and proc.stdout is not None
+        stdout = self._stdout
+        assert stdout is not None
         parser = ControlParser()
+        clock = asyncio.get_running_loop().time
         try:
             while True:
-                data = await proc.stdout.read(_READ_SIZE)
+                data = await stdout.read(_READ_SIZE)
                 if not data:
                     break
+                self.heard = clock()
                 for event in parser.feed_data(data):
                     if isinstance(event, Block):
                         if event.flags & 1 and self._waiting:
@@ -253,6 +277,8 @@ class ControlClient:
                     break
         finally:
             self._fail_waiting(self.exit_reason or "tmux control client exited")
+            if self._stdout_pipe is not None:
+                self._stdout_pipe.close()
             self.closed.set()
             await self._reap()
             with contextlib.suppress(Exception):
@@ -276,6 +302,18 @@ class ControlClient:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
             await proc.wait()
+
+    def kill(self) -> None:
+        """End a client that stopped delivering: SIGKILL its process and stop reading now.
+        The server holds the client's stdout (tmux passes a control client's stdio to the
+        server at attach), so a wedged server never ends it: the reader is cancelled rather
+        than left waiting for an end of file, and closes the client as on one."""
+        proc = self._proc
+        if proc is not None and proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+        if self._reader is not None and not self._reader.done():
+            self._reader.cancel()
 
     async def close(self) -> None:
         proc = self._proc

@@ -37,6 +37,21 @@ full list when the shape changed (a pane that died under ``remain-on-exit``, a n
 ``retell`` seconds have passed. A pane that vanished between the event and its capture
 answers with an error and is dropped: no crash, no stale entry. Idle panes cost nothing.
 
+Liveness: a control client that stops delivering (killed, or a server that wedges control
+mode; a stopped client process is not one, as tmux's server reads and writes a control
+client's stdio itself) would leave its session's panes showing their last screen as if
+current. Every ``probe_every`` seconds the probe loop makes a round: each client silent since
+the last round, or probed in it, gets a probe (``display-message -p .`` on its own stdin),
+all at once so the server and the daemon wake once for them; a client whose probe of the
+round before has not answered is lost. A lost client (or one that exits while its session
+still exists) gets its session's panes marked stale in the directory (``panes_stale``: they
+are never shown as fresh), is killed, and the structure loop attaches a new one; once the new
+client answers its first command (so its ``%output`` follows the panes) its panes are captured
+again, which clears the stale mark. So a client that stops is found within three rounds
+(4.8 s by default), and one that keeps delivering is never probed. A server that accepts
+connections but does not answer (``list-sessions`` within three rounds) keeps
+every pane, marked stale, and is retried with backoff until it answers.
+
 What this costs is bounded below by tmux itself: a control client receives ``%output`` only
 for its own session's panes, so there is one client per session, and every output burst
 wakes the server once more per client (``bench/bench_directory.py`` prints this floor).
@@ -53,6 +68,7 @@ from typing import Protocol
 
 from openbus.daemon.tmux.adapter import PANE_FIELDS, PANE_FORMAT, PaneInfo, Tmux, quote
 from openbus.daemon.tmux.control import ControlClient, Notification, TmuxCommandError
+from openbus.kernel.errors import Unanswered
 
 log = logging.getLogger("openbus.tmux")
 
@@ -96,6 +112,8 @@ class Sink(Protocol):
 
     def pane_gone(self, pane_id: str) -> None: ...
 
+    def panes_stale(self, pane_ids: list[str], why: str) -> None: ...
+
 
 @dataclass
 class WatcherStats:
@@ -105,6 +123,8 @@ class WatcherStats:
     listings: int = 0  # full pane listings read
     checks: int = 0  # safety checks that listed only the panes' shape
     pauses: int = 0  # panes whose output was paused until their capture
+    probes: int = 0  # liveness probes sent to silent control clients
+    lost: int = 0  # control clients that stopped delivering and were restarted
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -122,6 +142,7 @@ class Watcher:
         backoff: tuple[float, float] = (0.2, 5.0),
         meta_max_age: float = 15.0,
         pause_after: int = 3,
+        probe_every: float = 1.6,
     ) -> None:
         self.tmux = tmux
         self.sink = sink
@@ -152,6 +173,10 @@ class Watcher:
         self._last_shape: list[str] | None = None
         self._full = True  # the next structure refresh reads the full list
         self.meta_max_age = meta_max_age
+        self.probe_every = probe_every
+        self._probes: dict[ControlClient, asyncio.Future[list[str]]] = {}
+        self._stale_sessions: set[str] = set()  # sessions whose panes wait for a new client
+        self._recovering: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -161,6 +186,7 @@ class Watcher:
             loop.create_task(self._supervise(), name="tmux-supervise"),
             loop.create_task(self._capture_loop(), name="tmux-capture"),
             loop.create_task(self._structure_loop(), name="tmux-structure"),
+            loop.create_task(self._probe_loop(), name="tmux-probe"),
         ]
 
     async def stop(self) -> None:
@@ -171,6 +197,8 @@ class Watcher:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks = []
+        for recovering in list(self._recovering):
+            recovering.cancel()
         await self._close_clients()
 
     async def _close_clients(self) -> None:
@@ -179,6 +207,8 @@ class Watcher:
         self._told.clear()
         self._paused.clear()
         self._bursts.clear()
+        self._probes.clear()
+        self._stale_sessions.clear()  # the next follow captures every pane
         self._last_listing = None
         self._last_shape = None
         self._full = True
@@ -226,7 +256,13 @@ class Watcher:
         if not self.tmux.reachable():
             self.sink.server_status(False, f"no tmux server on {self.tmux.socket}")
             return False
-        sessions = await self.tmux.list_sessions()
+        try:
+            sessions = await self.tmux.list_sessions(timeout=max(3 * self.probe_every, 3.0))
+        except Unanswered:
+            why = f"the tmux server on {self.tmux.socket} does not answer"
+            self.sink.server_status(True, why)
+            self._mark_stale(None, why)
+            return False
         if not sessions:
             running = self.tmux.reachable()
             self.sink.server_status(
@@ -267,6 +303,10 @@ class Watcher:
                 log.exception("could not start a tmux control client")
                 self._clients.pop(session, None)
                 continue
+            if session in self._stale_sessions:
+                task = asyncio.get_running_loop().create_task(self._recover(client))
+                self._recovering.add(task)
+                task.add_done_callback(self._recovering.discard)
         self.tmux.control = self._command_client()
 
     # ------------------------------------------------------------------ events
@@ -308,7 +348,12 @@ class Watcher:
         elif name == "client-closed":
             for pane in [p for p, (c, _) in self._paused.items() if c is client]:
                 del self._paused[pane]
+            self._probes.pop(client, None)
             if self._clients.get(client.label) is client:
+                # not closed by us: its session's panes are unwatched until a new client
+                if client.label not in self._stale_sessions:
+                    why = client.exit_reason or "its tmux control client exited"
+                    self._mark_stale(client.label, f"watching session {client.label}: {why}")
                 del self._clients[client.label]
             self.tmux.control = self._command_client()
             if self._clients:
@@ -416,6 +461,70 @@ class Watcher:
     def _redirty(self, pane: str, _: object) -> None:
         if pane in self._paused:
             self._dirty.add(pane)
+            self._dirty_event.set()
+
+    # ------------------------------------------------------------------ liveness
+
+    async def _probe_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        last_round = loop.time()
+        while not await self._sleep(self.probe_every):
+            now = loop.time()
+            for client in list(self._clients.values()):
+                answer = self._probes.pop(client, None)
+                if answer is not None and not answer.done():
+                    self._lost(client)  # its probe of the round before has not come back
+                    continue
+                if client.alive and (answer is not None or client.heard < last_round):
+                    try:
+                        (self._probes[client],) = client.send_quietly(["display-message -p ."])
+                    except ConnectionError:
+                        continue
+                    self.stats.probes += 1
+            last_round = now
+
+    def _lost(self, client: ControlClient) -> None:
+        """A client that did not answer its probe: its panes are stale; end it (the
+        structure loop attaches a new one when it has gone)."""
+        why = (
+            f"the tmux control client for session {client.label} did not answer "
+            f"within {self.probe_every:g}s"
+        )
+        log.warning("%s; restarting it", why)
+        self.stats.lost += 1
+        self._mark_stale(client.label, why)
+        client.kill()
+
+    def _mark_stale(self, session: str | None, why: str) -> None:
+        """Tell the sink a session's panes (every pane for None) are no longer watched."""
+        panes = [
+            pane
+            for pane, (info, _) in self._meta.items()
+            if session is None or info.session_id == session
+        ]
+        if session is not None:
+            self._stale_sessions.add(session)
+        for pane in panes:
+            self._told.pop(pane, None)  # the capture after recovery is told, whatever it shows
+        if panes:
+            self.sink.panes_stale(panes, why)
+
+    async def _recover(self, client: ControlClient) -> None:
+        """Once a restarted session's new client answers (its ``%output`` now follows the
+        panes), capture the session's panes again: the capture clears their stale mark."""
+        try:
+            await client.command("display-message -p .", self.probe_every)
+        except (ConnectionError, TimeoutError, TmuxCommandError):
+            return  # the probe loop finds it; the next client tries again
+        session = client.label
+        if self._clients.get(session) is not client:
+            return
+        self._stale_sessions.discard(session)
+        panes = {pane for pane, (info, _) in self._meta.items() if info.session_id == session}
+        for pane in panes:
+            self._told.pop(pane, None)
+        if panes:
+            self._dirty.update(panes)
             self._dirty_event.set()
 
     async def _structure_loop(self) -> None:

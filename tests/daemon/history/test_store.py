@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
+
 import pytest
 
 from openbus.daemon.history import store
@@ -43,12 +46,29 @@ def _segments(index: HistoryIndex) -> int:
 def test_the_full_text_index_is_merged_into_one_segment_after_many_writes(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(store, "MERGE_AFTER", 4)
-    for i in range(3):  # one transaction, so one segment, per transcript
+    monkeypatch.setattr(store, "MERGE_AFTER", 5)
+    for i in range(3):  # one reconcile writes its transcripts in one transaction: one segment
         world.claude.session(f"s-{i}", "/w", [f"first batch {i}"])
     world.index.reconcile()
-    assert _segments(world.index) == 3  # below the threshold: left to FTS5's own merging
+    assert _segments(world.index) == 1
     world.claude.session("s-3", "/w", ["second batch"])
     world.index.reconcile()
+    assert _segments(world.index) == 2  # below the threshold: left to FTS5's own merging
+    world.claude.session("s-4", "/w", ["third batch"])
+    world.index.reconcile()
     assert _segments(world.index) == 1
-    assert {h.entry.session_id for h in world.index.search("batch")} == {f"s-{i}" for i in range(4)}
+    assert {h.entry.session_id for h in world.index.search("batch")} == {f"s-{i}" for i in range(5)}
+
+
+def test_a_transcript_whose_write_fails_is_the_only_one_of_its_batch_lost(world: World) -> None:
+    world.claude.session("kept", "/w", ["a note about rotating keys"])
+    world.index.reconcile()
+    (kept,) = world.index.recent()
+    good = replace(kept, session_id="also-kept", transcript="/t/also-kept.jsonl")
+    bad = replace(kept, session_id="broken", harness=None)  # type: ignore[arg-type]
+    files = [(Path(f"/t/{e.session_id}.jsonl"), "claude", (1, 1, 1), e) for e in (good, bad, kept)]
+    errors = world.index.store.record_files(files)
+    assert errors[0] is None and errors[2] is None and "NOT NULL" in (errors[1] or "")
+    found = {h.entry.session_id for h in world.index.search("rotating")}
+    assert found == {"kept", "also-kept"}
+    assert "/t/broken.jsonl" not in world.index.store.files()
