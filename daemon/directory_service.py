@@ -81,6 +81,8 @@ class DirectoryFeature(Feature):
         )
         self.watcher = Watcher(self.tmux, self.directory)
         self._evidence: asyncio.Task[None] | None = None
+        # the last snapshot marked with the control pane (key, marked, the snapshot it holds)
+        self._marked: tuple[tuple[int, str, str | None], dict[str, Any], Any] | None = None
         gate.register(LIST, self._list)
 
     async def _list(self, call: Call) -> Any:
@@ -90,18 +92,29 @@ class DirectoryFeature(Feature):
             snapshot = {**snapshot, "panes": view.cut(snapshot["panes"])}
         control = self.owners.grants.control()
         if control is not None and control.pane_id is not None:
-            # the control session's pane carries its indicator
-            snapshot = {
-                **snapshot,
-                "panes": [
-                    {**p, "control": True}
-                    if p["pane"] == control.pane_id and p["incarnation"] == control.incarnation
-                    else p
-                    for p in snapshot["panes"]
-                ],
-            }
+            snapshot = self._with_control(snapshot, control.pane_id, control.incarnation)
         call.details["panes"] = len(snapshot["panes"])
         return snapshot
+
+    def _with_control(
+        self, snapshot: dict[str, Any], pane: str, incarnation: str | None
+    ) -> dict[str, Any]:
+        """The snapshot with the control session's pane marked (its indicator); the same
+        object until the directory or the control pane changes, as the snapshot itself."""
+        key = (id(snapshot), pane, incarnation)
+        if self._marked is not None and self._marked[0] == key:
+            return self._marked[1]
+        marked = {
+            **snapshot,
+            "panes": [
+                {**p, "control": True}
+                if p["pane"] == pane and p["incarnation"] == incarnation
+                else p
+                for p in snapshot["panes"]
+            ],
+        }
+        self._marked = (key, marked, snapshot)
+        return marked
 
     def pane_for_pid(self, pid: int) -> str | None:
         """The pane whose process is ``pid`` or one of its ancestors."""

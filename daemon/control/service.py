@@ -698,10 +698,14 @@ class ControlService(Feature):
         title = params.get("title")
         if title is not None and not isinstance(title, str):
             raise BadRequest("title must be text", field="title")
-        try:
-            owner = getpass.getuser()
-        except (KeyError, OSError):
-            raise Refused("cannot tell whose card this is") from None
+        current = self.grants.control()
+        if current is not None:
+            owner = current.owner  # the human who started control
+        else:
+            try:
+                owner = getpass.getuser()
+            except (KeyError, OSError):
+                raise Refused("cannot tell whose card this is") from None
         where = f" in {cwd}" if cwd else ""
         card, write = self.cards.new(
             kind=WINDOW_CARD,
