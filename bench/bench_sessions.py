@@ -153,7 +153,11 @@ def bench_list() -> None:
         extra = {
             "tmux": {"socket": str(socket)},
             "history": {"claude_config_dirs": [], "codex_homes": []},
-            "launchers.agent": {"harness": "claude", "argv": [str(agent), "1h"]},
+            # the caller: its launch adds Claude Code's options, which a shell takes as $0...
+            "launchers.agent": {
+                "harness": "claude",
+                "argv": ["/bin/sh", "-c", "exec sleep 3600", "agent"],
+            },
         }
         with running_daemon(tmp, extra) as daemon:
             with daemon.human(timeout=60) as client:
