@@ -17,12 +17,13 @@ from openbus.daemon import (
     cli_history,
     cli_launch,
     cli_messages,
+    cli_ui,
 )
 from openbus.daemon.cli_common import EXIT_ERROR, EXIT_USAGE, Handler, add_common
 from openbus.daemon.config import Config, load_config
 from openbus.kernel.errors import ConfigError, OpenbusError
 
-VERBS = (cli_consent, cli_history, cli_audit, cli_directory, cli_launch, cli_messages)
+VERBS = (cli_consent, cli_history, cli_audit, cli_directory, cli_launch, cli_messages, cli_ui)
 
 
 def _serve(args: argparse.Namespace, config: Config) -> int:
