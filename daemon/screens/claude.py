@@ -9,7 +9,9 @@ finds the last such box and reads:
 * busy: ``esc to interrupt`` in the footer or on the spinner line just above the box (the
   ``✻ Crunched for 8s`` line after a finished turn has no such marker);
 * menu: a slash-command list under a composer that starts with ``/``, or no composer and a
-  dialog with a selected numbered option (``❯ 1. Yes``), such as the permission prompt;
+  dialog with a selected numbered option (``❯ 1. Yes``), such as the permission prompt; the
+  dialog is also read as a ``Menu`` (question, the tool call it shows, numbered options, each
+  picked by pressing its number);
 * idle: the composer box with neither of the above;
 * exited: tmux says the pane is dead, an exit marker ends the screen, or the start-up failure
   page ("Unable to connect to Anthropic services") is all there is;
@@ -28,10 +30,12 @@ import re
 
 from openbus.daemon.screens.base import (
     Evidence,
+    Menu,
     Reading,
     State,
     clean_title,
     nonblank_above,
+    numbered_menu,
     one_line,
     pr_links,
     screen_lines,
@@ -76,8 +80,10 @@ def parse(text: str, ev: Evidence) -> Reading:
     title = clean_title(ev)
     links = pr_links(text)
 
-    def reading(state: State, composer_empty: bool | None, summary: str) -> Reading:
-        return Reading(state, composer_empty, title, one_line(summary), links)
+    def reading(
+        state: State, composer_empty: bool | None, summary: str, menu: Menu | None = None
+    ) -> Reading:
+        return Reading(state, composer_empty, title, one_line(summary), links, menu)
 
     if ev.dead or shows_exit(lines):
         offline = next((line.strip() for line in lines if _OFFLINE in line), "")
@@ -92,7 +98,8 @@ def parse(text: str, ev: Evidence) -> Reading:
             state: State = "menu"
             if ev.claude_status is not None and ev.claude_status.status == "busy":
                 state = "unknown"
-            return reading(state, None, question or "a menu is open")
+            menu = numbered_menu(lines, _OPTION_SELECTED) if state == "menu" else None
+            return reading(state, None, question or "a menu is open", menu)
         if any(_OFFLINE in line for line in lines):
             return reading("exited", None, _OFFLINE)
         return reading("unknown", None, "")

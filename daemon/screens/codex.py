@@ -10,7 +10,9 @@ the placeholder is told apart by its known texts.
 
 * busy: ``esc to interrupt`` on the status line just above the composer
   (``• Working (2s • esc to interrupt)``);
-* menu: no composer and a selected numbered option (``› 1. Allow``), as in the MCP approval;
+* menu: no composer and a selected numbered option (``› 1. Allow``), as in the MCP approval,
+  read as a ``Menu`` too (question, the call's arguments, options without their description
+  column, each picked by its number);
 * idle: the composer with no busy marker;
 * exited: tmux says dead, an exit marker ends the screen, or Codex's resume hint
   (``codex resume``) is the last thing it printed;
@@ -23,10 +25,12 @@ import re
 
 from openbus.daemon.screens.base import (
     Evidence,
+    Menu,
     Reading,
     State,
     clean_title,
     nonblank_above,
+    numbered_menu,
     one_line,
     pr_links,
     screen_lines,
@@ -77,8 +81,10 @@ def parse(text: str, ev: Evidence) -> Reading:
     title = clean_title(ev)
     links = pr_links(text)
 
-    def reading(state: State, composer_empty: bool | None, summary: str) -> Reading:
-        return Reading(state, composer_empty, title, one_line(summary), links)
+    def reading(
+        state: State, composer_empty: bool | None, summary: str, menu: Menu | None = None
+    ) -> Reading:
+        return Reading(state, composer_empty, title, one_line(summary), links, menu)
 
     if ev.dead or shows_exit(lines):
         return reading("exited", None, "exited")
@@ -87,7 +93,8 @@ def parse(text: str, ev: Evidence) -> Reading:
     if index is None:
         if any(_OPTION_SELECTED.match(line) for line in lines[-15:]):
             question = next((ln.strip() for ln in reversed(lines) if ln.strip().endswith("?")), "")
-            return reading("menu", None, question or "a menu is open")
+            menu = numbered_menu(lines, _OPTION_SELECTED)
+            return reading("menu", None, question or "a menu is open", menu)
         tail = [line for line in lines[-6:] if line.strip()]
         if any("codex resume" in line for line in tail):
             return reading("exited", None, "exited; resumable")
