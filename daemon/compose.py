@@ -14,7 +14,8 @@ is built, and is never changed afterwards:
 5. the audit export (checkpoints and the OTLP shipper), whether or not HTTP is served;
 6. launch (structured launchers, tokens, the liveness of launched agents; on a hosted box in
    ``pool`` mode, the agent-user pool that gives each agent its own uid);
-7. messaging on the directory's fleet, then the pane detail with messaging's section;
+7. messaging on the directory's fleet, then the pane detail with messaging's section, and
+   the human's keys into a pane (answering its menu, typing to an idle agent);
 8. the MCP endpoint over every feature's tools, its tokens verified by launch (its sessions
    capped per agent, counted on ``/healthz``);
 9. ``extra``: features supplied by the caller (``bench/`` adds its no-op tool this way).
@@ -47,6 +48,7 @@ from openbus.daemon.mcp.tools import McpTool, ToolRegistry
 from openbus.daemon.messaging.fleet import DirectoryFleet
 from openbus.daemon.messaging.mcp_tools import MESSAGING_TOOLS
 from openbus.daemon.messaging.service import MessagingService
+from openbus.daemon.pane_input import PaneInput
 from openbus.daemon.pane_owners import PaneOwners
 from openbus.daemon.refusals import AgentRefusals
 from openbus.kernel.clock import Clock, Random
@@ -170,6 +172,7 @@ def build(
         owners=owners,
     )
     register_pane_detail(gate, directory.directory, owners, [messaging.pane_section])
+    PaneInput(gate, DirectoryFleet(directory.directory, directory.tmux), owners)
     added = tuple(e.build(base) for e in extra)
     tools = ToolRegistry(
         [*OBSERVE_TOOLS, *MESSAGING_TOOLS, *(tool for e in extra for tool in e.tools)]

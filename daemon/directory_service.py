@@ -15,6 +15,7 @@ all): a pane the caller does not see is not found, the same answer as for no pan
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import socket as socketlib
 from collections.abc import Callable, Mapping, Sequence
@@ -29,6 +30,7 @@ from openbus.daemon.directory_probe import ProcessProbe
 from openbus.daemon.feature import Feature
 from openbus.daemon.gate import Call, Gate
 from openbus.daemon.history.liveness import walk_to_pane
+from openbus.daemon.mcp.masking import Masker
 from openbus.daemon.pane_owners import PaneOwners
 from openbus.daemon.tmux.adapter import Tmux
 from openbus.daemon.tmux.watcher import Watcher
@@ -107,7 +109,8 @@ class DirectoryFeature(Feature):
 def register_pane_detail(
     gate: Gate, directory: Directory, owners: PaneOwners, sections: Sequence[PaneSection]
 ) -> None:
-    """``directory.pane``: one pane in detail with its screen text (bounded); a human also
+    """``directory.pane``: one pane in detail with its screen text (bounded; with ``masked``,
+    secrets on it masked, as agents always see it, and the kinds masked listed); a human also
     sees each section's part. Given an incarnation, a pane that no longer runs it is refused
     (``Conflict`` naming ``incarnation``)."""
 
@@ -128,12 +131,20 @@ def register_pane_detail(
                     field="incarnation",
                 )
         detail = {**entry.detail(), **screen_of(entry.text)}
+        if call.params.get("masked") is True and detail["screen"] is not None:
+            masked = screen_masker().mask(detail["screen"])
+            detail["screen"], detail["masked"] = masked.text, sorted(masked.kinds)
         if call.actor.is_human:
             for section in sections:
                 detail.update(section(pane))
         return detail
 
     gate.register(PANE, one_pane)
+
+
+@functools.cache
+def screen_masker() -> Masker:
+    return Masker()
 
 
 def screen_of(text: str | None) -> dict[str, Any]:

@@ -37,51 +37,16 @@ const state = {
   ticks: 0,
   needConnections: true,
   busy: new Set(),
+  errors: new Map(), // an error shown beside the control that caused it, by item
+  seen: null, // Needs-you items already seen (null until the first load: no notifications)
 };
+const DESKTOP = window.matchMedia("(min-width: 900px)");
 
-// ---- icons: Lucide-style strokes (24x24, stroke 2, round caps), drawn for this page ----
+// ---- icons: the real Lucide SVGs, inlined into this file by the daemon when it serves it
+// (from the lucide package's own files; nothing is fetched from outside the box)
 
 const SVG = "http://www.w3.org/2000/svg";
-const ICONS = {
-  observe: [
-    ["path", { d: "M2.5 12C4.6 7.6 8 5 12 5s7.4 2.6 9.5 7c-2.1 4.4-5.5 7-9.5 7s-7.4-2.6-9.5-7Z" }],
-    ["circle", { cx: "12", cy: "12", r: "3" }],
-  ],
-  collaborate: [
-    ["circle", { cx: "9", cy: "8", r: "3.5" }],
-    ["path", { d: "M3 20c0-3.3 2.7-6 6-6s6 2.7 6 6" }],
-    ["path", { d: "M15.5 4.7a3.5 3.5 0 0 1 0 6.6" }],
-    ["path", { d: "M18 14.6c1.8.9 3 2.9 3 5.4" }],
-  ],
-  check: [["path", { d: "M5 12.5l4.5 4.5L19 7.5" }]],
-  pair: [
-    ["path", { d: "M3 12.5l4 4 9-9.5" }],
-    ["path", { d: "M11 16.5l1 0 9-9.5" }],
-  ],
-  x: [["path", { d: "M6 6l12 12M18 6L6 18" }]],
-  power: [
-    ["path", { d: "M12 3v8" }],
-    ["path", { d: "M6.3 7.2a8 8 0 1 0 11.4 0" }],
-  ],
-  branch: [
-    ["circle", { cx: "6", cy: "5.5", r: "2.5" }],
-    ["circle", { cx: "18", cy: "7.5", r: "2.5" }],
-    ["path", { d: "M6 8v10.5M18 10c0 4-6 3.5-11 7" }],
-  ],
-  pr: [
-    ["circle", { cx: "6", cy: "6", r: "2.5" }],
-    ["circle", { cx: "18", cy: "18", r: "2.5" }],
-    ["path", { d: "M6 8.5V21M18 15.5V9a3 3 0 0 0-3-3h-4" }],
-    ["path", { d: "M13.5 3.5L11 6l2.5 2.5" }],
-  ],
-  sent: [["path", { d: "M7 17L17 7M9 7h8v8" }]],
-  received: [["path", { d: "M17 7L7 17M15 17H7V9" }]],
-  back: [["path", { d: "M15 5l-7 7 7 7" }]],
-  clock: [
-    ["circle", { cx: "12", cy: "12", r: "9" }],
-    ["path", { d: "M12 7v5l3 2" }],
-  ],
-};
+const ICONS = /*LUCIDE-ICONS*/ {};
 
 function icon(name, label) {
   const svg = document.createElementNS(SVG, "svg");
@@ -107,7 +72,7 @@ function icon(name, label) {
   } else {
     svg.setAttribute("aria-hidden", "true");
   }
-  for (const [tag, shape] of ICONS[name]) {
+  for (const [tag, shape] of ICONS[name] || []) {
     const el = document.createElementNS(SVG, tag);
     for (const [key, value] of Object.entries(shape)) el.setAttribute(key, value);
     svg.append(el);
@@ -146,12 +111,20 @@ function ago(seconds) {
   return `${Math.floor(d / 86400)}d ago`;
 }
 
+const SOON_SECONDS = 120; // a card this close to expiring is marked
+
+function expiryText(seconds) {
+  const left = seconds - nowServer();
+  if (left <= 0) return "expired";
+  return `expires at ${clock(seconds)}${left < SOON_SECONDS ? ` (in ${until(seconds)})` : ""}`;
+}
+
 function until(seconds) {
   const d = Math.round(seconds - nowServer());
   if (d <= 0) return "expired";
-  if (d < 60) return `expires in ${d}s`;
-  if (d < 3600) return `expires in ${Math.floor(d / 60)} min`;
-  return `expires in ${Math.floor(d / 3600)} h ${Math.floor((d % 3600) / 60)} min`;
+  if (d < 60) return `${d}s`;
+  if (d < 3600) return `${Math.floor(d / 60)} min`;
+  return `${Math.floor(d / 3600)} h ${Math.floor((d % 3600) / 60)} min`;
 }
 
 function clock(seconds) {
@@ -161,7 +134,12 @@ function clock(seconds) {
 
 // ---- the API: one readable line on failure, never a stack ----
 
-class ApiError extends Error {}
+class ApiError extends Error {
+  constructor(message, status) {
+    super(message);
+    this.status = status;
+  }
+}
 
 async function api(method, path, body) {
   const init = { method, credentials: "same-origin", headers: { Accept: "application/json" } };
@@ -185,7 +163,7 @@ async function api(method, path, body) {
   if (!response.ok) {
     if (response.status === 401 && !data) location.reload(); // the tunnel's login page
     const message = data && typeof data.message === "string" ? data.message : null;
-    throw new ApiError(message || `${method} ${path} answered ${response.status}`);
+    throw new ApiError(message || `${method} ${path} answered ${response.status}`, response.status);
   }
   return data;
 }
@@ -218,17 +196,33 @@ function notify(message) {
   }, 6000);
 }
 
-async function act(key, work) {
+// Run one action of the person's. Its error is shown beside the control (``place``: the item
+// it belongs to, redrawn with it) or, without a place, in the banner at the top.
+async function act(key, work, place) {
   if (state.busy.has(key)) return;
   state.busy.add(key);
   try {
     await work();
-    clearError();
+    if (place) state.errors.delete(place);
+    else clearError();
   } catch (error) {
-    showError(error instanceof ApiError ? error.message : "something went wrong in the page");
+    const message =
+      error instanceof ApiError ? error.message : "something went wrong in the page";
+    if (place) {
+      state.errors.set(place, String(message).split("\n")[0]);
+      drawn.clear();
+      render();
+    } else {
+      showError(message);
+    }
   } finally {
     state.busy.delete(key);
   }
+}
+
+function inlineError(place) {
+  const message = state.errors.get(place);
+  return message ? h("p", { class: "error inline", role: "alert", text: message }) : null;
 }
 
 // ---- Connect ----
@@ -284,7 +278,7 @@ function connectToggle(pane) {
           text: `Granted ${found.preset}; the org policy caps it at ${found.effective}.`,
         })
       : null;
-  return h("div", { class: "connect" }, group, note);
+  return h("div", { class: "connect" }, group, note, inlineError(`pane:${pane.pane}`));
 }
 
 async function setConnect(pane, preset) {
@@ -297,7 +291,7 @@ async function setConnect(pane, preset) {
     );
     await refreshConnections();
     render();
-  });
+  }, `pane:${pane}`);
 }
 
 async function refreshConnections() {
@@ -380,17 +374,18 @@ function cardItem(card) {
       notify(decision === "decline" ? "Declined." : "Approved.");
       await refreshCards();
       render();
-    });
+    }, `card:${card.id}`);
+  const soon = card.expires - nowServer() < SOON_SECONDS;
   return h(
     "li",
-    { class: "card", dataset: { card: card.id, kind: card.kind } },
+    { class: `card${soon ? " soon" : ""}`, dataset: { card: card.id, kind: card.kind } },
     h("p", { class: "card-kind", text: card.kind.replace(/_/g, " ") }),
     h("p", { class: "card-summary", text: card.summary }),
     h(
       "p",
       { class: "small" },
       h("span", { class: "expiry", dataset: { expires: String(card.expires) } }, icon("clock"),
-        until(card.expires)),
+        expiryText(card.expires)),
       card.target ? h("span", { class: "mono", text: ` · ${card.target}` }) : null,
     ),
     h(
@@ -406,14 +401,103 @@ function cardItem(card) {
       h("button", { type: "button", dataset: { decision: "decline" },
         onclick: () => decide("decline") }, icon("x"), "Decline"),
     ),
+    inlineError(`card:${card.id}`),
+  );
+}
+
+// ---- Needs you: agents whose screen asks a person (a permission prompt, a question)
+
+function asking() {
+  return state.panes.filter((p) => p.state === "menu" && p.menu && p.menu.options.length);
+}
+
+function paneName(pane) {
+  return pane.title || pane.window?.name || pane.command || pane.pane;
+}
+
+function menuItem(pane) {
+  const menu = pane.menu;
+  const place = `menu:${pane.pane}`;
+  const answer = (option) =>
+    act(`answer:${pane.pane}`, async () => {
+      await api("POST", `/api/panes/${encodeURIComponent(pane.pane)}/answer`, {
+        incarnation: pane.incarnation,
+        fingerprint: menu.fingerprint,
+        key: option.key,
+      });
+      notify(`${pane.pane}: pressed ${option.key} (${option.label}).`);
+      await tick();
+    }, place);
+  return h(
+    "li",
+    { class: "card asks", dataset: { asks: pane.pane, fingerprint: menu.fingerprint } },
+    h("p", { class: "card-kind" }, icon("terminal"), `${pane.harness} asks · `,
+      h("span", { class: "mono", text: pane.pane })),
+    h("p", { class: "card-summary" },
+      h("button", { type: "button", class: "linkish", onclick: () => openDetail(pane.pane) },
+        paneName(pane))),
+    h("p", { class: "question", text: menu.question }),
+    menu.detail ? h("p", { class: "menu-detail mono", text: menu.detail }) : null,
+    h(
+      "div",
+      { class: "options" },
+      menu.options.map((option, index) =>
+        h("button", {
+          type: "button",
+          class: index === 0 ? "primary" : "",
+          dataset: { key: option.key },
+          onclick: () => answer(option),
+        }, h("span", { class: "key mono", text: option.key }), option.label)),
+    ),
+    inlineError(place),
   );
 }
 
 function renderCards() {
-  $("cards").replaceChildren(...state.cards.map(cardItem));
-  $("cards-count").textContent = String(state.cards.length);
-  $("cards-count").classList.toggle("hot", state.cards.length > 0);
-  $("cards-empty").hidden = state.cards.length > 0;
+  const asks = asking();
+  const count = state.cards.length + asks.length;
+  $("cards").replaceChildren(...asks.map(menuItem), ...state.cards.map(cardItem));
+  $("cards-count").textContent = String(count);
+  $("cards-count").classList.toggle("hot", count > 0);
+  $("cards-empty").hidden = count > 0;
+  badge(count);
+  tell(asks);
+}
+
+// ---- be told: the title and icon carry the count; a notification per new item
+
+function badge(count) {
+  document.title = count ? `(${count}) openbus` : "openbus";
+  const link = document.querySelector('link[rel="icon"]');
+  const href = `/static/favicon-${count > 9 ? "9plus" : count}.svg`;
+  if (link && link.getAttribute("href") !== href) link.setAttribute("href", href);
+  if (navigator.setAppBadge) {
+    (count ? navigator.setAppBadge(count) : navigator.clearAppBadge()).catch(() => {});
+  }
+}
+
+function tell(asks) {
+  const items = [
+    ...asks.map((p) => [`menu:${p.pane}:${p.menu.fingerprint}`,
+      `${paneName(p)} (${p.pane}) asks`, p.menu.question]),
+    ...state.cards.map((c) => [`card:${c.id}`, `${c.kind.replace(/_/g, " ")} card`, c.summary]),
+  ];
+  const first = state.seen === null;
+  const seen = new Set(items.map(([key]) => key));
+  if (!first && "Notification" in window && Notification.permission === "granted") {
+    for (const [key, title, body] of items) {
+      if (!state.seen.has(key)) new Notification(`openbus: ${title}`, { body, tag: key });
+    }
+  }
+  state.seen = seen;
+}
+
+function askToNotify() {
+  // asked once, on the person's first tap (browsers ignore a request without one)
+  if (!("Notification" in window) || Notification.permission !== "default") return;
+  if (localStorage.getItem("openbus-notify-asked")) return;
+  localStorage.setItem("openbus-notify-asked", "1");
+  Notification.requestPermission().catch(() => {});
 }
 
 async function refreshCards() {
@@ -554,19 +638,29 @@ function messageList(title, messages, direction) {
   );
 }
 
+const AGENTS = new Set(["claude", "codex", "opencode", "omp", "gemini"]);
+
 function renderDetail() {
   const view = $("detail");
   const pane = state.detailData;
+  document.body.classList.toggle("with-detail", Boolean(state.detail));
   if (!state.detail) {
     view.hidden = true;
     $("home").hidden = false;
+    $("type-form").hidden = true;
     return;
   }
   view.hidden = false;
-  $("home").hidden = true;
+  $("home").hidden = !DESKTOP.matches; // beside the fleet on a desk, instead of it on a phone
+  const failed = state.errors.get("detail");
   if (!pane) {
     $("detail-h").textContent = state.detail;
-    $("detail-body").replaceChildren(h("p", { class: "empty", text: "Loading…" }));
+    $("type-form").hidden = true;
+    $("detail-body").replaceChildren(
+      failed
+        ? h("p", { class: "error inline", role: "alert", text: failed })
+        : h("p", { class: "empty", text: "Loading…" }),
+    );
     return;
   }
   const listed = state.panes.find((p) => p.pane === pane.pane) || pane;
@@ -589,7 +683,15 @@ function renderDetail() {
     ["Incarnation", pane.incarnation],
   ];
   const messages = pane.messages || { sent: [], received: [] };
+  const masked = pane.masked && pane.masked.length ? ` (masked: ${pane.masked.join(", ")})` : "";
   const parts = [
+    failed ? h("p", { class: "error inline", role: "alert", text: failed }) : null,
+    listed.state === "menu" && listed.menu ? h("ul", { class: "cards" }, menuItem(listed)) : null,
+    h("h3", { text: `Screen${masked}` }),
+    pane.screen
+      ? h("pre", { class: "screen mono", dataset: { revision: String(pane.revision) },
+          text: pane.screen })
+      : h("p", { class: "empty", text: "No screen captured yet." }),
     h("dl", { class: "fields" }, rows.map(([k, v]) => [h("dt", { text: k }), h("dd", { text: String(v) })])),
     pane.pr_links && pane.pr_links.length ? h("p", { class: "prs" }, prLinks(pane.pr_links)) : null,
     pane.harness === "shell" ? null : connectToggle(listed),
@@ -605,13 +707,48 @@ function renderDetail() {
     ),
   ];
   $("detail-body").replaceChildren(...parts.filter(Boolean));
+  const form = $("type-form");
+  form.hidden = !AGENTS.has(pane.harness) || pane.state === "exited";
+  const ready = pane.state === "idle" && pane.composer_empty === true;
+  form.querySelector("button").disabled = !ready;
+  $("type-hint").textContent = ready
+    ? "Typed into the agent's composer and sent, as you, audited."
+    : `${pane.pane} is ${pane.state === "idle" ? "holding a draft" : pane.state}: text is typed only at an idle, empty composer.`;
 }
 
 async function refreshDetail() {
   if (!state.detail) return;
   const pane = state.detail;
-  const data = await api("GET", `/api/panes/${encodeURIComponent(pane)}`);
-  if (state.detail === pane) state.detailData = data;
+  try {
+    const data = await api("GET", `/api/panes/${encodeURIComponent(pane)}?masked=true`);
+    if (state.detail === pane) {
+      state.detailData = data;
+      state.errors.delete("detail");
+    }
+  } catch (error) {
+    if (state.detail !== pane) return;
+    state.errors.set("detail", error.message || "the pane could not be read");
+    if (error instanceof ApiError && error.status === 404) state.detailData = null;
+  }
+}
+
+async function typeText(event) {
+  event.preventDefault();
+  const pane = state.detailData;
+  const input = $("type-text");
+  const text = input.value;
+  if (!pane || !text.trim()) return;
+  await act(`type:${pane.pane}`, async () => {
+    const result = await api("POST", `/api/panes/${encodeURIComponent(pane.pane)}/type`, {
+      incarnation: pane.incarnation,
+      text,
+    });
+    input.value = "";
+    notify(result.submitted ? `Sent to ${pane.pane}.` : `Typed into ${pane.pane}; not yet sent.`);
+    await refreshDetail();
+    drawn.delete("detail");
+    render();
+  }, "detail");
 }
 
 function openDetail(pane) {
@@ -624,16 +761,17 @@ function route() {
   if (pane !== state.detail) {
     state.detail = pane;
     state.detailData = null;
+    state.errors.delete("detail");
     drawn.delete("detail");
     renderDetail();
     if (pane) {
-      act("detail", async () => {
-        await refreshDetail();
+      refreshDetail().then(() => {
         drawn.delete("detail");
         renderDetail();
       });
     }
-    window.scrollTo(0, 0);
+    // a phone shows the detail instead of the fleet: start it at the top; a desk keeps its place
+    if (!DESKTOP.matches) window.scrollTo(0, 0);
   }
 }
 
@@ -651,9 +789,10 @@ function redraw(part, inputs, draw) {
 
 function render() {
   const connections = [...state.connections.values()];
-  redraw("cards", state.cards, renderCards);
-  redraw("fleet", [state.panes, connections], renderFleet);
-  redraw("detail", [state.detail, state.detailData, connections, state.panes.length], renderDetail);
+  const errors = [...state.errors];
+  redraw("cards", [state.cards, asking(), errors], renderCards);
+  redraw("fleet", [state.panes, connections, errors], renderFleet);
+  redraw("detail", [state.detail, state.detailData, connections, state.panes, errors], renderDetail);
 }
 
 async function tick() {
@@ -703,6 +842,13 @@ function init() {
     location.hash = "";
   });
   $("show-reads").addEventListener("change", renderAudit);
+  $("type-form").addEventListener("submit", typeText);
+  $("type-form").querySelector("button").prepend(icon("send"));
+  document.addEventListener("click", askToNotify, { once: true });
+  DESKTOP.addEventListener("change", () => {
+    drawn.delete("detail");
+    renderDetail();
+  });
   $("live").addEventListener("click", () => tick());
   window.addEventListener("hashchange", route);
   document.addEventListener("visibilitychange", () => {
@@ -710,7 +856,9 @@ function init() {
   });
   setInterval(() => {
     for (const el of document.querySelectorAll(".expiry[data-expires]")) {
-      el.lastChild.textContent = until(Number(el.dataset.expires));
+      const expires = Number(el.dataset.expires);
+      el.lastChild.textContent = expiryText(expires);
+      el.closest(".card")?.classList.toggle("soon", expires - nowServer() < SOON_SECONDS);
     }
   }, 1000);
   route();

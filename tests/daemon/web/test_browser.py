@@ -123,7 +123,7 @@ def test_the_page_shows_the_fleet_connect_cards_messages_and_audit_in_a_real_bro
         assert sent.get("result", {}).get("outcome") == "queued", sent
         card = page.locator('li.card[data-kind="message"]')
         expect(card).to_be_visible(timeout=WAIT_MS)
-        expect(card.locator(".expiry")).to_contain_text("expires in")
+        expect(card.locator(".expiry")).to_contain_text("expires at")
         expect(card.locator('button[data-decision="approve_pair"]')).to_be_visible()
         expect(page.locator("#cards-count")).to_have_text("1")
         page.screenshot(path=str(tmp_path / "phone.png"), full_page=False)
