@@ -4,7 +4,7 @@ fake structured agents (``tests.daemon.mcp.conftest``), reached through a byte f
 The browser sees the fleet, each connected pane's Observe or Collaborate icon, turns one
 pane off and sees ``connect.set`` in the audit feed, approves a message card one agent's
 real MCP call raised, reads the sender's messages in the pane detail, sees a refusal as one
-line, and disconnects everyone. A phone-sized screenshot lands in the test's tmp dir.
+line beside the control, and disconnects everyone. A phone-sized screenshot lands in the test's tmp dir.
 """
 
 from __future__ import annotations
@@ -158,10 +158,12 @@ def test_the_page_shows_the_fleet_connect_cards_messages_and_audit_in_a_real_bro
             timeout=WAIT_MS
         )
 
-        # an agent launched without a token: the API's refusal, as one readable line
+        # an agent launched without a token: the API's refusal, as one readable line, beside
+        # the tapped toggle (not in a banner scrolled out of sight)
         pane(opaque).locator('button[data-preset="observe"]').click()
-        error = page.locator("#error")
+        error = pane(opaque).locator(".error.inline")
         expect(error).to_be_visible(timeout=WAIT_MS)
+        expect(error).to_be_in_viewport()
         expect(error).to_contain_text("not launched with an openbus token")
         assert "Traceback" not in error.inner_text() and "\n" not in error.inner_text()
 
