@@ -15,7 +15,8 @@ is built, and is never changed afterwards:
 6. launch (structured launchers, tokens, the liveness of launched agents; on a hosted box in
    ``pool`` mode, the agent-user pool that gives each agent its own uid);
 7. messaging on the directory's fleet, then the pane detail with messaging's section, and
-   the human's keys into a pane (answering its menu, typing to an idle agent);
+   the human's keys into a pane (answering its menu, typing to an idle agent) and the human's
+   feed (what a page shows, pushed as it changes: one audited subscription, not polls);
 8. the MCP endpoint over every feature's tools, its tokens verified by launch (its sessions
    capped per agent, counted on ``/healthz``);
 9. ``extra``: features supplied by the caller (``bench/`` adds its no-op tool this way).
@@ -41,6 +42,7 @@ from openbus.daemon.directory_service import DirectoryFeature, register_pane_det
 from openbus.daemon.feature import Feature, Housekeeping
 from openbus.daemon.foundation import CardExpiry, Foundation, PolicyWatch
 from openbus.daemon.history.service import HistoryService, open_index
+from openbus.daemon.human_feed import HumanFeed
 from openbus.daemon.launch import LaunchService, LiveTokens
 from openbus.daemon.mcp.endpoint import McpEndpoint
 from openbus.daemon.mcp.observe import OBSERVE_TOOLS
@@ -173,6 +175,7 @@ def build(
     )
     register_pane_detail(gate, directory.directory, owners, [messaging.pane_section])
     PaneInput(gate, DirectoryFleet(directory.directory, directory.tmux), owners)
+    feed = HumanFeed(gate, directory, base.cards, base.connect)
     added = tuple(e.build(base) for e in extra)
     tools = ToolRegistry(
         [*OBSERVE_TOOLS, *MESSAGING_TOOLS, *(tool for e in extra for tool in e.tools)]
@@ -188,7 +191,7 @@ def build(
         refusals=base.refusals,
         clock=clock,
     )
-    features = (*sweeps, directory, history, audit_export, launch, messaging, mcp, *added)
+    features = (*sweeps, directory, history, audit_export, launch, messaging, feed, mcp, *added)
     return Daemon(
         foundation=base,
         directory=directory,

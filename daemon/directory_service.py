@@ -24,6 +24,7 @@ from typing import Any
 
 from openbus.daemon.config import Config
 from openbus.daemon.core.actions import Action
+from openbus.daemon.core.actors import Actor
 from openbus.daemon.core.consent import Tier
 from openbus.daemon.directory import Directory
 from openbus.daemon.directory_probe import ProcessProbe
@@ -80,11 +81,16 @@ class DirectoryFeature(Feature):
         gate.register(LIST, self._list)
 
     async def _list(self, call: Call) -> Any:
-        snapshot = self.directory.snapshot()
-        view = self.owners.view(call.actor)
+        snapshot = self.snapshot_for(call.actor)
+        call.details["panes"] = len(snapshot["panes"])
+        return snapshot
+
+    def snapshot_for(self, actor: Actor) -> dict[str, Any]:
+        """The directory as ``actor`` sees it (what ``directory.list`` answers)."""
+        snapshot: dict[str, Any] = self.directory.snapshot()
+        view = self.owners.view(actor)
         if not view.every:
             snapshot = {**snapshot, "panes": view.cut(snapshot["panes"])}
-        call.details["panes"] = len(snapshot["panes"])
         return snapshot
 
     def pane_for_pid(self, pid: int) -> str | None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import AsyncIterator
 from importlib import resources
 from typing import Any
 from xml.etree import ElementTree
@@ -35,6 +36,7 @@ import lucide
 from openbus.daemon.connect import LIST_CONNECTIONS
 from openbus.daemon.gate import Gate
 from openbus.daemon.http.identity import require_actor
+from openbus.daemon.human_feed import FOLLOW
 from openbus.kernel.errors import NotFound
 
 CSP = (
@@ -150,6 +152,28 @@ class StaticResource:
         asset.serve(req, resp)
 
 
+class FollowResource:
+    """``GET /api/follow``: one ``human.follow`` call, then its frames as NDJSON (an empty line
+    for a keep-alive) until the client goes away or the daemon stops."""
+
+    def __init__(self, gate: Gate) -> None:
+        self.gate = gate
+
+    async def on_get(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
+        frames = await self.gate.run(require_actor(req), FOLLOW.name, {})
+        resp.content_type = "application/x-ndjson"
+        resp.set_header("Cache-Control", "no-store")
+        resp.stream = _lines(frames)
+
+
+async def _lines(frames: AsyncIterator[dict[str, Any] | None]) -> AsyncIterator[bytes]:
+    async for frame in frames:
+        if frame is None:
+            yield b"\n"
+        else:
+            yield json.dumps(frame, separators=(",", ":"), default=str).encode() + b"\n"
+
+
 class ConnectionsResource:
     def __init__(self, gate: Gate) -> None:
         self.gate = gate
@@ -162,3 +186,4 @@ def add_routes(app: falcon.asgi.App[Any, Any], gate: Gate) -> None:
     app.add_route("/", PageResource())
     app.add_route("/static/{name}", StaticResource())
     app.add_route("/api/connections", ConnectionsResource(gate))
+    app.add_route("/api/follow", FollowResource(gate))

@@ -2,7 +2,7 @@
 // resources (each one a call through the gate, audited); this file only draws it.
 // No framework, no build step, nothing from outside the box; text is always set as text.
 
-const FAST_MS = 2500; // directory + cards while the page is visible
+const FAST_MS = 2500; // directory + cards while the page is visible (when it cannot follow)
 const HIDDEN_MS = 20000; // and while the tab is hidden
 const AUDIT_POLL_MS = 4000; // the audit feed when its stream is unavailable
 const CONNECTIONS_EVERY = 12; // refresh Connect presets at least every N polls
@@ -17,6 +17,7 @@ const OWN_READS = new Set([
   "connect.list",
   "audit.read",
   "audit.follow",
+  "human.follow",
   "messages.list",
 ]);
 // Records after which the Connect presets may have changed.
@@ -426,7 +427,6 @@ function menuItem(pane) {
         key: option.key,
       });
       notify(`${pane.pane}: pressed ${option.key} (${option.label}).`);
-      await tick();
     }, place);
   return h(
     "li",
@@ -795,34 +795,85 @@ function render() {
   redraw("detail", [state.detail, state.detailData, connections, state.panes, errors], renderDetail);
 }
 
+// The page follows the daemon's feed (/api/follow: one audited subscription, then a frame of
+// directory, cards and connections whenever they change), so its own watching writes no
+// audit record per refresh. Where the stream is unavailable it polls for a while instead.
+
+function live(directory, ok) {
+  const el = $("live");
+  el.textContent = !ok ? "offline"
+    : directory && directory.tmux && directory.tmux.running === false ? "tmux down" : "live";
+  el.classList.toggle("ok", ok);
+}
+
+async function apply(directory, cards, connections) {
+  const moved = state.panes.find((p) => p.pane === state.detail)?.revision;
+  state.panes = directory.panes;
+  state.version = directory.version;
+  state.cards = cards;
+  if (connections) {
+    state.connections = new Map(connections.connections.map((c) => [c.pane, c]));
+    state.cap = connections.cap;
+    state.needConnections = false;
+  } else if (state.needConnections || state.ticks % CONNECTIONS_EVERY === 0) {
+    await refreshConnections();
+  }
+  const now = state.panes.find((p) => p.pane === state.detail);
+  // the open pane's detail (its screen) is read again when its screen changed
+  if (state.detail && (!state.detailData || !now || now.revision !== moved)) await refreshDetail();
+  live(directory, true);
+  if (tick.failed) clearError();
+  tick.failed = false;
+  render();
+}
+
 async function tick() {
   state.ticks += 1;
-  const visible = document.visibilityState === "visible";
   try {
     const [directory, cards] = await Promise.all([
       api("GET", "/api/directory"),
       api("GET", "/api/cards"),
     ]);
     if (directory.version !== state.version) state.needConnections = true;
-    state.panes = directory.panes;
-    state.version = directory.version;
-    state.cards = cards.cards;
-    if (state.needConnections || state.ticks % CONNECTIONS_EVERY === 0) await refreshConnections();
-    if (visible && state.detail) await refreshDetail();
-    const live = $("live");
-    live.textContent = directory.tmux && directory.tmux.running === false ? "tmux down" : "live";
-    live.classList.toggle("ok", true);
-    if (tick.failed) clearError();
-    tick.failed = false;
-    render();
+    await apply(directory, cards.cards, null);
   } catch (error) {
     tick.failed = true;
-    $("live").textContent = "offline";
-    $("live").classList.toggle("ok", false);
+    live(null, false);
     showError(error.message);
   }
-  clearTimeout(tick.timer);
-  tick.timer = setTimeout(tick, visible ? FAST_MS : HIDDEN_MS);
+}
+
+async function streamFollow() {
+  const response = await fetch("/api/follow", { credentials: "same-origin" });
+  if (!response.ok || !response.body) throw new Error("no stream");
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += decoder.decode(value, { stream: true });
+    const lines = buffer.split("\n");
+    buffer = lines.pop();
+    const frames = lines.filter((line) => line.trim()).map((line) => JSON.parse(line));
+    const frame = frames[frames.length - 1];
+    if (frame) await apply(frame.directory, frame.cards, frame.connections);
+  }
+}
+
+async function follow() {
+  for (;;) {
+    try {
+      await streamFollow();
+    } catch {
+      // the stream is unavailable: poll for a while, then try it again
+    }
+    const until = Date.now() + 30000;
+    do {
+      await tick();
+      await sleep(document.visibilityState === "visible" ? FAST_MS : HIDDEN_MS);
+    } while (Date.now() < until);
+  }
 }
 
 function init() {
@@ -851,9 +902,6 @@ function init() {
   });
   $("live").addEventListener("click", () => tick());
   window.addEventListener("hashchange", route);
-  document.addEventListener("visibilitychange", () => {
-    if (document.visibilityState === "visible") tick();
-  });
   setInterval(() => {
     for (const el of document.querySelectorAll(".expiry[data-expires]")) {
       const expires = Number(el.dataset.expires);
@@ -862,7 +910,7 @@ function init() {
     }
   }, 1000);
   route();
-  tick();
+  follow();
   startAudit().catch((error) => showError(error.message));
 }
 

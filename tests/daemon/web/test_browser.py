@@ -4,7 +4,8 @@ fake structured agents (``tests.daemon.mcp.conftest``), reached through a byte f
 The browser sees the fleet, each connected pane's Observe or Collaborate icon, turns one
 pane off and sees ``connect.set`` in the audit feed, approves a message card one agent's
 real MCP call raised, reads the sender's messages in the pane detail, sees a refusal as one
-line beside the control, and disconnects everyone. A phone-sized screenshot lands in the test's tmp dir.
+line beside the control, and disconnects everyone. A phone-sized screenshot lands in the
+test's tmp dir.
 """
 
 from __future__ import annotations
@@ -126,6 +127,8 @@ def test_the_page_shows_the_fleet_connect_cards_messages_and_audit_in_a_real_bro
         expect(card.locator(".expiry")).to_contain_text("expires at")
         expect(card.locator('button[data-decision="approve_pair"]')).to_be_visible()
         expect(page.locator("#cards-count")).to_have_text("1")
+        expect(page).to_have_title("(1) openbus")
+        assert "needs you: message" in fleet.daemon.log()  # one line per new card
         page.screenshot(path=str(tmp_path / "phone.png"), full_page=False)
         page.screenshot(path=str(tmp_path / "phone-full.png"), full_page=True)
 
@@ -184,7 +187,7 @@ def test_the_page_shows_the_fleet_connect_cards_messages_and_audit_in_a_real_bro
         assert dialogs and "Disconnect every agent" in dialogs[0]
 
         # the page's own reads stay out of the feed unless asked for
-        feed = page.locator('#audit-feed li[data-action="directory.list"]')
+        feed = page.locator('#audit-feed li[data-action="human.follow"]')
         expect(feed).to_have_count(0)
         page.locator("#show-reads").check()
         expect(feed.first).to_be_visible()
@@ -202,3 +205,6 @@ def test_the_page_shows_the_fleet_connect_cards_messages_and_audit_in_a_real_bro
         records = client.get("/api/audit", params={"after": 0, "limit": 1000}).json()["records"]
     actions = [r["action"] for r in records if r["actor"].startswith("human:")]
     assert actions.count("audit.follow") == 1, actions
+    # the page followed the fleet too: one subscription, no directory or card polls
+    assert actions.count("human.follow") == 1, actions
+    assert "directory.list" not in actions and "cards.list" not in actions, actions

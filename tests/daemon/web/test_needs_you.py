@@ -3,17 +3,24 @@ forwarder), against the real daemon, a private tmux server and a real Claude Cod
 stub model, with the stub's MCP tool not pre-approved, so running it asks first).
 
 At phone size (390×844): Claude Code's permission prompt shows in Needs you with its question,
-the call it shows and its options; the title and the icon carry the count and a browser
-notification is raised for it; a tap on an option of a screen that has changed since is
-refused with the reason and presses nothing; tapping "Yes" on the current prompt makes the
-agent proceed (the tool runs, the turn ends). At desk size (1280×800): clicking the pane shows
-its detail beside the fleet, with its current screen, and text typed there reaches the agent.
-Screenshots of each state are written to ``build/screens/`` (gitignored).
+the call it shows and its options; the title and the icon carry the count, a browser
+notification is raised for it and ``openbus cards --follow`` prints it; a tap on an option of
+a screen that has changed since is refused with the reason and presses nothing; tapping "Yes"
+on the current prompt makes the agent proceed (the tool runs, the turn ends).
+
+At desk size (1280×800): clicking the pane shows its detail beside the fleet, with its current
+screen, and text typed there reaches the agent; that page follows the daemon's feed, one
+audited subscription instead of a record per poll. Screenshots of each state are written to
+``build/screens/`` (gitignored).
 """
 
 from __future__ import annotations
 
+import json
+import select
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -126,10 +133,31 @@ def ask_for_echo(desk: Desk, text: str) -> Any:
     return tool
 
 
+def first_followed(desk: Desk) -> dict[str, Any]:
+    """The first item ``openbus cards --follow --json`` prints."""
+    argv = [sys.executable, "-m", "openbus.daemon.cli", "cards", "--follow", "--json"]
+    follower = subprocess.Popen(
+        [*argv, "--config", str(desk.daemon.config_path)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert follower.stdout is not None
+        ready = select.select([follower.stdout], [], [], 30)[0]
+        assert ready, "openbus cards --follow printed nothing"
+        found: dict[str, Any] = json.loads(follower.stdout.readline())
+        return found
+    finally:
+        follower.kill()
+        follower.wait(timeout=10)
+        if follower.stdout is not None:
+            follower.stdout.close()
+
+
 def test_a_permission_prompt_is_answered_from_the_phone_and_a_stale_tap_is_refused(
     desk: Desk,
 ) -> None:
     page = desk.page(PHONE, device_scale_factor=2, is_mobile=True, has_touch=True)
+    # this page polls (its feed refused), so its clock can hold it on one screen below
+    page.route("**/api/follow", lambda route: route.abort())
     page.clock.install()
     page.goto(desk.daemon.web_url())  # the printed address: the secret becomes a cookie
     assert "token=" not in page.url
@@ -149,6 +177,9 @@ def test_a_permission_prompt_is_answered_from_the_phone_and_a_stale_tap_is_refus
     notes = page.evaluate("window.__notes")
     assert any("asks" in n["title"] and n["body"] == "Do you want to proceed?" for n in notes)
     desk.shot(page, "phone-needs-you")
+    item = first_followed(desk)
+    assert (item["kind"], item["pane"], item["question"]) == ("asks", desk.pane, CLAUDE_PERMISSION)
+    assert item["options"][0]["label"] == "Yes"
 
     # the page is frozen on the alpha prompt while the screen moves on to another question
     page.clock.pause_at(page.evaluate("Date.now()") + 1000)
@@ -190,6 +221,8 @@ def test_a_permission_prompt_is_answered_from_the_phone_and_a_stale_tap_is_refus
 
 def test_on_a_desk_the_panes_detail_shows_beside_the_fleet_with_its_screen(desk: Desk) -> None:
     wait_until(lambda: desk.entry()["state"] == "idle", timeout=30, what="claude to be idle")
+    with desk.human() as client:
+        start = client.get("/api/audit", params={"after": 0, "limit": 1}).json()["export"]["seq"]
     page = desk.page(DESK)
     page.goto(desk.daemon.web_url())
     pane = page.locator(f'li.pane[data-pane="{desk.pane}"]')
@@ -209,6 +242,14 @@ def test_on_a_desk_the_panes_detail_shows_beside_the_fleet_with_its_screen(desk:
     expect(screen).to_contain_text("STUB-REPLY typed from the page", timeout=WAIT_MS)
     desk.shot(page, "desk-typed")
     page.context.close()
+
+    # the page followed the fleet: one audited subscription, no polls of the directory or cards
+    with desk.human() as client:
+        records = client.get("/api/audit", params={"after": start, "limit": 1000}).json()
+    actions = [r["action"] for r in records["records"] if r["actor"].startswith("human:")]
+    assert actions.count("human.follow") == 1, actions
+    assert "directory.list" not in actions and "cards.list" not in actions, actions
+    assert actions.count("pane.type") == 1, actions
 
 
 def test_a_pane_that_does_not_exist_says_so_instead_of_loading_forever(desk: Desk) -> None:
