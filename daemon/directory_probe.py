@@ -159,8 +159,10 @@ class ProcessProbe:
         if cached is not None:
             return cached
         found = self._detect(pane_pid, start, tpgid)
-        if found.harness == "unknown":
-            return found  # maybe not exec'd yet: ask again next time
+        if found.harness in ("unknown", "shell"):
+            # maybe not exec'd yet (``sh -c 'exec agent'`` keeps its pid and start time, so
+            # the cache key): ask again next time
+            return found
         if len(self._cache) > 4096:
             self._cache.clear()
         self._cache[key] = found

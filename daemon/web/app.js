@@ -576,10 +576,10 @@ async function followAudit() {
   }
 }
 
-async function streamAudit() {
-  const response = await fetch(`/api/audit/stream?after=${state.auditAfter}`, {
-    credentials: "same-origin",
-  });
+// Follow an NDJSON stream: each chunk's records (empty keep-alive lines skipped) to ``take``,
+// until the stream ends; throws when it cannot be opened.
+async function ndjson(path, take) {
+  const response = await fetch(path, { credentials: "same-origin" });
   if (!response.ok || !response.body) throw new Error("no stream");
   const reader = response.body.getReader();
   const decoder = new TextDecoder();
@@ -590,12 +590,12 @@ async function streamAudit() {
     buffer += decoder.decode(value, { stream: true });
     const lines = buffer.split("\n");
     buffer = lines.pop();
-    const records = [];
-    for (const line of lines) {
-      if (line.trim()) records.push(JSON.parse(line));
-    }
-    addRecords(records);
+    await take(lines.filter((line) => line.trim()).map((line) => JSON.parse(line)));
   }
+}
+
+function streamAudit() {
+  return ndjson(`/api/audit/stream?after=${state.auditAfter}`, addRecords);
 }
 
 function sleep(ms) {
@@ -843,22 +843,11 @@ async function tick() {
   }
 }
 
-async function streamFollow() {
-  const response = await fetch("/api/follow", { credentials: "same-origin" });
-  if (!response.ok || !response.body) throw new Error("no stream");
-  const reader = response.body.getReader();
-  const decoder = new TextDecoder();
-  let buffer = "";
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) return;
-    buffer += decoder.decode(value, { stream: true });
-    const lines = buffer.split("\n");
-    buffer = lines.pop();
-    const frames = lines.filter((line) => line.trim()).map((line) => JSON.parse(line));
+function streamFollow() {
+  return ndjson("/api/follow", async (frames) => {
     const frame = frames[frames.length - 1];
     if (frame) await apply(frame.directory, frame.cards, frame.connections);
-  }
+  });
 }
 
 async function follow() {
