@@ -6,7 +6,8 @@ const FAST_MS = 2500; // directory + cards while the page is visible (when it ca
 const HIDDEN_MS = 20000; // and while the tab is hidden
 const AUDIT_POLL_MS = 4000; // the audit feed when its stream is unavailable
 const CONNECTIONS_EVERY = 12; // refresh Connect presets at least every N polls
-const AUDIT_KEEP = 200;
+const AUDIT_PAGE = 100; // older records loaded per scroll
+const AUDIT_MAX = 5000; // records held in the page
 const PRESETS = ["off", "observe", "collaborate"];
 const STATES = ["idle", "busy", "menu", "shell", "exited", "unknown"];
 // Reads this page makes on its own; hidden from the feed unless asked for.
@@ -31,7 +32,8 @@ const state = {
   cap: null,
   cards: [],
   audit: [],
-  auditAfter: null,
+  auditAfter: null, // the newest record's seq
+  auditFrom: null, // records after this seq are loaded (0: from the beginning)
   skew: 0, // server clock minus ours, in seconds (from the Date header)
   detail: null, // the pane shown in the detail view
   detailData: null,
@@ -512,6 +514,13 @@ function visibleRecord(record) {
   return !(record.actor.startsWith("human:") && OWN_READS.has(record.action));
 }
 
+function refusalReason(record) {
+  if (record.outcome !== "refused" && record.outcome !== "error") return null;
+  const details = record.details || {};
+  const why = details.message || details.reason;
+  return why ? h("span", { class: "rec-why", text: String(why) }) : null;
+}
+
 function auditItem(record) {
   return h(
     "li",
@@ -522,12 +531,37 @@ function auditItem(record) {
     h("span", { class: "rec-actor", text: record.actor }),
     record.target ? h("span", { class: "rec-target mono", text: record.target }) : null,
     record.message_id ? h("span", { class: "rec-msg mono", text: `msg ${record.message_id}` }) : null,
+    refusalReason(record),
   );
 }
 
 function renderAudit() {
-  const shown = state.audit.filter(visibleRecord).slice(-AUDIT_KEEP).reverse();
+  const shown = state.audit.filter(visibleRecord).reverse();
   $("audit-feed").replaceChildren(...shown.map(auditItem));
+  const empty = $("audit-empty");
+  empty.hidden = shown.length > 0;
+  empty.textContent = state.audit.length
+    ? "Only this page's own reads so far; they are hidden (tick the box above to see them)."
+    : "Nothing recorded yet: what you and your agents do shows here as it happens.";
+  $("audit-older").textContent =
+    state.auditFrom === 0 ? "The beginning of the log." : "Scroll for older records…";
+}
+
+async function loadOlder() {
+  if (state.auditFrom === null || state.auditFrom <= 0 || state.busy.has("older")) return;
+  state.busy.add("older");
+  try {
+    const from = Math.max(0, state.auditFrom - AUDIT_PAGE);
+    const page = await api("GET", `/api/audit?after=${from}&limit=${AUDIT_PAGE}`);
+    const older = page.records.filter((r) => r.seq <= state.auditFrom);
+    state.audit = [...older, ...state.audit].slice(-AUDIT_MAX);
+    state.auditFrom = from;
+    renderAudit();
+  } catch (error) {
+    showError(error.message);
+  } finally {
+    state.busy.delete("older");
+  }
 }
 
 function addRecords(records) {
@@ -538,7 +572,7 @@ function addRecords(records) {
     state.auditAfter = record.seq;
     if (CONNECT_CHANGES.test(record.action)) state.needConnections = true;
   }
-  if (state.audit.length > AUDIT_KEEP * 4) state.audit = state.audit.slice(-AUDIT_KEEP * 2);
+  if (state.audit.length > AUDIT_MAX) state.audit = state.audit.slice(-AUDIT_MAX);
   renderAudit();
 }
 
@@ -549,6 +583,7 @@ async function startAudit() {
   const after = Math.max(0, top - 60);
   const tail = await api("GET", `/api/audit?after=${after}&limit=100`);
   state.auditAfter = after;
+  state.auditFrom = after;
   addRecords(tail.records);
   state.auditAfter = Math.max(state.auditAfter, tail.next || 0);
   followAudit();
@@ -882,6 +917,9 @@ function init() {
     location.hash = "";
   });
   $("show-reads").addEventListener("change", renderAudit);
+  new IntersectionObserver((seen) => {
+    if (seen.some((e) => e.isIntersecting)) loadOlder();
+  }).observe($("audit-older"));
   $("type-form").addEventListener("submit", typeText);
   $("type-form").querySelector("button").prepend(icon("send"));
   document.addEventListener("click", askToNotify, { once: true });

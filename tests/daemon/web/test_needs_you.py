@@ -196,6 +196,8 @@ def test_a_permission_prompt_is_answered_from_the_phone_and_a_stale_tap_is_refus
     expect(refusal).to_contain_text("Nothing was pressed")
     assert refusal.bounding_box() is not None  # beside the tapped control, on screen
     desk.shot(page, "phone-stale-tap-refused")
+    refused_row = page.locator('#audit-feed li.outcome-refused[data-action="pane.answer"]')
+    expect(refused_row.locator(".rec-why")).to_contain_text("changed since it was shown")
     assert not second.finished.is_set()
     assert desk.entry()["state"] == "menu"  # still asking about beta: nothing was pressed
 
@@ -241,6 +243,16 @@ def test_on_a_desk_the_panes_detail_shows_beside_the_fleet_with_its_screen(desk:
     turn.wait_finished(timeout=30)
     expect(screen).to_contain_text("STUB-REPLY typed from the page", timeout=WAIT_MS)
     desk.shot(page, "desk-typed")
+
+    # older records load as the feed is scrolled, back to the log's first
+    page.locator("#show-reads").check()
+    rows = page.locator("#audit-feed li")
+    older = page.locator("#audit-older")
+    while "beginning" not in older.inner_text():
+        before = rows.count()
+        older.scroll_into_view_if_needed()
+        expect(rows).not_to_have_count(before, timeout=WAIT_MS)
+    expect(page.locator('#audit-feed li[data-seq="1"]')).to_have_count(1)
     page.context.close()
 
     # the page followed the fleet: one audited subscription, no polls of the directory or cards
