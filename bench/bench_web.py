@@ -78,8 +78,10 @@ def main() -> None:
                 page.goto(daemon.web_url())  # the cookie; later loads reuse it
                 for _ in range(RUNS):
                     page.goto(daemon.web_base() + "/", wait_until="commit")
-                    page.wait_for_function("window.__drawn !== undefined", timeout=30_000)
-                    loads.append(page.evaluate("window.__drawn"))
+                    drawn = wait_until(
+                        lambda: page.evaluate("window.__drawn"), timeout=30, what="the fleet"
+                    )
+                    loads.append(float(drawn))
                 browser.close()
         finally:
             daemon.stop()
