@@ -19,6 +19,7 @@ from openbus.daemon import (
     cli_launch,
     cli_messages,
     cli_sessions,
+    cli_ui,
 )
 from openbus.daemon.cli_common import EXIT_ERROR, EXIT_USAGE, Handler, add_common
 from openbus.daemon.config import Config, load_config
@@ -33,6 +34,7 @@ VERBS = (
     cli_messages,
     cli_sessions,
     cli_ask,
+    cli_ui,
 )
 
 

@@ -180,6 +180,12 @@ class Connect:
         """The caller's connected agents by pane: preset granted, preset in effect, the cap."""
         user = call.actor.user
         assert user is not None
+        listing = self.connections_of(user)
+        call.details["panes"] = len(listing["connections"])
+        return listing
+
+    def connections_of(self, user: str) -> dict[str, Any]:
+        """``user``'s connected agents by pane (what ``connect.list`` answers)."""
         cap = self.cap_source(user).preset
         panes: dict[str, dict[str, Any]] = {}
         for principal in sorted(self.grants.active(), key=lambda p: p.created):
@@ -194,7 +200,6 @@ class Connect:
                 "preset": principal.preset.value,
                 "effective": principal.preset.at_most(cap).value,
             }
-        call.details["panes"] = len(panes)
         return {"cap": cap.value, "connections": sorted(panes.values(), key=_pane_order)}
 
 

@@ -123,6 +123,7 @@ class Entry:
                 "composer_empty": self.reading.composer_empty,
                 "title": self.reading.title,
                 "summary": self.reading.summary,
+                "menu": self.reading.menu.to_dict() if self.reading.menu else None,
                 "cwd": info.cwd,
                 "branch": self.branch,
                 "pr_links": list(self.pr_links),

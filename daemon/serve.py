@@ -15,13 +15,13 @@ import socket
 import sys
 from pathlib import Path
 
-from openbus.daemon import socket_acl
+from openbus.daemon import socket_acl, web_access
 from openbus.daemon.audit.shipper import read_headers_file
 from openbus.daemon.audit_export import export_settings
 from openbus.daemon.config import Config
 from openbus.daemon.policy_runtime import PolicyRuntime
 from openbus.daemon.tunnel_trust import tunnel_trust
-from openbus.kernel.clock import SystemClock
+from openbus.kernel.clock import SystemClock, SystemRandom
 from openbus.kernel.errors import ConfigError, Unavailable
 
 
@@ -40,10 +40,12 @@ def _clear_stale_socket(path: Path) -> None:
 
 
 APP = "openbus.daemon.app:app_from_env()"  # what gunicorn's worker loads
+ACCESS_FORMAT = '%(h)s %(t)s "%(m)s %(U)s %(H)s" %(s)s %(b)s %(L)s'
 
 
 def gunicorn_argv(config: Config, app: str = APP) -> list[str]:
     sock = config.daemon.socket
+    web = config.daemon.web_listen if web_access.served(config) else None
     return [
         sys.executable,
         "-m",
@@ -56,6 +58,7 @@ def gunicorn_argv(config: Config, app: str = APP) -> list[str]:
         config.daemon.listen,
         "--bind",
         f"unix:{sock}",
+        *(["--bind", web] if web else []),
         "--umask",
         "0o117" if config.hosted.enabled else "0o177",
         "--graceful-timeout",
@@ -66,7 +69,12 @@ def gunicorn_argv(config: Config, app: str = APP) -> list[str]:
         "75",
         # No access log unless asked for: even to /dev/null gunicorn formats every line, a
         # sixth of the worker's time per request under load.
-        *(["--access-logfile", "-"] if os.environ.get("OPENBUS_ACCESS_LOG") else []),
+        # (paths without their query: the web page's first address carries its secret)
+        *(
+            ["--access-logfile", "-", "--access-logformat", ACCESS_FORMAT]
+            if os.environ.get("OPENBUS_ACCESS_LOG")
+            else []
+        ),
         "--error-logfile",
         "-",
         "--log-level",
@@ -157,6 +165,14 @@ def serve(config: Config, app: str = APP) -> None:
             f"openbus: local mode as uid {os.getuid()}: agents on {config.daemon.listen}, "
             f"human side on {config.daemon.socket}. Local mode is not an isolation boundary: "
             "any process of this user can reach the socket.",
+            file=sys.stderr,
+            flush=True,
+        )
+    if web_access.served(config):
+        secret = web_access.new_secret(config, SystemRandom())
+        print(
+            f"openbus: the web page: {web_access.login_url(config, secret)} (this start's "
+            f"secret, also in {web_access.secret_path(config)}; `openbus ui` opens it)",
             file=sys.stderr,
             flush=True,
         )
