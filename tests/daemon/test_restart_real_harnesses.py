@@ -293,6 +293,8 @@ def test_restore_brings_back_three_connected_claudes_after_the_tmux_server_is_ki
         assert answer.returncode == 0 and all(r["ok"] for r in restored), restored
         assert {r["session_id"]: r["principal"] for r in restored} == sessions  # same grants
         assert len({r["pane"] for r in restored}) == 3
+        for r in restored:  # an agent that exits leaves its last screen for the failure message
+            tmux.run("set-option", "-p", "-t", r["pane"], "remain-on-exit", "on", check=False)
         records = [r for r in audit(daemon) if r["action"] == "session.resume"]
         assert sorted(r["details"]["session_id"] for r in records) == sorted(sessions)
         assert all(r["details"].get("rejoined") for r in records)
