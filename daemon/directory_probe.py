@@ -43,6 +43,7 @@ _PACKAGE_HINTS = {
     "@openai/codex": "codex",
     "@google/gemini-cli": "gemini",
     "opencode-ai": "opencode",
+    "@oh-my-pi/pi-coding-agent": "omp",
 }
 
 
@@ -158,31 +159,37 @@ class ProcessProbe:
         cached = self._cache.get(key)
         if cached is not None:
             return cached
-        found = self._detect(pane_pid, start, tpgid)
-        if found.harness == "unknown":
-            return found  # maybe not exec'd yet: ask again next time
+        found, settled = self._detect(pane_pid, start, tpgid)
+        if not settled:
+            return found  # maybe not exec'd yet, or a wrapper still to start it: ask again
         if len(self._cache) > 4096:
             self._cache.clear()
         self._cache[key] = found
         return found
 
-    def _detect(self, pane_pid: int, start: int, tpgid: int) -> Detected:
+    def _detect(self, pane_pid: int, start: int, tpgid: int) -> tuple[Detected, bool]:
+        """What runs in the pane, and whether that answer holds for the pane's process for
+        good (unknown does not; nor does a ``sh -c`` wrapper's, which starts its harness a
+        moment later in its own foreground group)."""
         pane = ProcIdentity(pane_pid, start)
         own = _classify(pane_pid)
         if own not in (None, "shell"):
-            return Detected(own, pane, pane)
+            return Detected(own, pane, pane), True
         root, kind = pane_pid, own
         if tpgid > 0 and tpgid != pane_pid:
             root, kind = tpgid, _classify(tpgid)
             if kind not in (None, "shell"):
-                return Detected(kind, proc_identity(tpgid), pane)
-        if kind is None and _stat(root) is not None:
+                return Detected(kind, proc_identity(tpgid), pane), True
+        wrapper = own == "shell" and root == pane_pid and "-c" in _argv(pane_pid)[1:3]
+        if (kind is None or wrapper) and _stat(root) is not None:
             # an unrecognised wrapper (npx; sudo switching a hosted agent to its pool user,
-            # which keeps the pane's foreground group): look a few levels below it
+            # which keeps the pane's foreground group; ``sh -c`` running its command as a
+            # child, without job control): look a few levels below it
             found = self._descendant(root, pane)
-            if found is not None:
-                return found
-        return Detected(own or "unknown", pane, pane)
+            if found is not None and (found.harness != "shell" or not wrapper):
+                return found, found.harness != "shell"
+        detected = Detected(own or "unknown", pane, pane)
+        return detected, detected.harness != "unknown" and not wrapper
 
     @staticmethod
     def _descendant(root: int, pane: ProcIdentity) -> Detected | None:

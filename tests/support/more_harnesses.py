@@ -8,7 +8,8 @@ private ``HOME`` under the test's tmp dir:
   (``@ai-sdk/openai-compatible``, bundled in the binary) whose ``baseURL`` is the stub's
   ``/v1``; it speaks Chat Completions. Autoupdate, sharing and LSP downloads are off.
 * omp: ``$HOME/.omp/agent/models.yml`` with a provider ``stub`` (``api: openai-completions``,
-  its key read from ``STUB_KEY``); Chat Completions too. The CLI is a Bun script, so the
+  its key read from ``STUB_KEY``) and ``config.yml`` turning off the first-run setup wizard,
+  the splash and the update check; Chat Completions too. The CLI is a Bun script, so the
   pin's prefix carries ``bun`` and its ``.bin`` leads ``PATH``.
 * Gemini CLI: ``$HOME/.gemini/settings.json`` choosing API-key auth with telemetry and update
   checks off, ``GEMINI_API_KEY`` and ``GOOGLE_GEMINI_BASE_URL`` (the stub's root) in the
@@ -54,13 +55,22 @@ class Harness:
     def env(self, **extra: str) -> dict[str, str]:
         return {**_base_env(self.home, self.binary), **self.env_vars, **extra}
 
+    @property
+    def command(self) -> list[str]:
+        """How the CLI is started. omp's is a ``#!/usr/bin/env bun`` script; a tmux pane's
+        ``PATH`` comes from tmux, not from ``-e``, so its Bun is named here (the process is
+        ``bun …/omp`` either way)."""
+        if self.name == "omp":
+            return [str(self.binary.parent / "bun"), str(self.binary.resolve())]
+        return [str(self.binary)]
+
     def tui_argv(self, *extra: str) -> list[str]:
-        return [str(self.binary), *self.model_args, *extra]
+        return [*self.command, *self.model_args, *extra]
 
     def print_argv(self, prompt: str, *extra: str) -> list[str]:
         if self.name == "opencode":
-            return [str(self.binary), "run", *self.model_args, *extra, prompt]
-        return [str(self.binary), *self.model_args, *extra, "-p", prompt]
+            return [*self.command, "run", *self.model_args, *extra, prompt]
+        return [*self.command, *self.model_args, *extra, "-p", prompt]
 
     # ---- where each keeps its sessions
 
@@ -111,6 +121,8 @@ def _omp(harness: Harness, root: Path) -> None:
         "models": [{"id": STUB_MODEL, "name": "Stub Model"}],
     }
     (agent / "models.yml").write_text(json.dumps({"providers": {"stub": provider}}, indent=2))
+    startup = {"setupWizard": False, "checkUpdate": False, "showSplash": False}
+    (agent / "config.yml").write_text(json.dumps({"startup": startup}, indent=2))
     harness.env_vars.update(STUB_KEY=STUB_KEY)
     harness.model_args = ("--model", f"stub/{STUB_MODEL}")
 
