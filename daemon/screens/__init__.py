@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from openbus.daemon.screens import claude, codex
+from openbus.daemon.screens import claude, codex, gemini, omp, opencode
 from openbus.daemon.screens.base import (
     HARNESSES,
     STATES,
@@ -27,6 +27,9 @@ Parser = Callable[[str, Evidence], Reading]
 PARSERS: dict[str, Parser] = {
     "claude": claude.parse,
     "codex": codex.parse,
+    "opencode": opencode.parse,
+    "omp": omp.parse,
+    "gemini": gemini.parse,
     "shell": parse_shell,
 }
 

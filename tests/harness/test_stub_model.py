@@ -253,7 +253,8 @@ def test_a_gemini_function_call_continues_when_its_function_response_arrives(
     stub_model.script(call_tool("echo", {"text": "g"}), reply("got {tool_result}"), match="echo")
     context = {"text": "<session_context>setup</session_context>"}
     asked = {"role": "user", "parts": [context, {"text": "call echo"}]}
-    first = gemini(stub_model, [asked])
+    declared = [{"functionDeclarations": [{"name": "echo", "parameters": {}}]}]
+    first = gemini(stub_model, [asked], tools=declared)
     part = first["candidates"][0]["content"]["parts"][0]
     assert part["functionCall"]["name"] == "echo" and part["functionCall"]["args"] == {"text": "g"}
     answer = {
@@ -269,6 +270,7 @@ def test_a_gemini_function_call_continues_when_its_function_response_arrives(
     text = second["candidates"][0]["content"]["parts"][0]["text"]
     assert text == 'got {"output": "echo: g"}'
     assert stub_model.turns("gemini")[0].prompt == "call echo"
+    assert stub_model.turns("gemini")[0].offered_tools == ["echo"]
 
 
 def test_gemini_side_calls_get_json_for_their_schema_and_leave_scripts_alone(

@@ -169,6 +169,10 @@ def _tool_names(tools: list[Any]) -> Iterator[str]:
             for inner in tool.get("tools") or []:
                 if isinstance(inner, dict) and "name" in inner:
                     yield f"{tool.get('name')}__{inner['name']}"
+        elif isinstance(tool.get("functionDeclarations"), list):  # Gemini
+            for inner in tool["functionDeclarations"]:
+                if isinstance(inner, dict) and "name" in inner:
+                    yield str(inner["name"])
         elif "name" in tool:
             yield str(tool["name"])
         elif isinstance(tool.get("function"), dict):
