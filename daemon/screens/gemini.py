@@ -9,6 +9,9 @@ above it and no more than a few footer lines below. An empty composer shows the 
 ``Type your message or @path/to/file``. Earlier prompts in the history also start `` > ``, but
 have no rule above them.
 
+* menu: a box ending the screen with numbered options (``● 1. Allow once``, ``2. Allow for this
+  session``, ``3. No, suggest changes (esc)``) under its question (``Allow execution of
+  [Shell]?``); the digit picks each option;
 * busy: ``(esc to cancel`` on a line between the history and the rule
   (``⠹ Thinking... (esc to cancel, 6s)``);
 * idle: the composer with no busy line;
@@ -25,6 +28,8 @@ import re
 
 from openbus.daemon.screens.base import (
     Evidence,
+    Menu,
+    MenuOption,
     Reading,
     State,
     one_line,
@@ -35,8 +40,31 @@ from openbus.daemon.screens.base import (
 
 _PROMPT = re.compile(r"^ > ?(.*)$")
 PLACEHOLDER = "Type your message or @path/to/file"
-_MAX_FOOTER = 4
+_MAX_FOOTER = 8  # the footer wraps to four lines (and blank ones) in a 60-column pane
 _RULE_DISTANCE = 4
+
+
+_BOX_OPTION = re.compile(r"^│ (?:●|\s)\s*(\d)\. (.+?)\s*(?:│|\ufffd)?$")
+_BOX_TEXT = re.compile(r"^│ (\S.*?)\s*(?:│|\ufffd)?$")
+
+
+def _menu(lines: list[str]) -> Menu | None:
+    """The numbered choice box ending the screen (a confirmation), if any."""
+    if not lines or not lines[-1].startswith("╰"):
+        return None
+    top = next((i for i in range(len(lines) - 2, -1, -1) if lines[i].startswith("╭")), None)
+    if top is None:
+        return None
+    box = lines[top + 1 : -1]
+    options = [
+        MenuOption(m.group(2), m.group(1)) for m in map(_BOX_OPTION.match, box) if m is not None
+    ]
+    if not options:
+        return None
+    first = next(i for i, line in enumerate(box) if _BOX_OPTION.match(line))
+    texts = [m.group(1) for m in map(_BOX_TEXT.match, box[:first]) if m is not None]
+    question = next((t for t in reversed(texts) if t.endswith("?")), texts[-1] if texts else "")
+    return Menu(question, tuple(options))
 
 
 def _is_rule(line: str) -> bool:
@@ -60,6 +88,9 @@ def parse(text: str, ev: Evidence) -> Reading:
 
     if ev.dead or shows_exit(lines):
         return reading("exited", None, "exited")
+    menu = _menu(lines)
+    if menu is not None:
+        return Reading("menu", None, None, one_line(menu.question or "a menu is open"), links, menu)
     index = _composer(lines)
     if index is None:
         return reading("unknown", None, "")

@@ -16,7 +16,12 @@ private ``HOME`` under the test's tmp dir:
   environment, the workspace trusted by ``GEMINI_CLI_TRUST_WORKSPACE``; it calls
   ``/v1beta/models/MODEL:streamGenerateContent``.
 
-``Harness.tui_argv()`` starts the TUI, ``print_argv(prompt)`` runs one prompt and exits.
+Each asks before a shell command (OpenCode ``permission.bash = "ask"``, omp
+``tools.approvalMode = always-ask``, Gemini's default), so a test gets a permission prompt.
+
+``Harness.tui_argv()`` starts the TUI, ``print_argv(prompt)`` runs one prompt and exits;
+``MARKERS`` has the screen texts a test waits for, ``SHELL_CALL`` the model-facing shell tool
+call that raises the permission prompt, ``EXIT`` the command that quits.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ STUB_MODEL = "stub-model"
 GEMINI_MODEL = "gemini-2.5-flash"
 STUB_KEY = "sk-stub-chat-0123456789"
 GEMINI_KEY = "stub-gemini-key-0123456789"
+NO_REGISTRY = "http://127.0.0.1:9/"  # the discard port: nothing listens, a connect is refused
 
 
 @dataclass
@@ -99,6 +105,7 @@ def _opencode(harness: Harness, root: Path) -> None:
         "small_model": f"stub/{STUB_MODEL}",
         "autoupdate": False,
         "share": "disabled",
+        "permission": {"bash": "ask"},  # a shell call asks, as omp's and Gemini's do
     }
     path = root / "opencode-config.json"
     path.write_text(json.dumps(config, indent=2))
@@ -108,6 +115,10 @@ def _opencode(harness: Harness, root: Path) -> None:
         OPENCODE_DISABLE_AUTOUPDATE="1",
         OPENCODE_DISABLE_MODELS_FETCH="1",
         OPENCODE_DISABLE_LSP_DOWNLOAD="1",
+        # at start it installs its plugin package into its config dir from the npm registry
+        # (with OPENCODE_PURE too); refused here, it starts all the same
+        npm_config_registry=NO_REGISTRY,
+        BUN_CONFIG_REGISTRY=NO_REGISTRY,
     )
 
 
@@ -122,7 +133,8 @@ def _omp(harness: Harness, root: Path) -> None:
     }
     (agent / "models.yml").write_text(json.dumps({"providers": {"stub": provider}}, indent=2))
     startup = {"setupWizard": False, "checkUpdate": False, "showSplash": False}
-    (agent / "config.yml").write_text(json.dumps({"startup": startup}, indent=2))
+    settings = {"startup": startup, "tools": {"approvalMode": "always-ask"}}
+    (agent / "config.yml").write_text(json.dumps(settings, indent=2))
     harness.env_vars.update(STUB_KEY=STUB_KEY)
     harness.model_args = ("--model", f"stub/{STUB_MODEL}")
 
@@ -160,3 +172,24 @@ def make_harness(
     harness = Harness(name, version, binary, home, cwd, stub)
     _SEED[name](harness, root)
     return harness
+
+
+@dataclass(frozen=True)
+class Markers:
+    ready: tuple[str, ...]  # the TUI is at its composer
+    busy: str  # a turn is running
+    menu: str  # the permission prompt for a shell command
+
+
+MARKERS = {
+    "opencode": Markers(("tab agents", "Ask anything"), "esc interrupt", "Permission required"),
+    "omp": Markers((" π > ", "╰─"), "Working…", "Allow tool:"),
+    "gemini": Markers(("Type your message",), "esc to cancel", "Allow execution of"),
+}
+SHELL_TOOL = {"opencode": "bash", "omp": "bash", "gemini": "run_shell_command"}
+EXIT = {"opencode": "/exit", "omp": "/exit", "gemini": "/quit"}
+
+
+def shell_call(name: Name, command: str) -> tuple[str, dict[str, Any]]:
+    """The (tool, arguments) a model sends to run ``command`` in ``name``'s shell tool."""
+    return SHELL_TOOL[name], {"command": command, "description": "run a command"}

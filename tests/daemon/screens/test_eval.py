@@ -12,7 +12,7 @@ from openbus.daemon.screens import ClaudeStatus, Evidence, parse
 
 HERE = Path(__file__).parent
 SETS = ("cases", "captured")
-CHECKED = ("state", "composer_empty", "title", "pr_links")
+CHECKED = ("state", "composer_empty", "title", "pr_links", "menu")
 
 
 def _cases() -> list[tuple[str, Path]]:
