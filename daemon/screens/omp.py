@@ -36,6 +36,8 @@ from openbus.daemon.screens.base import (
     shows_exit,
 )
 
+_MESSAGE = re.compile(r"^ \S")  # a message line (right-aligned titles and boxes are not)
+_TURN_FOOTER = " Wall time:"  # omp's own line after a turn that ran tools
 _INPUT = re.compile(r"^╰─(?: (.*))?$")
 _STATUS_IDLE = re.compile(r"^ π > ")
 _STATUS_BUSY = re.compile(r"^ [\u2800-\u28ff] \d+[smh]")
@@ -103,5 +105,10 @@ def parse(text: str, ev: Evidence) -> Reading:
     if _STATUS_BUSY.match(status) or working:
         return reading("busy", composer_empty, "working")
     if _STATUS_IDLE.match(status):
-        return reading("idle", composer_empty, "ready")
+        said = [
+            line.strip()
+            for line in lines[:-2]
+            if _MESSAGE.match(line) and not line.startswith(_TURN_FOOTER)
+        ]
+        return reading("idle", composer_empty, said[-1] if said else "ready")
     return reading("unknown", None, "")

@@ -263,11 +263,11 @@ def capture_more(pin: Pin) -> None:
 
         tmux.run("resize-window", "-t", pane, "-x", "60", "-y", "40")
         wait_until(lambda: max(map(len, tmux.capture(pane).splitlines())) <= 60, what="60 cols")
-        tmux.wait_for(pane, marks.ready[-1], timeout=30.0)
+        tmux.wait_for(pane, marks.ready[0], timeout=30.0)
         cap.save("narrow-idle", "idle", True, "the idle screen in a 60-column pane")
         tmux.run("resize-window", "-t", pane, "-x", "120", "-y", "15")
         wait_until(lambda: len(tmux.capture(pane).splitlines()) <= 15, what="15 rows")
-        tmux.wait_for(pane, marks.ready[-1], timeout=30.0)
+        tmux.wait_for(pane, marks.ready[0], timeout=30.0)
         cap.save("short-idle", "idle", True, "the idle screen in a 15-row pane")
         type_prompt(tmux, pane, "a draft in a short pane")
         cap.save("short-draft", "idle", False, "a draft in a 15-row pane")

@@ -182,7 +182,9 @@ class Markers:
 
 
 MARKERS = {
-    "opencode": Markers(("tab agents", "Ask anything"), "esc interrupt", "Permission required"),
+    "opencode": Markers(
+        ("ctrl+p commands", "Ask anything"), "esc interrupt", "Permission required"
+    ),
     "omp": Markers((" π > ", "╰─"), "Working…", "Allow tool:"),
     "gemini": Markers(("Type your message",), "esc to cancel", "Allow execution of"),
 }
