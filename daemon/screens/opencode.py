@@ -8,6 +8,9 @@ line the agent and model (``Build · Stub Model Stub``). The line under the box 
 while a turn runs it starts with a progress bar and ``esc interrupt``. Messages in the history
 are drawn with ``┃`` too, so the composer is the ``┃`` block right above the last ``╹▀`` line.
 
+* menu: ``△ Permission required`` in the last ``┃`` block, with its options on one line
+  (``Allow once   Allow always   Reject``) and ``enter confirm``: Enter picks the first (the
+  selected one; the others are reached with the arrow keys, so no single key is given for them);
 * busy: ``esc interrupt`` in the footer under the composer;
 * idle: the composer and a footer without it;
 * exited: tmux says dead or an exit marker ends the screen;
@@ -20,6 +23,8 @@ from __future__ import annotations
 
 from openbus.daemon.screens.base import (
     Evidence,
+    Menu,
+    MenuOption,
     Reading,
     State,
     one_line,
@@ -30,6 +35,23 @@ from openbus.daemon.screens.base import (
 
 PLACEHOLDER = "Ask anything…"
 _TITLE_PREFIX = "OC | "
+_PERMISSION = "△ Permission required"
+_CONFIRM = "enter confirm"
+
+
+def _menu(lines: list[str]) -> Menu | None:
+    tail = [line.lstrip().removeprefix("┃").strip() for line in lines[-16:]]
+    start = next((i for i in range(len(tail) - 1, -1, -1) if tail[i] == _PERMISSION), None)
+    if start is None:
+        return None
+    confirm = next((t for t in tail[start:] if _CONFIRM in t), None)
+    if confirm is None:
+        return None
+    details = [t for t in tail[start + 1 :] if t and t != confirm]
+    question = "Permission required" + (f" ({'; '.join(details[:2])})" if details else "")
+    labels = [w.strip() for w in confirm.split("   ") if w.strip()]
+    first = labels[0] if labels else ""
+    return Menu(question, (MenuOption(first, "Enter"),) if first else ())
 
 
 def _title(ev: Evidence) -> str | None:
@@ -47,6 +69,9 @@ def parse(text: str, ev: Evidence) -> Reading:
 
     if ev.dead or shows_exit(lines):
         return reading("exited", None, "exited")
+    menu = _menu(lines)
+    if menu is not None:
+        return Reading("menu", None, title, one_line(menu.question), links, menu)
     bottom = next(
         (i for i in range(len(lines) - 1, -1, -1) if lines[i].lstrip().startswith("╹▀")), None
     )

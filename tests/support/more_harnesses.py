@@ -182,9 +182,7 @@ class Markers:
 
 
 MARKERS = {
-    "opencode": Markers(
-        ("ctrl+p commands", "Ask anything"), "esc interrupt", "Permission required"
-    ),
+    "opencode": Markers(("ctrl+p", "Ask anything"), "esc interrupt", "Permission required"),
     "omp": Markers((" π > ", "╰─"), "Working…", "Allow tool:"),
     "gemini": Markers(("Type your message",), "esc to cancel", "Allow execution of"),
 }
