@@ -87,6 +87,12 @@ class Agent:
         else:
             self.tmux.wait_for(self.pane, CLAUDE_IDLE)
 
+    def quit_if_running(self) -> None:
+        """Quit the harness the way a person does, if the pane still runs it."""
+        if self.pane and not self.tmux.pane_dead(self.pane):
+            submit_prompt(self.tmux, self.pane, self.quit_command)
+            wait_until(lambda: self.tmux.pane_dead(self.pane), timeout=30, what="the agent to quit")
+
     @property
     def quit_command(self) -> str:
         return {"claude": "/exit", "codex": "/quit", **EXIT}[self.harness]
@@ -177,6 +183,8 @@ def agent(
             agent = Agent(harness, argv, env, cwd, tmux, stub, daemon, client)
             agent.start()
             yield agent
+            if harness in MARKERS:  # Gemini CLI outlives its tmux server (SIGHUP): quit it
+                agent.quit_if_running()
 
 
 # --------------------------------------------------------------------------- the cases, in order
