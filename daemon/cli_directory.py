@@ -1,6 +1,7 @@
-"""``openbus directory`` and ``openbus pane PANE``: the fleet directory at the desk.
+"""``openbus directory``, ``openbus pane PANE`` and ``openbus explain PANE``: the fleet directory
+at the desk.
 
-Both read the daemon's human API over its unix socket (each read is an audited action on the
+All read the daemon's human API over its unix socket (each read is an audited action on the
 gate). A table by default; ``--json`` prints what the API returned.
 """
 
@@ -119,6 +120,58 @@ def format_pane(p: dict[str, Any], now: float | None = None) -> str:
     return "\n".join(lines)
 
 
+def format_explain(p: dict[str, Any]) -> str:
+    """Why a pane reads as it does: parser, rule, the evidence weighed, what would change it."""
+    why = p.get("explain") or {}
+    evidence = why.get("evidence") or {}
+    screen = evidence.get("screen") or {}
+    status = evidence.get("status_file")
+    process = evidence.get("process") or {}
+    tmux = evidence.get("tmux") or {}
+    composer = _composer(p.get("composer_empty"))
+    lines = [
+        f"{p.get('pane')} reads {p.get('state')} (composer {composer}), "
+        f"{p.get('harness')} in {process.get('found', '?')}",
+        f"parser        {why.get('parser')}",
+        f"rule          {why.get('rule') or '-'}",
+        f"because       {why.get('because')}",
+        f"would change  {why.get('would_change')}",
+        "evidence:",
+        f"  status file {status['status'] if status else '-'}"
+        + (
+            f" (waiting for {status['waiting_for']})"
+            if status and status.get("waiting_for")
+            else ""
+        ),
+        f"  tmux        dead={tmux.get('dead')} title={tmux.get('title')!r}"
+        + (" in a mode" if tmux.get("in_mode") else ""),
+        f"  process     {'gone' if process.get('gone') else 'running'}",
+        f"  screen      revision {screen.get('revision')}, unchanged for {screen.get('still')}s",
+    ]
+    lines += [f"    | {line}" for line in screen.get("lines") or []]
+    return "\n".join(lines)
+
+
+def _one_pane(config: Config, pane: str) -> dict[str, Any]:
+    client = DaemonClient(config)
+    try:
+        data: dict[str, Any] = client.get("/api/panes/" + quote(pane, safe=""))
+    finally:
+        client.close()
+    return data
+
+
+def _explain(args: argparse.Namespace, config: Config) -> int:
+    data = _one_pane(config, args.pane)
+    if args.json:
+        data = {
+            key: data.get(key)
+            for key in ("pane", "incarnation", "harness", "state", "composer_empty", "explain")
+        }
+    emit(args, data, format_explain)
+    return 0
+
+
 def _directory(args: argparse.Namespace, config: Config) -> int:
     client = DaemonClient(config)
     try:
@@ -130,12 +183,7 @@ def _directory(args: argparse.Namespace, config: Config) -> int:
 
 
 def _pane(args: argparse.Namespace, config: Config) -> int:
-    client = DaemonClient(config)
-    try:
-        data = client.get("/api/panes/" + quote(args.pane, safe=""))
-    finally:
-        client.close()
-    emit(args, data, format_pane)
+    emit(args, _one_pane(config, args.pane), format_pane)
     return 0
 
 
@@ -147,3 +195,9 @@ def register(sub: Any) -> None:
     p.add_argument("pane", metavar="PANE", help="a tmux pane id such as %%3")
     add_common(p)
     p.set_defaults(handler=_pane)
+    p = sub.add_parser(
+        "explain", help="why a pane reads as it does: parser, rule, evidence, what would change it"
+    )
+    p.add_argument("pane", metavar="PANE", help="a tmux pane id such as %%3")
+    add_common(p)
+    p.set_defaults(handler=_explain)

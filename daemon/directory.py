@@ -14,12 +14,19 @@ branch, Claude's status file: a ``Probe``), classifies the screen with the pure 
   harness process in the same pane, is a new incarnation and a fresh entry (no history,
   events or PR links carry over);
   a pane whose process ended but which tmux keeps (remain-on-exit) stays the same
-  incarnation and harness, now ``exited``;
+  incarnation and harness, now ``exited``, from the first capture after /proc stops knowing
+  the process (tmux's dead flag, or its news of a respawned process, may come later): its
+  last screen is never read as a live agent's;
 * the parsed reading (state, composer_empty, title, summary), cwd, branch, PR links seen on
   this incarnation's screens (latest last, bounded), workstream handles (PR links, title);
 * a **screen revision** that increments whenever the screen text changes, and the time of
   that change (last activity);
 * recent events (appeared, state and title transitions, harness changes) in a bounded ring.
+
+Evidence besides the screen can change while the screen does not (Claude Code's status file
+says ``idle`` a moment after the screen showed the idle composer): ``reread_evidence()``,
+called about once a second, classifies such panes again, so no state waits for the next
+screen change.
 
 Readers use ``snapshot()``, ``pane(id)``, ``resolve_handle(handle)`` and ``changes()``; the
 per-pane ``send_lock(id)`` linearizes everything that types into a pane. Time comes from the
@@ -39,7 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from openbus.daemon.directory_probe import Detected, ProcIdentity
-from openbus.daemon.screens import ClaudeStatus, Evidence, Reading, parse
+from openbus.daemon.screens import ClaudeStatus, Evidence, Reading, parse, parser_name, rule_of
 from openbus.daemon.screens.base import screen_lines
 from openbus.daemon.tmux.adapter import PaneInfo
 from openbus.kernel.clock import Clock
@@ -85,6 +92,8 @@ class Entry:
     branch_read: float = float("-inf")
     last_activity: float = 0.0
     pr_links: list[str] = field(default_factory=list)
+    ended: bool = False  # the pane's process is gone (dead, or tmux has not said so yet)
+    status: ClaudeStatus | None = None  # Claude's status file as last read
     events: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=EVENTS_KEPT))
     _dict: dict[str, Any] | None = None
 
@@ -130,8 +139,37 @@ class Entry:
             }
         return self._dict
 
-    def detail(self) -> dict[str, Any]:
-        return {**self.to_dict(), "events": list(self.events)}
+    def detail(self, now: float | None = None) -> dict[str, Any]:
+        return {**self.to_dict(), "events": list(self.events), "explain": self.explain(now)}
+
+    def explain(self, now: float | None = None) -> dict[str, Any]:
+        """Why the pane reads as it does: the parser, its rule, the evidence that rule weighed
+        (screen lines, Claude's status file, tmux, the process tree) and what would change
+        the reading."""
+        reading, info = self.reading, self.info
+        rule = rule_of(self.harness, reading.rule)
+        if self.process == self.pane_process:
+            found = f"the pane's own process (pid {self.process.pid})"
+        else:
+            found = f"pid {self.process.pid}, below the pane's process (pid {info.pid})"
+        status = self.status
+        still = None if now is None else round(max(0.0, now - self.last_activity), 1)
+        return {
+            "parser": parser_name(self.harness),
+            "rule": reading.rule or None,
+            "because": rule.because if rule else "no screen captured yet",
+            "would_change": rule.changes if rule else "the pane's first capture",
+            "evidence": {
+                "screen": {"lines": list(reading.lines), "revision": self.revision, "still": still},
+                "status_file": (
+                    None
+                    if status is None
+                    else {"status": status.status, "waiting_for": status.waiting_for}
+                ),
+                "process": {"harness": self.harness, "found": found, "gone": self.ended},
+                "tmux": {"dead": info.dead, "title": info.title, "in_mode": info.in_mode},
+            },
+        }
 
 
 def _sort_key(entry: Entry) -> tuple[str, int, int]:
@@ -198,8 +236,9 @@ class Directory:
         return found
 
     def pane(self, pane_id: str) -> dict[str, Any]:
-        """One pane with its recent events; ``NotFound`` naming the pane if unknown."""
-        return self.entry(pane_id).detail()
+        """One pane with its recent events and why it reads as it does; ``NotFound`` naming
+        the pane if unknown."""
+        return self.entry(pane_id).detail(self.clock.now())
 
     def by_incarnation(self, incarnation: str) -> Entry | None:
         return next((e for e in self._entries.values() if e.incarnation == incarnation), None)
@@ -304,22 +343,25 @@ class Directory:
         digest = hmac.new(self._secret, material.encode(), hashlib.sha256).hexdigest()
         return "inc_" + digest[:32]
 
-    def _detect(self, entry: Entry | None, info: PaneInfo) -> Detected:
-        """The pane's processes. When the pane's own process has ended (tmux keeps the pane
-        under remain-on-exit, or has not flagged it dead yet, and /proc no longer knows the
-        pid), the entry keeps the identity it had: that incarnation exited, none began."""
+    def _detect(self, entry: Entry | None, info: PaneInfo) -> tuple[Detected, bool]:
+        """The pane's processes, and whether the pane's own process has ended. When it has
+        (tmux keeps the pane under remain-on-exit, or has not flagged it dead or told its new
+        process yet, and /proc no longer knows the pid), the entry keeps the identity it had:
+        that incarnation exited, none began."""
         kept = None
         if entry is not None and info.pid == entry.pane_process.pid:
             kept = Detected(entry.harness, entry.process, entry.pane_process)
             if info.dead:
-                return kept
+                return kept, True
         detected = self.probe.detect(info.pid)
-        return kept if kept is not None and detected.pane.start == 0 else detected
+        if kept is not None and detected.pane.start == 0:
+            return kept, True
+        return detected, False
 
     def _upsert(self, info: PaneInfo, text: str | None) -> None:
         now = self.clock.now()
         entry = self._entries.get(info.pane_id)
-        detected = self._detect(entry, info)
+        detected, ended = self._detect(entry, info)
         if (
             entry is not None
             and entry.pane_process == detected.pane
@@ -355,7 +397,8 @@ class Directory:
                     text = previous.text
             self._entries[info.pane_id] = entry
             added = True
-        changed = added or info != entry.info
+        changed = added or info != entry.info or ended != entry.ended
+        entry.ended = ended
         # the branch is re-read on a listing, a new cwd, or a capture BRANCH_EVERY seconds on
         read_branch = (
             text is None
@@ -390,19 +433,46 @@ class Directory:
             entry._dict = None
             self._publish("added" if added else "updated", info.pane_id)
 
-    def _classify(self, entry: Entry, now: float) -> bool:
+    def reread_evidence(self) -> None:
+        """Classify again each pane whose reading weighs more than its screen (Claude Code's
+        status file, how long the screen has stood still), where that evidence may have
+        changed while the screen did not: a status file that changed, or a busy or unknown
+        reading that stillness or the status file can settle. Called every second or so by
+        the feature; a source that went silent so never freezes a state."""
+        now = self.clock.now()
+        for entry in list(self._entries.values()):
+            if entry.harness != "claude" or entry.text is None:
+                continue
+            try:
+                status = self.probe.claude_status(entry.process)
+            except OSError:
+                continue
+            if status == entry.status and entry.state not in ("busy", "unknown"):
+                continue
+            if self._classify(entry, now, status):
+                entry._dict = None
+                self._publish("updated", entry.pane_id)
+
+    def _classify(self, entry: Entry, now: float, status: ClaudeStatus | None = None) -> bool:
         info = entry.info
-        status = self.probe.claude_status(entry.process) if entry.harness == "claude" else None
+        if status is None and entry.harness == "claude":
+            status = self.probe.claude_status(entry.process)
+        entry.status = status
         evidence = Evidence(
             harness=entry.harness,
             pane_title=info.title,
             hostname=self.hostname,
-            dead=info.dead,
+            dead=info.dead or entry.ended,
             in_mode=info.in_mode,
             claude_status=status,
+            screen_still=now - entry.last_activity,
         )
         if entry.text is None:
-            state = "exited" if info.dead else ("shell" if entry.harness == "shell" else "unknown")
+            state = (
+                "exited"
+                if info.dead or entry.ended
+                else ("shell" if entry.harness == "shell" else "unknown")
+            )
             reading = Reading(state)  # type: ignore[arg-type]
         else:
             reading = parse(entry.text, evidence)

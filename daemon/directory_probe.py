@@ -10,9 +10,15 @@ Theory of operation
   executable's name:
   ``claude``, ``codex``, ``opencode``, ``omp``, ``gemini`` (also as ``node .../claude``,
   ``node .../@openai/codex/bin/codex.js``), shells as ``shell``, anything else ``unknown``.
-  The answer is cached per (pane pid, its start time, tpgid), unless it is ``unknown``: a
-  pane caught between tmux's fork and the exec of its command still shows tmux's own image,
-  and the same pid (same start time, same tpgid) is the shell or harness a moment later.
+  The answer is cached per (pane pid, its start time, tpgid, and the names of both processes
+  in ``/proc/<pid>/comm``), unless it is ``unknown``: a pane caught between tmux's fork and
+  the exec of its command still shows tmux's own image, and the same pid (same start time,
+  same tpgid) is the shell or harness a moment later. The names are in the key because an
+  ``exec`` keeps the pid and start time: a wrapper script that sets up the environment and
+  then execs the harness is the harness from then on, not a shell for the pane's life. A shell
+  that runs a script or a ``-c`` command (no job control: what it starts stays in its group)
+  is a launcher: the harness below it, else ``unknown`` (asked again each time), never
+  ``shell``.
 * Process identity: pid plus start time (field 22 of ``/proc/<pid>/stat``), so a recycled
   pid is a different process.
 * Git branch: ``.git/HEAD`` read directly from the cwd upward, following a worktree's
@@ -147,7 +153,7 @@ class ProcessProbe:
 
     def __init__(self, home: Path | None = None) -> None:
         self.home = home or Path.home()
-        self._cache: dict[tuple[int, int, int], Detected] = {}
+        self._cache: dict[tuple[int, int, int, str, str], Detected] = {}
         self._gitdirs: dict[str, Path | None] = {}
 
     def detect(self, pane_pid: int) -> Detected:
@@ -155,41 +161,45 @@ class ProcessProbe:
         if stat is None:
             return Detected("unknown", ProcIdentity(pane_pid, 0), ProcIdentity(pane_pid, 0))
         _, tpgid, start = stat
-        key = (pane_pid, start, tpgid)
+        leader = _comm(tpgid) if tpgid > 0 and tpgid != pane_pid else ""
+        key = (pane_pid, start, tpgid, _comm(pane_pid), leader)
         cached = self._cache.get(key)
-        if cached is not None:
-            return cached
-        found, settled = self._detect(pane_pid, start, tpgid)
-        if not settled:
-            return found  # maybe not exec'd yet, or a wrapper still to start it: ask again
+        if cached is not None and (
+            cached.process == cached.pane or proc_identity(cached.process.pid) == cached.process
+        ):
+            return cached  # (a harness found below the pane's process must still run)
+        found, final = self._detect(pane_pid, start, tpgid)
+        if not final:
+            return found  # maybe not exec'd yet, or a script yet to start it: ask next time
         if len(self._cache) > 4096:
             self._cache.clear()
         self._cache[key] = found
         return found
 
     def _detect(self, pane_pid: int, start: int, tpgid: int) -> tuple[Detected, bool]:
-        """What runs in the pane, and whether that answer holds for the pane's process for
-        good (unknown does not; nor does a ``sh -c`` wrapper's, which starts its harness a
-        moment later in its own foreground group)."""
+        """What the pane runs, and whether that answer holds while the key does."""
         pane = ProcIdentity(pane_pid, start)
         own = _classify(pane_pid)
         if own not in (None, "shell"):
             return Detected(own, pane, pane), True
         root, kind = pane_pid, own
+        script = own == "shell" and tpgid in (pane_pid, -1) and _runs_script(_argv(pane_pid))
         if tpgid > 0 and tpgid != pane_pid:
             root, kind = tpgid, _classify(tpgid)
             if kind not in (None, "shell"):
                 return Detected(kind, proc_identity(tpgid), pane), True
-        wrapper = own == "shell" and root == pane_pid and "-c" in _argv(pane_pid)[1:3]
-        if (kind is None or wrapper) and _stat(root) is not None:
+        if (kind is None or script) and _stat(root) is not None:
             # an unrecognised wrapper (npx; sudo switching a hosted agent to its pool user,
-            # which keeps the pane's foreground group; ``sh -c`` running its command as a
-            # child, without job control): look a few levels below it
+            # which keeps the pane's foreground group), or a shell running a script (no job
+            # control: its children stay in its group): look a few levels below it
             found = self._descendant(root, pane)
-            if found is not None and (found.harness != "shell" or not wrapper):
-                return found, found.harness != "shell"
-        detected = Detected(own or "unknown", pane, pane)
-        return detected, detected.harness != "unknown" and not wrapper
+            if found is not None and (found.harness != "shell" or not script):
+                return found, True
+        if own is None or script:
+            # not exec'd yet, or a shell that only runs a script or command (a launcher, not a
+            # prompt a person types at): unknown until it runs something recognisable
+            return Detected("unknown", pane, pane), False
+        return Detected("shell", pane, pane), True
 
     @staticmethod
     def _descendant(root: int, pane: ProcIdentity) -> Detected | None:
@@ -267,6 +277,18 @@ class ProcessProbe:
             return Path(env["CLAUDE_CONFIG_DIR"])
         home = env.get("HOME")
         return (Path(home) if home else self.home) / ".claude"
+
+
+def _runs_script(argv: list[str]) -> bool:
+    """A shell's argv running a script or a ``-c`` command rather than an interactive shell:
+    what launches an agent after setting up its environment (``sh -c 'cd x && claude'``,
+    ``sh ./run-agent``)."""
+    for word in argv[1:]:
+        if not word.startswith("-"):
+            return True
+        if not word.startswith("--") and "c" in word[1:]:
+            return True
+    return False
 
 
 def _environ(pid: int) -> dict[str, str]:

@@ -14,7 +14,9 @@ all): a pane the caller does not see is not found, the same answer as for no pan
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 import os
 import socket as socketlib
 from collections.abc import Callable, Mapping, Sequence
@@ -39,8 +41,11 @@ from openbus.kernel.scopes import Scope
 
 LIST = Action("directory.list", Scope.READ, Tier.READ)
 PANE = Action("directory.pane", Scope.READ, Tier.READ)
+EVIDENCE_EVERY = 1.0  # seconds between re-reads of evidence that changes off screen
 SCREEN_CHARS = 16_384  # the most of a pane's screen text one read returns
 SECRET_FILE = "directory.secret"  # noqa: S105 - a file name, not a secret
+
+log = logging.getLogger(__name__)
 
 PaneSection = Callable[[str], Mapping[str, Any]]  # pane id -> more of a human's pane detail
 
@@ -75,6 +80,7 @@ class DirectoryFeature(Feature):
             hostname=socketlib.gethostname(),
         )
         self.watcher = Watcher(self.tmux, self.directory)
+        self._evidence: asyncio.Task[None] | None = None
         gate.register(LIST, self._list)
 
     async def _list(self, call: Call) -> Any:
@@ -92,9 +98,26 @@ class DirectoryFeature(Feature):
 
     async def start(self) -> None:
         await self.watcher.start()
+        self._evidence = asyncio.get_running_loop().create_task(
+            self._reread_evidence(), name="directory-evidence"
+        )
 
     async def stop(self) -> None:
+        if self._evidence is not None:
+            self._evidence.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._evidence
+            self._evidence = None
         await self.watcher.stop()
+
+    async def _reread_evidence(self) -> None:
+        """Evidence that changes without a screen change (a status file) is read again."""
+        while True:
+            await asyncio.sleep(EVIDENCE_EVERY)
+            try:
+                self.directory.reread_evidence()
+            except Exception:
+                log.exception("re-reading the panes' evidence failed")
 
     def health(self) -> Mapping[str, Any]:
         return {
@@ -127,7 +150,7 @@ def register_pane_detail(
                     f"{pane} is no longer incarnation {wanted}: it now runs another process",
                     field="incarnation",
                 )
-        detail = {**entry.detail(), **screen_of(entry.text)}
+        detail = {**entry.detail(directory.clock.now()), **screen_of(entry.text)}
         if call.actor.is_human:
             for section in sections:
                 detail.update(section(pane))

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from openbus.daemon.screens import claude, codex, gemini, omp, opencode
+from openbus.daemon.screens import claude, codex, gemini, generic, omp, opencode
 from openbus.daemon.screens.base import (
     HARNESSES,
     STATES,
     ClaudeStatus,
     Evidence,
     Reading,
+    Rule,
     State,
     pr_links,
     strip_ansi,
@@ -34,19 +35,41 @@ PARSERS: dict[str, Parser] = {
 }
 
 
+# Each parser's rules by id (a reading's ``rule``), for explaining a state.
+RULES: dict[str, dict[str, Rule]] = {
+    "claude": claude.RULES,
+    "codex": codex.RULES,
+    "shell": generic.RULES,
+}
+
+
 def parse(text: str, evidence: Evidence) -> Reading:
     return PARSERS.get(evidence.harness, parse_unknown)(text, evidence)
+
+
+def parser_name(harness: str) -> str:
+    """Which parser reads a harness's screen (``claude``, ``codex``, ``shell``, ``generic``)."""
+    return harness if harness in PARSERS else "generic"
+
+
+def rule_of(harness: str, rule: str) -> Rule | None:
+    """The rule ``rule`` of the parser reading ``harness``; None when it has no such rule."""
+    return RULES.get(harness, generic.RULES).get(rule)
 
 
 __all__ = [
     "HARNESSES",
     "PARSERS",
+    "RULES",
     "STATES",
     "ClaudeStatus",
     "Evidence",
     "Reading",
+    "Rule",
     "State",
     "parse",
+    "parser_name",
     "pr_links",
+    "rule_of",
     "strip_ansi",
 ]

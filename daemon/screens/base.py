@@ -13,6 +13,7 @@ place is ``unknown`` (never a guess), and a footer is never taken for work.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -48,6 +49,14 @@ class Evidence:
     dead: bool = False
     in_mode: bool = False  # copy mode or another tmux mode covers the pane
     claude_status: ClaudeStatus | None = None
+    # seconds since the screen text last changed (None: not known); a harness at work redraws
+    # its spinner several times a second, so a still screen outweighs a status file's ``busy``
+    screen_still: float | None = None
+
+
+# How long an idle-looking screen must stay unchanged before a ``busy`` status file (which
+# can lag the screen, or be left behind by a turn that ended) no longer makes it busy.
+STILL_SCREEN_SECONDS = 3.0
 
 
 @dataclass(frozen=True)
@@ -82,6 +91,8 @@ class Reading:
     summary: str = ""
     pr_links: tuple[str, ...] = field(default_factory=tuple)
     menu: Menu | None = None  # only with state "menu", and only when the parser read one
+    rule: str = ""  # which of the parser's rules (its ``RULES``) produced this reading
+    lines: tuple[str, ...] = ()  # the screen lines that rule rests on
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -92,6 +103,40 @@ class Reading:
             "pr_links": list(self.pr_links),
             "menu": self.menu.to_dict() if self.menu else None,
         }
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One way a parser reaches a state: why it holds, and what would change the reading."""
+
+    because: str
+    changes: str
+
+
+# The rule every parser shares: the pane's process is gone.
+EXITED = Rule(
+    "tmux says the pane's process is dead (or /proc no longer knows it), or an exit marker "
+    "ends the screen",
+    "a new process in the pane (a new incarnation)",
+)
+
+
+def reader(title: str | None, links: tuple[str, ...]) -> Callable[..., Reading]:
+    """A parser's ``reading(state, composer_empty, summary, rule, lines=())`` for one screen:
+    the title and PR links are the screen's, the summary is cut to one line."""
+
+    def reading(
+        state: State,
+        composer_empty: bool | None,
+        summary: str,
+        rule: str,
+        shown: Sequence[str] = (),
+    ) -> Reading:
+        return Reading(
+            state, composer_empty, title, one_line(summary), links, rule=rule, lines=tuple(shown)
+        )
+
+    return reading
 
 
 def strip_ansi(text: str) -> str:

@@ -8,7 +8,7 @@ finds the last such box and reads:
 
 * busy: ``esc to interrupt`` in the footer or on the spinner line just above the box (the
   ``✻ Crunched for 8s`` line after a finished turn has no such marker);
-* menu: a slash-command list under a composer that starts with ``/``, or no composer and a
+* menu: a slash-command list next to a composer that starts with ``/``, or no composer and a
   dialog with a selected numbered option (``❯ 1. Yes``), such as the permission prompt;
 * idle: the composer box with neither of the above;
 * exited: tmux says the pane is dead, an exit marker ends the screen, or the start-up failure
@@ -17,8 +17,10 @@ finds the last such box and reads:
 
 The live status file, when present and proven to belong to this process, refines a screen the
 parser recognized: a ``busy`` status makes an idle-looking screen busy (the turn started and
-the screen has not caught up), a ``waiting`` status under an idle-looking screen is a conflict
-and reads ``unknown``. It never turns an unrecognized screen into a state.
+the screen has not caught up) until that screen has stood still for ``STILL_SCREEN_SECONDS``
+(a working Claude redraws its spinner: a still idle composer is idle, whatever a lagging or
+left-behind status says); a ``waiting`` status under an idle-looking screen is a conflict and
+reads ``unknown``. It never turns an unrecognized screen into a state.
 """
 
 from __future__ import annotations
@@ -27,18 +29,22 @@ import itertools
 import re
 
 from openbus.daemon.screens.base import (
+    EXITED,
+    STILL_SCREEN_SECONDS,
     Evidence,
     Reading,
-    State,
+    Rule,
     clean_title,
     nonblank_above,
-    one_line,
     pr_links,
+    reader,
     screen_lines,
     shows_exit,
 )
 
-_RULE = re.compile(r"^\s*─{8,}\s*$")
+# a rule of the box; a draft taller than the box shows how much is above (``─── ↑ 2 more ───``)
+_RULE = re.compile(r"^\s*(?:─+ ↑ \d+ more )?─{8,}\s*$")
+_SCROLLED = re.compile(r"^\s*─+ ↑ \d+ more ─")
 _PROMPT = re.compile(r"^❯[\u00a0 ]?(.*)$")
 _OPTION_SELECTED = re.compile(r"^\s*❯\s*\d+\.\s+\S")
 _SLASH_ITEM = re.compile(r"^/[\w:-]+(?:\s{2,}\S.*)?$")
@@ -51,10 +57,9 @@ def _composer(lines: list[str]) -> tuple[int, int] | None:
     """(top rule, bottom rule) of the last composer box on screen."""
     rules = [i for i, line in enumerate(lines) if _RULE.match(line)]
     for top, bottom in reversed(list(itertools.pairwise(rules))):
-        if (
-            bottom - top >= 2
-            and _PROMPT.match(lines[top + 1])
-            and not _OPTION_SELECTED.match(lines[top + 1])
+        if bottom - top >= 2 and (
+            _SCROLLED.match(lines[top])  # the draft's first lines (and ❯) scrolled out of the box
+            or (_PROMPT.match(lines[top + 1]) and not _OPTION_SELECTED.match(lines[top + 1]))
         ):
             return top, bottom
     return None
@@ -71,31 +76,77 @@ def _last_reply(lines: list[str]) -> str:
     return ""
 
 
+RULES = {
+    "exited": EXITED,
+    "menu-dialog": Rule(
+        "no composer box, and a dialog with a selected numbered option (❯ 1. …)",
+        "answering the dialog (its keys), after which the composer box returns",
+    ),
+    "unknown-dialog-while-busy": Rule(
+        "a dialog with a selected option, but the status file says busy: the two disagree",
+        "the status file saying waiting (a menu) or the dialog closing",
+    ),
+    "exited-offline": Rule(
+        "the start-up failure page (Unable to connect to Anthropic services)",
+        "starting Claude Code again where it can reach its API",
+    ),
+    "unknown-no-composer": Rule(
+        "no composer box and no dialog on screen: nothing this parser recognises",
+        "the screen redrawn with the composer box (Claude redraws on its next output)",
+    ),
+    "menu-slash": Rule(
+        "the composer starts with / and the slash-command list shows next to it",
+        "picking a command (Enter) or leaving the list (Esc)",
+    ),
+    "busy-marker": Rule(
+        "'esc to interrupt' on the spinner line above the box or in the footer",
+        "the turn ending: the marker leaves the screen",
+    ),
+    "busy-status-file": Rule(
+        "the composer box with no busy marker, but Claude's status file says busy and the "
+        f"screen changed within {STILL_SCREEN_SECONDS:g} s (the screen has not caught up)",
+        f"the status file saying idle, or the screen standing still {STILL_SCREEN_SECONDS:g} s",
+    ),
+    "unknown-status-waiting": Rule(
+        "the composer box, but the status file says waiting (for a permission): they disagree",
+        "the status file saying idle or busy, or the dialog showing",
+    ),
+    "idle-composer": Rule(
+        "the composer box with no busy marker (and no busy status file, or one the still "
+        "screen outweighs); the composer is empty when nothing but a placeholder follows ❯",
+        "a submitted prompt (busy), a dialog (menu), or text typed into the composer (a draft)",
+    ),
+}
+
+
 def parse(text: str, ev: Evidence) -> Reading:
     lines = screen_lines(text)
     title = clean_title(ev)
     links = pr_links(text)
 
-    def reading(state: State, composer_empty: bool | None, summary: str) -> Reading:
-        return Reading(state, composer_empty, title, one_line(summary), links)
+    reading = reader(title, links)
 
     if ev.dead or shows_exit(lines):
         offline = next((line.strip() for line in lines if _OFFLINE in line), "")
-        return reading("exited", None, offline or "exited")
+        return reading("exited", None, offline or "exited", "exited", lines[-1:])
 
     box = _composer(lines)
     if box is None:
         question = next(
             (line.strip() for line in reversed(lines) if line.strip().endswith("?")), ""
         )
-        if any(_OPTION_SELECTED.match(line) for line in lines[-15:]):
-            state: State = "menu"
+        options = [line.strip() for line in lines[-15:] if _OPTION_SELECTED.match(line)]
+        if options:
             if ev.claude_status is not None and ev.claude_status.status == "busy":
-                state = "unknown"
-            return reading(state, None, question or "a menu is open")
+                return reading(
+                    "unknown", None, question, "unknown-dialog-while-busy", [question, *options]
+                )
+            return reading(
+                "menu", None, question or "a menu is open", "menu-dialog", [question, *options]
+            )
         if any(_OFFLINE in line for line in lines):
-            return reading("exited", None, _OFFLINE)
-        return reading("unknown", None, "")
+            return reading("exited", None, _OFFLINE, "exited-offline", [_OFFLINE])
+        return reading("unknown", None, "", "unknown-no-composer", lines[-3:])
 
     top, bottom = box
     draft_lines = [lines[top + 1], *lines[top + 2 : bottom]]
@@ -109,19 +160,32 @@ def parse(text: str, ev: Evidence) -> Reading:
     footer = [line.strip() for line in lines[bottom + 1 :] if line.strip()]
     near = nonblank_above(lines, top, 2)
 
-    if draft.startswith("/") and footer and _SLASH_ITEM.match(footer[0]):
-        return reading("menu", False, "slash command menu")
+    # the slash-command list: below the box (2.1.197), or above it (2.1.332)
+    box_lines = lines[top + 1 : bottom]
+    if draft.startswith("/") and (
+        (footer and _SLASH_ITEM.match(footer[0])) or (near and _SLASH_ITEM.match(near[0]))
+    ):
+        return reading("menu", False, "slash command menu", "menu-slash", box_lines)
 
-    busy_marker = any("esc to interrupt" in line.lower() for line in footer[:3] + near)
+    marked = [line for line in footer[:3] + near if "esc to interrupt" in line.lower()]
     spinner = next((sm.group(1) for line in near if (sm := _SPINNER.match(line))), "")
     status = ev.claude_status.status if ev.claude_status is not None else None
-    if busy_marker:
-        return reading("busy", composer_empty, "working: " + (spinner or "…"))
-    if status == "busy":
-        return reading("busy", composer_empty, "working (status file)")
+    if marked:
+        return reading(
+            "busy", composer_empty, "working: " + (spinner or "…"), "busy-marker", marked
+        )
+    still = ev.screen_still is not None and ev.screen_still >= STILL_SCREEN_SECONDS
+    if status == "busy" and not still:
+        return reading(
+            "busy", composer_empty, "working (status file)", "busy-status-file", box_lines
+        )
     if status == "waiting":
         return reading(
-            "unknown", composer_empty, "status file says waiting; screen shows the composer"
+            "unknown",
+            composer_empty,
+            "status file says waiting; screen shows the composer",
+            "unknown-status-waiting",
+            box_lines,
         )
     summary = _last_reply(lines[:top]) or "ready"
-    return reading("idle", composer_empty, summary)
+    return reading("idle", composer_empty, summary, "idle-composer", [*box_lines, *footer[:1]])

@@ -8,8 +8,10 @@ Both are ``exited`` when tmux says the pane is dead or an exit marker ends the s
 from __future__ import annotations
 
 from openbus.daemon.screens.base import (
+    EXITED,
     Evidence,
     Reading,
+    Rule,
     State,
     clean_title,
     last_nonblank,
@@ -19,14 +21,32 @@ from openbus.daemon.screens.base import (
     shows_exit,
 )
 
+RULES = {
+    "exited": EXITED,
+    "shell": Rule(
+        "the pane runs a shell (its process tree), whose screen says nothing more to rely on",
+        "a harness started in the pane (found in its process tree)",
+    ),
+    "unknown-harness": Rule(
+        "the pane runs a program without a screen parser",
+        "a harness this daemon parses, or a parser for this one",
+    ),
+}
+
+
+def _generic(text: str, ev: Evidence, state: State, rule: str) -> Reading:
+    lines = screen_lines(text)
+    last = last_nonblank(lines)
+    if ev.dead or shows_exit(lines):
+        state, rule = "exited", "exited"
+    return Reading(
+        state, None, clean_title(ev), one_line(last), pr_links(text), rule=rule, lines=(last,)
+    )
+
 
 def parse_shell(text: str, ev: Evidence) -> Reading:
-    lines = screen_lines(text)
-    state: State = "exited" if ev.dead or shows_exit(lines) else "shell"
-    return Reading(state, None, clean_title(ev), one_line(last_nonblank(lines)), pr_links(text))
+    return _generic(text, ev, "shell", "shell")
 
 
 def parse_unknown(text: str, ev: Evidence) -> Reading:
-    lines = screen_lines(text)
-    state: State = "exited" if ev.dead or shows_exit(lines) else "unknown"
-    return Reading(state, None, clean_title(ev), one_line(last_nonblank(lines)), pr_links(text))
+    return _generic(text, ev, "unknown", "unknown-harness")

@@ -25,6 +25,12 @@ again, output before it is on the captured screen). A pause whose answer has not
 by the capture marks the pane dirty again when it does. ``on``/``off`` are never used: on
 tmux 3.3a, toggling them under load crashes the server.
 
+Each client also subscribes (``refresh-client -B``) to its session's panes' process and dead
+flag: tmux checks a subscription once a second and announces a change
+(``%subscription-changed``), so a pane whose process died (remain-on-exit) or was replaced
+(``respawn-pane -k``) has its metadata re-read and is captured within about a second, without
+waiting for the safety check.
+
 A safety check every ``resync`` seconds lists only the panes' shape (the fields tmux keeps in
 memory, not the current command and path it reads from /proc for each pane) and reads the
 full list when the shape changed (a pane that died under ``remain-on-exit``, a new title) or
@@ -57,6 +63,9 @@ SHAPE_FORMAT = "\x1f".join(
     for name in PANE_FIELDS
     if name not in ("pane_current_command", "pane_current_path")
 )
+
+# What each client subscribes to for every pane of its session (``%*``): its process and dead flag.
+PROCESS_SUBSCRIPTION = "openbus-process:%*:#{pane_pid}:#{pane_dead}"
 
 STRUCTURE_EVENTS = frozenset(
     {
@@ -253,7 +262,8 @@ class Watcher:
             self._clients[session] = client  # before the await: no second client for it
             try:
                 await client.start()
-            except OSError:
+                client.send_quietly([f"refresh-client -B {quote(PROCESS_SUBSCRIPTION)}"])
+            except (OSError, ConnectionError):
                 log.exception("could not start a tmux control client")
                 self._clients.pop(session, None)
                 continue
@@ -285,6 +295,13 @@ class Watcher:
                     return
                 self._paused[pane] = (client, done)
                 self.stats.pauses += 1
+        elif name == "subscription-changed":
+            # openbus-process $S @W IDX %P : PID:DEAD - the pane's process died or changed
+            pane = event.args[4] if len(event.args) > 4 else ""
+            if pane.startswith("%"):
+                self._meta.pop(pane, None)
+                self._dirty.add(pane)
+                self._dirty_event.set()
         elif name in STRUCTURE_EVENTS:
             self._full = True
             self._structure_event.set()

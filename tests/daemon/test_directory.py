@@ -157,6 +157,48 @@ def test_the_status_file_refines_a_recognized_screen() -> None:
     assert d.pane("%1")["state"] == "busy"
 
 
+def test_a_status_file_that_changes_while_the_screen_does_not_is_read_again() -> None:
+    d, _, probe = make()
+    probe.status = ClaudeStatus("waiting")
+    d.pane_captured(info(), screen("claude-idle"))
+    assert d.pane("%1")["state"] == "unknown"  # the status and the screen disagree
+    probe.status = ClaudeStatus("idle")  # nothing new on screen
+    d.reread_evidence()
+    assert (d.pane("%1")["state"], d.pane("%1")["composer_empty"]) == ("idle", True)
+
+
+def test_a_stale_busy_status_does_not_outlive_a_still_idle_screen() -> None:
+    """After quick turns the status file may still say busy while the screen has long shown
+    the idle composer: a message to that pane would otherwise wait for ever."""
+    d, clock, probe = make()
+    probe.status = ClaudeStatus("busy")
+    d.pane_captured(info(), screen("claude-idle"))
+    assert d.pane("%1")["state"] == "busy"  # the turn may have just begun
+    clock.advance(1.0)
+    d.reread_evidence()
+    assert d.pane("%1")["state"] == "busy"
+    clock.advance(5.0)  # the screen has not moved: no spinner, no work
+    d.reread_evidence()
+    entry = d.pane("%1")
+    assert (entry["state"], entry["composer_empty"]) == ("idle", True)
+    assert [e["to"] for e in entry["events"] if e["kind"] == "state"][-1] == "idle"
+
+
+def test_a_panes_detail_explains_its_state_with_the_status_file_it_weighed() -> None:
+    d, clock, probe = make()
+    probe.status = ClaudeStatus("busy")
+    d.pane_captured(info(), screen("claude-idle"))
+    why = d.pane("%1")["explain"]
+    assert (why["parser"], why["rule"]) == ("claude", "busy-status-file")
+    assert why["evidence"]["status_file"] == {"status": "busy", "waiting_for": None}
+    assert "status file saying idle" in why["would_change"]
+    clock.advance(5.0)
+    d.reread_evidence()
+    why = d.pane("%1")["explain"]
+    assert why["rule"] == "idle-composer" and why["evidence"]["screen"]["still"] == 5.0
+    assert any(line.startswith("❯") for line in why["evidence"]["screen"]["lines"])
+
+
 def test_a_dead_flag_from_tmux_makes_the_pane_exited() -> None:
     d, _, _ = make()
     d.pane_captured(info(), screen("claude-idle"))
@@ -175,6 +217,22 @@ def test_a_pane_whose_process_ended_keeps_its_incarnation_and_harness() -> None:
     assert (entry["incarnation"], entry["harness"], entry["state"]) == (first, "claude", "exited")
     d.pane_captured(info(pid=20), screen("codex-idle"))  # respawned: the same pane id
     assert d.pane("%1")["incarnation"] != first and d.pane("%1")["harness"] == "codex"
+
+
+def test_a_pane_whose_process_is_gone_is_exited_before_tmux_flags_it_dead() -> None:
+    """The last screen an agent left (its idle composer, where messages are delivered) is not
+    read as idle once /proc no longer knows the pane's process, whatever tmux still says."""
+    d, _, probe = make()
+    d.pane_captured(info(pid=10), screen("claude-idle"))
+    first = d.pane("%1")["incarnation"]
+    probe.harness[10], probe.start[10] = "unknown", 0
+    d.pane_captured(info(pid=10, title="✳ gone"), screen("claude-idle"))  # not dead in tmux yet
+    entry = d.pane("%1")
+    assert (entry["incarnation"], entry["state"], entry["composer_empty"]) == (
+        first,
+        "exited",
+        None,
+    )
 
 
 def test_a_pane_recognized_only_after_its_exec_changes_harness_not_incarnation() -> None:

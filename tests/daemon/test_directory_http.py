@@ -11,6 +11,8 @@ from tests.support.daemon import running_daemon
 from tests.support.tmux import tmux_server
 from tests.support.wait import wait_until
 
+CASES = Path(__file__).parent / "screens" / "cases"
+
 
 def test_the_api_and_the_cli_serve_the_directory_of_a_real_tmux_server(tmp_path: Path) -> None:
     with tmux_server(tmp_path / "tmux") as server:
@@ -65,3 +67,34 @@ def test_the_api_and_the_cli_serve_the_directory_of_a_real_tmux_server(tmp_path:
                     timeout=20,
                     what="the restarted server followed again",
                 )
+
+
+def test_explain_names_the_parser_the_rule_and_the_screen_lines_behind_a_panes_state(
+    tmp_path: Path,
+) -> None:
+    with tmux_server(tmp_path / "tmux") as server:
+        pane = server.new_window(server.fake_harness("claude", CASES, "claude-running"))
+        with running_daemon(tmp_path, {"tmux": {"socket": str(server.socket)}}) as daemon:
+            with daemon.human() as client:
+
+                def busy() -> dict[str, Any] | None:
+                    found = client.get("/api/panes/" + quote(pane, safe=""))
+                    if found.status_code != 200 or found.json()["state"] != "busy":
+                        return None
+                    detail: dict[str, Any] = found.json()
+                    return detail
+
+                detail = wait_until(busy, timeout=20, what="the fake claude busy")
+            why = detail["explain"]
+            assert (why["parser"], why["rule"]) == ("claude", "busy-marker")
+            assert any("esc to interrupt" in line for line in why["evidence"]["screen"]["lines"])
+            assert why["evidence"]["process"]["found"].startswith("the pane's own process")
+            assert "turn ending" in why["would_change"]
+
+            text = daemon.cli("explain", pane, check=True).stdout
+            assert f"{pane} reads busy" in text and "busy-marker" in text
+            assert "esc to interrupt" in text and "would change" in text
+            out = json.loads(daemon.cli("explain", pane, "--json", check=True).stdout)
+            assert out["explain"]["rule"] == "busy-marker" and out["state"] == "busy"
+            bad = daemon.cli("explain", "%999")
+            assert bad.returncode != 0 and "%999" in bad.stderr and "Traceback" not in bad.stderr

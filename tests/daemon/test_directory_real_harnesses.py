@@ -29,6 +29,7 @@ from tests.support.harnesses import (
     CLAUDE_IDLE,
     CLAUDE_PERMISSION,
     Pin,
+    answer_dialog,
     make_claude,
     make_codex,
     pin_params,
@@ -255,7 +256,7 @@ def test_asking_to_run_an_mcp_tool_is_a_menu_until_the_human_answers(agent: Agen
     assert menu["composer_empty"] is None  # the dialog replaced the composer: unknown
     assert menu["harness"] == agent.harness
 
-    agent.tmux.keys(agent.pane, "Enter")  # the first option: allow / yes
+    answer_dialog(agent.tmux, agent.pane, agent.approval_prompt)  # the first: allow / yes
     tool.wait_finished()
     agent.expect(
         "idle after the approved tool ran",

@@ -13,9 +13,10 @@ and where the screen came from. The harnesses run from fixed directories under
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from tests.support.harnesses import (
     PINS,
     ClaudeHarness,
     Pin,
+    answer_dialog,
     make_claude,
     make_codex,
     submit_prompt,
@@ -36,7 +38,7 @@ from tests.support.harnesses import (
     wait_for_codex_ready,
 )
 from tests.support.more_harnesses import EXIT, MARKERS, make_harness, shell_call
-from tests.support.stub_model import StubModel, call_tool, hold, reply, running_stub_model
+from tests.support.stub_model import Script, StubModel, call_tool, hold, reply, running_stub_model
 from tests.support.tmux import TmuxServer, tmux_server
 from tests.support.wait import wait_until
 
@@ -118,107 +120,182 @@ def world(name: str) -> Iterator[tuple[StubModel, TmuxServer, Path]]:
         yield stub, tmux, cwd
 
 
-def capture_claude(pin: Pin) -> None:
-    with world("cc") as (stub, tmux, cwd):
-        claude = make_claude(cwd.parent, stub, cwd, pin.version)
-        argv = claude.tui_argv(*claude.mcp_args("steer", stub.mcp_url, "STEER_TOKEN"))
-        pane = tmux.new_window(argv, claude.env(STEER_TOKEN=MCP_TOKEN), cwd, remain_on_exit=True)
-        cap = Capturer(tmux, pane, pin)
-        cap.claude = claude
-        tmux.wait_for(pane, CLAUDE_IDLE)
-        cap.save("idle", "idle", True, "fresh session against the stub, empty composer")
+# (name suffix, columns, rows): the usual pane, a narrow one and a short one
+SIZES = (("", 120, 40), ("-narrow", 60, 40), ("-short", 120, 15))
+LONG_DRAFT = (
+    "a long draft that wraps over several lines of the composer in a narrow pane, "
+    "written the way a person explains a change: rename the marmalade module to quince, "
+    "keep the old import path working for a release, and say so in the changelog"
+)
+MULTILINE_DRAFT = "first line of the draft\nsecond line\nthird line\nfourth line\nfifth line"
 
-        type_prompt(tmux, pane, "hello slow turn please")
-        cap.save("draft", "idle", False, "a typed, unsent prompt in the composer")
-        turn = stub.script(hold(), reply("STUB-REPLY: held turn released"), match="slow turn")
+
+def paste(tmux: TmuxServer, pane: str, text: str) -> None:
+    """Paste ``text`` as a terminal paste (bracketed), newlines and all; no Enter."""
+    tmux.run("set-buffer", "-b", "capture", "--", text)
+    tmux.run("paste-buffer", "-p", "-d", "-b", "capture", "-t", pane)
+
+
+def clear_composer(tmux: TmuxServer, pane: str, idle: str, typed: str) -> None:
+    """Empty the composer (Backspace over every character typed) and wait for it to show."""
+    tmux.run("send-keys", "-t", pane, "-N", str(len(typed) + 5), "BSpace")
+    tmux.wait_for(pane, idle, absent=[typed.splitlines()[0][:30]])
+
+
+def ask_for_the_tool(stub: StubModel, tmux: TmuxServer, pane: str) -> Script:
+    """Submit a prompt whose turn calls the stub's MCP echo tool (the harness asks first)."""
+    tool = stub.script(
+        call_tool("mcp__steer__echo", {"text": "captured"}),
+        reply("STUB-FINAL: tool returned: {tool_result}"),
+        match="TOOL:echo",
+    )
+    submit_prompt(tmux, pane, "TOOL:echo please")
+    return tool
+
+
+def sized(tmux: TmuxServer, pane: str, cols: int, rows: int) -> None:
+    tmux.run("resize-window", "-t", pane, "-x", str(cols), "-y", str(rows))
+
+
+def long_draft(cap: Capturer, idle: str, suffix: str, size: str) -> None:
+    """Type the long draft (it wraps), capture it, erase it."""
+    type_prompt(cap.tmux, cap.pane, LONG_DRAFT[:60])
+    cap.tmux.send_text(cap.pane, LONG_DRAFT[60:])
+    cap.tmux.wait_for(cap.pane, "changelog")
+    cap.save(f"draft-long{suffix}", "idle", False, "a long typed draft, wrapped" + size)
+    clear_composer(cap.tmux, cap.pane, idle, LONG_DRAFT)
+
+
+States = Callable[[Pin, StubModel, TmuxServer, Path, str, int, int], None]
+
+
+def at_every_size(pin: Pin, states: States) -> None:
+    """Drive ``states`` once per pane size, each in a fresh stub, tmux server and folder."""
+    for suffix, cols, rows in SIZES:
+        with world(f"{pin.name[:2]}{suffix}") as (stub, tmux, cwd):
+            states(pin, stub, tmux, cwd, suffix, cols, rows)
+
+
+def claude_states(
+    pin: Pin, stub: StubModel, tmux: TmuxServer, cwd: Path, suffix: str, cols: int, rows: int
+) -> None:
+    claude = make_claude(cwd.parent, stub, cwd, pin.version)
+    argv = claude.tui_argv(*claude.mcp_args("steer", stub.mcp_url, "STEER_TOKEN"))
+    pane = tmux.new_window(argv, claude.env(STEER_TOKEN=MCP_TOKEN), cwd, remain_on_exit=True)
+    sized(tmux, pane, cols, rows)
+    cap = Capturer(tmux, pane, pin)
+    cap.claude = claude
+    tmux.wait_for(pane, CLAUDE_IDLE)
+    size = f" ({cols}x{rows})"
+    cap.save(f"idle{suffix}", "idle", True, "fresh session, empty composer" + size)
+
+    long_draft(cap, CLAUDE_IDLE, suffix, size)
+    # a multi-line draft typed as a person does: backslash, Enter between the lines
+    lines = MULTILINE_DRAFT.splitlines()
+    for line in lines[:-1]:
+        tmux.send_text(pane, line + "\\")
+        tmux.wait_for(pane, line + "\\")
         tmux.keys(pane, "Enter")
-        turn.wait_holding()
-        tmux.wait_for(pane, CLAUDE_BUSY)
-        wait_until(lambda: claude.live_status()[0].get("status") == "busy", what="busy status")
-        cap.save("busy", "busy", True, "a turn held open by the stub: spinner line")
+        tmux.wait_for(pane, line, absent=[line + "\\"])
+    type_prompt(tmux, pane, lines[-1])
+    cap.save(f"draft-multiline{suffix}", "idle", False, "a typed five-line draft" + size)
+    clear_composer(tmux, pane, CLAUDE_IDLE, MULTILINE_DRAFT)
+    paste(tmux, pane, MULTILINE_DRAFT)  # Claude shows a pasted block as one placeholder
+    tmux.wait_for(pane, "Pasted text")
+    cap.save(f"draft-pasted{suffix}", "idle", False, "a pasted five-line draft" + size)
+    clear_composer(tmux, pane, CLAUDE_IDLE, "[Pasted text #1 +4 lines]")
+
+    type_prompt(tmux, pane, "hello slow turn please")
+    cap.save(f"draft{suffix}", "idle", False, "a typed, unsent prompt" + size)
+    turn = stub.script(hold(), reply("STUB-REPLY: held turn released"), match="slow turn")
+    tmux.keys(pane, "Enter")
+    turn.wait_holding()
+    tmux.wait_for(pane, CLAUDE_BUSY)
+    wait_until(lambda: claude.live_status()[0].get("status") == "busy", what="busy status")
+    cap.save(f"busy{suffix}", "busy", True, "a turn held open by the stub: spinner" + size)
+    if not suffix:
         cap.save("busy-escapes", "busy", True, "the held turn, captured with -e", escapes=True)
-        turn.release()
-        tmux.wait_for(pane, "STUB-REPLY: held turn released", CLAUDE_IDLE)
-        cap.save("after-turn", "idle", True, "a finished turn: reply and '✻ <Verb>ed for'")
+    turn.release()
+    tmux.wait_for(pane, "STUB-REPLY: held turn released", CLAUDE_IDLE)
+    wait_until(lambda: claude.live_status()[0].get("status") == "idle", what="idle status")
+    cap.save(f"after-turn{suffix}", "idle", True, "a finished turn" + size)
 
-        tool = stub.script(
-            call_tool("mcp__steer__echo", {"text": "captured"}),
-            reply("STUB-FINAL: tool returned: {tool_result}"),
-            match="TOOL:echo",
+    tool = ask_for_the_tool(stub, tmux, pane)
+    tmux.wait_for(pane, CLAUDE_PERMISSION)
+    wait_until(lambda: claude.live_status()[0].get("status") == "waiting", what="waiting")
+    cap.save(f"permission-menu{suffix}", "menu", None, "MCP tool permission dialog" + size)
+    answer_dialog(tmux, pane, CLAUDE_PERMISSION)
+    tool.wait_finished()
+    wait_until(lambda: claude.live_status()[0].get("status") == "idle", what="idle status")
+    tmux.wait_for(pane, "STUB-FINAL: tool returned", CLAUDE_IDLE)
+    cap.save(f"after-tool{suffix}", "idle", True, "after an approved MCP tool call" + size)
+    if not suffix:
+        cap.save("after-tool-escapes", "idle", True, "after the tool turn, -e", escapes=True)
+        tmux.send_text(pane, "/")
+        wait_until(
+            lambda: len(re.findall(r"^\s*/[\w-]+\s{2,}\S", tmux.capture(pane), re.M)) >= 3,
+            what="the slash-command list",
         )
-        submit_prompt(tmux, pane, "TOOL:echo please")
-        tmux.wait_for(pane, CLAUDE_PERMISSION, "1. Yes")
-        wait_until(lambda: claude.live_status()[0].get("status") == "waiting", what="waiting")
-        cap.save("permission-menu", "menu", None, "MCP tool permission dialog")
-        tmux.keys(pane, "Enter")
-        tool.wait_finished()
-        tmux.wait_for(pane, "STUB-FINAL: tool returned", CLAUDE_IDLE)
-        wait_until(lambda: claude.live_status()[0].get("status") == "idle", what="idle status")
-        cap.save("after-tool", "idle", True, "after an approved MCP tool call")
-        cap.save("after-tool-escapes", "idle", True, "after the tool turn, with -e", escapes=True)
+        cap.save("slash-menu", "menu", False, "the slash-command list under a '/' draft")
+        tmux.keys(pane, "Escape", "BSpace")
+        tmux.wait_for(pane, CLAUDE_IDLE)
 
-        cap.claude = None  # the live status file goes away on /exit
-        submit_prompt(tmux, pane, "/exit")
-        wait_until(lambda: tmux.pane_dead(pane), timeout=20, what="claude to exit")
-        cap.save("exited", "exited", None, "after /exit; the pane stays (remain-on-exit)")
+    cap.claude = None  # the live status file goes away on /exit
+    submit_prompt(tmux, pane, "/exit")
+    wait_until(lambda: tmux.pane_dead(pane), timeout=20, what="claude to exit")
+    cap.save(f"exited{suffix}", "exited", None, "after /exit; the pane stays" + size)
 
 
-def capture_codex(pin: Pin) -> None:
-    with world("cx") as (stub, tmux, cwd):
-        codex = make_codex(cwd.parent, stub, cwd, pin.version)
-        stub.title = "Slow turn check"
-        argv = codex.tui_argv(*codex.mcp_args("steer", stub.mcp_url, "STEER_TOKEN"))
-        pane = tmux.new_window(argv, codex.env(STEER_TOKEN=MCP_TOKEN), cwd, remain_on_exit=True)
-        cap = Capturer(tmux, pane, pin)
-        wait_for_codex_ready(tmux, pane)
-        cap.save("idle", "idle", True, "fresh session against the stub, placeholder shown")
+def codex_states(
+    pin: Pin, stub: StubModel, tmux: TmuxServer, cwd: Path, suffix: str, cols: int, rows: int
+) -> None:
+    codex = make_codex(cwd.parent, stub, cwd, pin.version)
+    stub.title = "Slow turn check"
+    argv = codex.tui_argv(*codex.mcp_args("steer", stub.mcp_url, "STEER_TOKEN"))
+    pane = tmux.new_window(argv, codex.env(STEER_TOKEN=MCP_TOKEN), cwd, remain_on_exit=True)
+    sized(tmux, pane, cols, rows)
+    cap = Capturer(tmux, pane, pin)
+    wait_for_codex_ready(tmux, pane)
+    size = f" ({cols}x{rows})"
+    cap.save(f"idle{suffix}", "idle", True, "fresh session, placeholder shown" + size)
 
-        type_prompt(tmux, pane, "hello codex slow turn")
-        cap.save("draft", "idle", False, "a typed, unsent prompt in the composer")
-        turn = stub.script(hold(), reply("STUB-REPLY: held turn released"), match="slow turn")
-        tmux.keys(pane, "Enter")
-        turn.wait_holding()
-        tmux.wait_for(pane, "Working", CODEX_BUSY)
-        cap.save(
-            "busy",
-            "busy",
-            True,
-            "a turn held open by the stub: '• Working (… esc to interrupt)'",
-        )
-        cap.save(
-            "busy-escapes",
-            "busy",
-            True,
-            "the held turn, captured with -e",
-            escapes=True,
-        )
-        turn.release()
-        tmux.wait_for(pane, "STUB-REPLY: held turn released", "Worked for", CODEX_IDLE)
-        cap.save(
-            "after-turn",
-            "idle",
-            True,
-            "a finished turn: reply and 'Worked for'",
-        )
+    long_draft(cap, CODEX_IDLE, suffix, size)
+    paste(tmux, pane, MULTILINE_DRAFT)
+    tmux.wait_for(pane, "fifth line")
+    cap.save(f"draft-multiline{suffix}", "idle", False, "a pasted five-line draft" + size)
+    clear_composer(tmux, pane, CODEX_IDLE, MULTILINE_DRAFT)
 
-        tool = stub.script(
-            call_tool("mcp__steer__echo", {"text": "captured"}),
-            reply("STUB-FINAL: tool returned: {tool_result}"),
-            match="TOOL:echo",
-        )
-        submit_prompt(tmux, pane, "TOOL:echo please")
-        tmux.wait_for(pane, 'Allow the steer MCP server to run tool "echo"?', "1. Allow")
-        cap.save("mcp-approval-menu", "menu", None, "MCP tool approval prompt")
-        tmux.keys(pane, "Enter")
-        tool.wait_finished()
-        tmux.wait_for(pane, "STUB-FINAL: tool returned", "Called steer.echo", CODEX_IDLE)
-        tmux.wait_for(pane, "Worked for", absent=[CODEX_BUSY])
-        cap.save(
-            "after-tool",
-            "idle",
-            True,
-            "after an approved MCP tool call",
-        )
+    type_prompt(tmux, pane, "hello codex slow turn")
+    cap.save(f"draft{suffix}", "idle", False, "a typed, unsent prompt" + size)
+    turn = stub.script(hold(), reply("STUB-REPLY: held turn released"), match="slow turn")
+    tmux.keys(pane, "Enter")
+    turn.wait_holding()
+    tmux.wait_for(pane, "Working", CODEX_BUSY)
+    cap.save(f"busy{suffix}", "busy", True, "a turn held open: '• Working (…)'" + size)
+    if not suffix:
+        cap.save("busy-escapes", "busy", True, "the held turn, captured with -e", escapes=True)
+    turn.release()
+    tmux.wait_for(pane, "STUB-REPLY: held turn released", "Worked for", CODEX_IDLE)
+    cap.save(f"after-turn{suffix}", "idle", True, "a finished turn: 'Worked for'" + size)
+
+    tool = ask_for_the_tool(stub, tmux, pane)
+    tmux.wait_for(pane, "Allow the steer MCP server to run tool")
+    cap.save(f"mcp-approval-menu{suffix}", "menu", None, "MCP tool approval prompt" + size)
+    answer_dialog(tmux, pane, "Allow the steer MCP server to run tool")
+    tool.wait_finished()
+    tmux.wait_for(pane, "STUB-FINAL: tool returned", CODEX_IDLE)
+    tmux.wait_for(pane, "Worked for", absent=[CODEX_BUSY])
+    cap.save(f"after-tool{suffix}", "idle", True, "after an approved MCP tool call" + size)
+
+    submit_prompt(tmux, pane, "/model")
+    tmux.wait_for(pane, "Select Model")
+    cap.save(f"model-picker{suffix}", "menu", None, "the /model picker" + size)
+    tmux.keys(pane, "Escape")
+    tmux.wait_for(pane, CODEX_IDLE, absent=["Select Model"])
+
+    submit_prompt(tmux, pane, "/quit")
+    wait_until(lambda: tmux.pane_dead(pane), timeout=20, what="codex to quit")
+    cap.save(f"exited{suffix}", "exited", None, "after /quit; the pane stays" + size)
 
 
 # OpenCode takes most of a minute to draw on a busy two-core host
@@ -278,13 +355,9 @@ def capture_more(pin: Pin) -> None:
         cap.save("exited", "exited", None, f"after {EXIT[name]}; the pane stays (remain-on-exit)")
 
 
-CAPTURE = {
-    "claude": capture_claude,
-    "codex": capture_codex,
-    "opencode": capture_more,
-    "omp": capture_more,
-    "gemini": capture_more,
-}
+CAPTURE: dict[str, States] = {"claude": claude_states, "codex": codex_states}
+# OpenCode, omp and Gemini CLI: every state and size in one session
+MORE = frozenset(MARKERS)
 
 
 def main(argv: list[str]) -> int:
@@ -292,7 +365,7 @@ def main(argv: list[str]) -> int:
     chosen: list[Pin] = []
     for word in wanted:
         name, _, version = word.partition("-")
-        if name not in CAPTURE or not version:
+        if (name not in CAPTURE and name not in MORE) or not version:
             print(f"not a pin of a harness this script drives: {word}", file=sys.stderr)
             return 2
         chosen.append(Pin(name, version))
@@ -301,7 +374,10 @@ def main(argv: list[str]) -> int:
         print(f"not installed: {', '.join(missing)} (run `make harnesses`)", file=sys.stderr)
         return 1
     for pin in chosen:
-        CAPTURE[pin.name](pin)
+        if pin.name in MORE:
+            capture_more(pin)
+        else:
+            at_every_size(pin, CAPTURE[pin.name])
     return 0
 
 

@@ -20,6 +20,7 @@ from tests.support.harnesses import (
     CODEX_IDLE,
     ClaudeHarness,
     CodexHarness,
+    answer_dialog,
     make_codex,
     submit_prompt,
     wait_for_codex_ready,
@@ -55,7 +56,8 @@ def test_claude_tui_idles_then_a_typed_prompt_runs_a_turn_held_busy_by_the_stub(
     assert "❯ hello slow turn please" in done
     assert [r.prompt for r in stub_model.turns("anthropic")] == ["hello slow turn please"]
     titles = [r for r in stub_model.requests if r.kind == "title"]
-    assert titles, "the TUI asks for a session title as JSON"
+    if claude.version == "2.1.197":  # later versions name the session without a side call
+        assert titles, "the TUI asks for a session title as JSON"
 
 
 def test_claude_tui_asks_permission_for_an_mcp_tool_whose_token_comes_from_the_environment(
@@ -86,11 +88,17 @@ def test_claude_tui_asks_permission_for_an_mcp_tool_whose_token_comes_from_the_e
         what="the live status file to say waiting",
     )
 
-    harness_tmux.keys(pane, "Enter")
+    answer_dialog(harness_tmux, pane, CLAUDE_PERMISSION)
     harness_tmux.wait_for(pane, "STUB-FINAL: tool returned: echo: from-claude", CLAUDE_IDLE)
     turn.wait_finished()
     assert turn.tool_results == ["echo: from-claude"]
-    assert "mcp__stubmcp__echo" in stub_model.turns("anthropic")[0].offered_tools
+    offered = stub_model.turns("anthropic")[0].offered_tools
+    if claude.version == "2.1.197":
+        assert "mcp__stubmcp__echo" in offered
+    else:  # later versions may hold MCP tools back behind a tool search; the call ran all same
+        assert "mcp__stubmcp__echo" in offered or any("search" in t.lower() for t in offered), (
+            offered
+        )
     calls = stub_model.mcp_calls("tools/call")
     assert [c.headers.get("authorization") for c in calls] == [f"Bearer {MCP_TOKEN}"]
 

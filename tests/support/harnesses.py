@@ -10,8 +10,9 @@ with the reason (fails where ``OPENBUS_REQUIRE`` names ``harness``). Each harnes
 config home under the test's tmp dir, seeded so the interactive TUI starts straight at its prompt:
 
 * Claude Code: ``CLAUDE_CONFIG_DIR/.claude.json`` with onboarding done, a theme, the API key's
-  last 20 characters approved, and the cwd's realpath trusted; the environment points it at
-  the stub and turns off its outside traffic.
+  last 20 characters approved, the cwd's realpath trusted and the auto-mode offer seen, and
+  ``settings.json`` in manual permission mode (``MANUAL_MODE``: merge it into any other); the
+  environment points it at the stub and turns off its outside traffic.
 * Codex: ``CODEX_HOME/config.toml`` with a ``stub`` Responses provider, no update check, no
   background app-server (``features.daemon_auto_start = false``) and the cwd trusted.
 
@@ -238,6 +239,10 @@ class ClaudeHarness:
         return found
 
 
+# Every tool call asks first (Claude Code's manual mode; the only mode before 2.1.224).
+MANUAL_MODE: dict[str, Any] = {"permissions": {"defaultMode": "default"}}
+
+
 def make_claude(
     root: Path, stub: StubModel, cwd: Path, version: str | None = None
 ) -> ClaudeHarness:
@@ -257,6 +262,10 @@ def make_claude(
         "theme": "dark",
         "numStartups": 1,
         "customApiKeyResponses": {"approved": [harness.api_key[-20:]], "rejected": []},
+        # 2.1.224 and later start in auto mode (no permission prompts) or, with manual mode the
+        # default, first offer to make auto mode the default: both answered here
+        "hasSeenAutoDefaultNudge": True,
+        "hasResetAutoModeOptInForDefaultOffer": True,
         "projects": {
             str(cwd.resolve()): {
                 "hasTrustDialogAccepted": True,
@@ -266,6 +275,7 @@ def make_claude(
         },
     }
     (config_dir / ".claude.json").write_text(json.dumps(seed, indent=2))
+    (config_dir / "settings.json").write_text(json.dumps(MANUAL_MODE, indent=2))
     return harness
 
 
@@ -432,11 +442,34 @@ def submit_prompt(tmux: TmuxServer, pane: str, text: str, *, timeout: float = 10
     tmux.keys(pane, "Enter")
 
 
+# How long one key to a dialog is given to take effect before it is pressed again.
+DIALOG_KEY_WAIT = 2.0
+
+
+def answer_dialog(
+    tmux: TmuxServer, pane: str, dialog: str, key: str = "Enter", *, timeout: float = 30.0
+) -> None:
+    """Press ``key`` in the dialog showing ``dialog`` until the dialog is gone. Claude Code
+    2.1.224 and later ignore keys for a moment after a permission dialog opens (so a key meant
+    for the composer does not answer it): a key that lands in that moment is pressed again."""
+
+    def answered() -> bool:
+        tmux.keys(pane, key)
+        try:
+            tmux.wait_for(pane, absent=[dialog], timeout=DIALOG_KEY_WAIT)
+        except AssertionError:
+            return False
+        return True
+
+    wait_until(answered, timeout=timeout, what=f"the dialog {dialog!r} in {pane} to take {key}")
+
+
 __all__: Sequence[str] = (
     "PINS",
     "ClaudeHarness",
     "CodexHarness",
     "Pin",
+    "answer_dialog",
     "claude",
     "codex",
     "harness_binary",

@@ -13,7 +13,7 @@ from openbus.daemon.history.index import HistoryIndex
 from openbus.daemon.history.sources import Sources
 from openbus.kernel.clock import SystemClock
 from tests.support.daemon import running_daemon
-from tests.support.harnesses import ClaudeHarness, CodexHarness
+from tests.support.harnesses import MANUAL_MODE, ClaudeHarness, CodexHarness
 from tests.support.stub_model import StubModel, reply
 
 pytestmark = pytest.mark.harness
@@ -42,7 +42,9 @@ def test_the_documented_hooks_index_a_real_claude_print_session_as_it_ends(
         command = (
             f"{sys.executable} -m openbus.daemon.cli history push --config {daemon.config_path}"
         )
-        (claude.config_dir / "settings.json").write_text(json.dumps(_snippet(command)))
+        (claude.config_dir / "settings.json").write_text(
+            json.dumps({**MANUAL_MODE, **_snippet(command)})
+        )
         stub_model.script(reply("done, see https://github.com/acme/app/pull/31"), match="marmalade")
         done = subprocess.run(
             claude.print_argv("rename the marmalade module"),

@@ -39,6 +39,7 @@ def _evidence(doc: dict[str, Any], screen: Path) -> Evidence:
         hostname=raw.get("hostname", ""),
         dead=bool(raw.get("dead", False)),
         in_mode=bool(raw.get("in_mode", False)),
+        screen_still=raw.get("screen_still"),
         claude_status=(
             ClaudeStatus(status=status["status"], waiting_for=status.get("waiting_for"))
             if status

@@ -187,7 +187,7 @@ def test_a_harness_a_wrapper_script_starts_a_moment_later_is_detected_below_it(
     server: TmuxServer, tmp_path: Path
 ) -> None:
     # ``sh -c`` keeps the pane's foreground group and runs its last command as a child: the
-    # pane reads shell until the harness starts, then the harness.
+    # pane reads unknown (a launcher, not a shell) until the harness starts, then the harness.
     screens = tmp_path / "screens"
     screens.mkdir()
     harness = " ".join(server.fake_harness("opencode", screens))
@@ -195,7 +195,7 @@ def test_a_harness_a_wrapper_script_starts_a_moment_later_is_detected_below_it(
     pid = int(server.run("display-message", "-p", "-t", pane, "#{pane_pid}").strip())
     probe = ProcessProbe()
     wait_until(lambda: "sh" in probe_comm(pid), what="the wrapper shell")
-    assert probe.detect(pid).harness == "shell"
+    assert probe.detect(pid).harness == "unknown"
     server.keys(pane, "Enter")
     wait_until(lambda: probe.detect(pid).harness == "opencode", what="the harness below it")
     assert probe.detect(pid).process.pid != pid

@@ -8,6 +8,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from openbus.daemon.directory import Directory
 from openbus.daemon.directory_probe import ProcessProbe
 from openbus.daemon.tmux import Tmux
@@ -109,6 +111,90 @@ def test_a_respawned_pane_gets_a_new_incarnation(server: TmuxServer) -> None:
         )
 
     follow(server, scenario, resync=0.5)
+
+
+# A safety check an hour away: what these see comes from tmux's own announcements.
+NO_SAFETY_CHECK = 3600.0
+
+
+def test_an_agent_that_dies_under_remain_on_exit_is_exited_without_waiting_for_a_safety_check(
+    server: TmuxServer,
+) -> None:
+    pane = server.new_window(server.fake_harness("claude", CASES, "claude-idle"))
+    server.run("set-option", "-p", "-t", pane, "remain-on-exit", "on")
+
+    async def scenario(d: Directory, w: Watcher) -> None:
+        await until(lambda: panes(d).get(pane, {}).get("state") == "idle", "idle")
+        first = panes(d)[pane]["incarnation"]
+        server.keys(pane, "exit", "Enter")
+        await until(lambda: panes(d)[pane]["state"] == "exited", "exited")
+        entry = panes(d)[pane]
+        assert (entry["incarnation"], entry["harness"]) == (first, "claude")
+        assert entry["composer_empty"] is None
+
+    follow(server, scenario, resync=NO_SAFETY_CHECK)
+
+
+def test_a_pane_respawned_with_kill_is_a_new_incarnation_without_waiting_for_a_safety_check(
+    server: TmuxServer,
+) -> None:
+    pane = server.new_window(server.fake_harness("claude", CASES, "claude-idle"))
+
+    async def scenario(d: Directory, w: Watcher) -> None:
+        await until(lambda: panes(d).get(pane, {}).get("state") == "idle", "idle")
+        first = panes(d)[pane]["incarnation"]
+        server.run(
+            "respawn-pane", "-k", "-t", pane, *server.fake_harness("codex", CASES, "codex-idle")
+        )
+        await until(
+            lambda: panes(d)[pane]["incarnation"] != first and panes(d)[pane]["harness"] == "codex",
+            "the new process as a new incarnation",
+        )
+        assert panes(d)[pane]["state"] == "idle"
+        events = d.pane(pane)["events"]
+        assert [e["kind"] for e in events][:2] == ["appeared", "incarnation"]
+
+    follow(server, scenario, resync=NO_SAFETY_CHECK)
+
+
+@pytest.mark.parametrize(
+    ("launch", "same_process"),
+    [
+        pytest.param("script", False, id="a-script-tmux-runs-under-sh-c"),
+        pytest.param("sh-c", True, id="a-shell-that-execs-in-place"),
+    ],
+)
+def test_a_wrapper_that_execs_the_harness_is_read_as_the_harness_once_it_has(
+    server: TmuxServer, tmp_path: Path, launch: str, same_process: bool
+) -> None:
+    """A launcher that sets up the environment and then ``exec``s the agent: first unknown,
+    then the harness for the rest of the pane's life (never a shell for good). A script tmux
+    runs under ``sh -c`` execs in a child (the harness is a process of its own: a new
+    incarnation); ``sh -c`` with ``exec`` keeps the pid and start time (the same incarnation,
+    its harness now known)."""
+    claude = " ".join(server.fake_harness("claude", CASES, "claude-idle"))
+    setup = "export AGENT_READY=1; echo setting up; read go"
+    if launch == "script":
+        wrapper = tmp_path / "run-agent"
+        wrapper.write_text(f"#!/bin/sh\n{setup}\nexec {claude}\n")
+        wrapper.chmod(0o755)
+        pane = server.new_window([str(wrapper)])
+    else:
+        pane = server.new_window(["sh", "-c", f"{setup}; exec {claude}"])
+
+    async def scenario(d: Directory, w: Watcher) -> None:
+        await until(lambda: "setting up" in panes(d).get(pane, {}).get("summary", ""), "setup")
+        first = panes(d)[pane]["incarnation"]
+        assert panes(d)[pane]["harness"] == "unknown"  # a launcher, not a shell to type at
+        server.keys(pane, "go", "Enter")
+        await until(lambda: panes(d)[pane]["harness"] == "claude", "the exec'd harness")
+        await until(lambda: panes(d)[pane]["state"] == "idle", "claude idle")
+        assert (panes(d)[pane]["incarnation"] == first) is same_process
+        if same_process:
+            events = d.pane(pane)["events"]
+            assert [e for e in events if e["kind"] == "harness"][-1]["to"] == "claude"
+
+    follow(server, scenario, resync=NO_SAFETY_CHECK)
 
 
 def test_the_server_going_away_and_coming_back_is_followed(server: TmuxServer) -> None:
