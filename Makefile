@@ -8,9 +8,15 @@ HARNESS_DIR := .harness
 # (.harness/<name>-<version>/node_modules/.bin/<name>). The first pin of a harness is the one
 # in use; a second is the newest the registry served when it was added (`make harness-bump`).
 # tests/support/harnesses.py reads this list.
-HARNESS_PINS := claude-2.1.197 claude-2.1.332 codex-0.171.0
+HARNESS_PINS := claude-2.1.197 claude-2.1.332 codex-0.171.0 \
+  opencode-1.18.28 opencode-1.18.33 gemini-0.59.0 gemini-0.61.0 omp-18.2.0 omp-18.2.3
 HARNESS_PACKAGE_claude := @anthropic-ai/claude-code
 HARNESS_PACKAGE_codex := @openai/codex
+HARNESS_PACKAGE_opencode := opencode-ai
+HARNESS_PACKAGE_gemini := @google/gemini-cli
+HARNESS_PACKAGE_omp := @oh-my-pi/pi-coding-agent
+# What a harness needs beside its package in the same prefix: omp's CLI is a Bun script.
+HARNESS_EXTRA_omp := bun@1.4.5
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 # OPENBUS_REQUIRE (a comma list: harness, root, tmux, chromium; CI sets it) makes the tests'
 # skips for those parts failures; a part it names that cannot be installed fails the install.
@@ -47,8 +53,9 @@ $(HARNESS_DIR)/%/.installed:
 	  mkdir -p $(HARNESS_DIR)/$* && cd $(HARNESS_DIR)/$* && \
 	  { [ -f package.json ] || echo '{"private":true}' > package.json; } && \
 	  npm install --no-audit --no-fund --loglevel=error \
-	    $(HARNESS_PACKAGE_$(call harness_name,$*))@$$version && \
-	  node_modules/.bin/$$name --version >/dev/null && touch .installed && echo "installed $*" \
+	    $(HARNESS_PACKAGE_$(call harness_name,$*))@$$version $(HARNESS_EXTRA_$(call harness_name,$*)) && \
+	  PATH="$$PWD/node_modules/.bin:$$PATH" node_modules/.bin/$$name --version >/dev/null && \
+	  touch .installed && echo "installed $*" \
 	  || $(call or_skip,harness,npm could not install $* (retried next run))
 
 # A new version of a harness: `make harness-bump PIN=claude-2.1.340` installs it, captures its

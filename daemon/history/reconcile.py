@@ -30,10 +30,11 @@ from openbus.daemon.history.parse import (
     parse_claude,
     parse_codex,
     parse_codex_thread_names,
+    parse_omp,
     resume_argv,
 )
 from openbus.daemon.history.repo import RepoInfo, RepoResolver
-from openbus.daemon.history.sources import CLAUDE, CODEX, Sources, Transcript
+from openbus.daemon.history.sources import CLAUDE, CODEX, OMP, Sources, Transcript
 from openbus.daemon.history.store import FileKey, HistoryStore, KnownFile
 from openbus.kernel.clock import Clock
 from openbus.kernel.errors import BadRequest, NotFound
@@ -276,6 +277,8 @@ def parse_transcript(
     parsed: ParsedSession | None
     if t.harness == CLAUDE:
         parsed = parse_claude(lines, file_name=t.path.name)
+    elif t.harness == OMP:
+        parsed = parse_omp(lines)
     else:
         parsed = parse_codex(lines, thread_names=names)
     if parsed is not None and parsed.last_active is None:

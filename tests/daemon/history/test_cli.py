@@ -54,11 +54,12 @@ def _offline_config(tmp: Path, section: dict[str, Any]) -> Path:
     )
 
 
-def test_history_alone_names_its_sources_and_says_omp_is_pending(tmp_path: Path) -> None:
+def test_history_alone_names_its_sources_and_the_harnesses_not_indexed(tmp_path: Path) -> None:
     _, _, section = _homes(tmp_path)
     result = _run(_offline_config(tmp_path, section))
     assert result.returncode == 0, result.stderr
-    assert "omp: pending" in result.stdout
+    assert "omp agent dirs: " in result.stdout
+    assert "not indexed yet: OpenCode, Gemini CLI" in result.stdout
     assert str(tmp_path / "claude") in result.stdout
 
 
