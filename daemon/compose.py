@@ -156,6 +156,7 @@ def build(
         connect=base.connect,
         tmux=directory.tmux,
         directory=directory.directory,
+        owners=owners,
         pool=AgentUsers.from_config(config, clock),
     )
     messaging = messaging_feature.build(

@@ -5,7 +5,10 @@ with a preset other than off). Turning an agent Off revokes its principal (seed 
 invalidates the token at the daemon"): the token is refused from then on, and setting the pane
 back to Observe does not bring it back. Connecting an agent launched without a token, or one
 whose token was revoked, needs a new launch token (restart-to-connect, which this daemon does
-not do yet), and the refusal says so. A grant above
+not do yet), and the refusal says so; every refusal of a pane is worded in
+``connect_refusals`` (a missing pane, a shell, an opaque launcher, a harness Connect is not
+offered for, a launch with preset Off, a revoked token, an agent started elsewhere), and
+``connect.list`` gives the same reason for each pane it cannot honour. A grant above
 the org policy's cap, or to a harness outside its ``[harnesses] allowed``, is refused naming
 the cap or the harness and the rule. Narrowing or revoking takes
 effect on the agent's next call (scope is checked on every call); the registered revocation
@@ -19,12 +22,13 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from openbus.daemon.connect_refusals import ConnectFacts, PaneFacts, refusal
 from openbus.daemon.core.actions import Action
 from openbus.daemon.core.audit import AuditDraft
 from openbus.daemon.core.consent import Tier
 from openbus.daemon.gate import Call, Gate
 from openbus.daemon.grants import Grants, Principal
-from openbus.kernel.errors import BadRequest, Conflict, PolicyRefused
+from openbus.kernel.errors import BadRequest, PolicyRefused
 from openbus.kernel.ids import is_pane_id
 from openbus.kernel.scopes import Preset, parse_preset
 from openbus.policy.model import CapDecision
@@ -50,6 +54,7 @@ class Connect:
         self.cap_source = cap_source
         self.check_harness = harness_check
         self._revocation_hooks: list[RevocationHook] = []
+        self._facts: ConnectFacts | None = None
         gate.register(SET, self._set)
         gate.register(DISCONNECT_ALL, self._disconnect_all)
         gate.register(LIST_CONNECTIONS, self._connections)
@@ -58,6 +63,21 @@ class Connect:
         """Run ``hook(principal, preset)`` whenever an agent is narrowed or revoked, before
         the human's call returns (features end what the agent had open)."""
         self._revocation_hooks.append(hook)
+
+    def explain_with(self, facts: ConnectFacts) -> None:
+        """Where the reasons for panes Connect cannot honour come from (the launch feature's
+        facts: the directory, the grants, the launches it made without a grant)."""
+        self._facts = facts
+
+    def _refusal(self, pane: str, call: Call) -> Exception:
+        if self._facts is not None:
+            facts = self._facts.facts(pane, call.actor)
+        else:  # no directory behind this Connect: what the grants alone say
+            revoked = self.grants.revoked_on_pane(pane, str(call.actor.user))
+            facts = PaneFacts(pane, shown=True, harness="claude", revoked=revoked)
+        found = refusal(facts)
+        assert found is not None, "only a pane without the caller's grant is refused"
+        return found
 
     async def revoked(self, principal: Principal, preset: Preset) -> None:
         """Run every revocation hook for ``principal`` (one failing does not stop the rest)."""
@@ -82,24 +102,15 @@ class Connect:
         call.target = pane
         call.details["preset"] = preset.value
         principals = [p for p in self.grants.by_pane(pane) if p.owner == call.actor.user]
-        if not principals and self.grants.revoked_on_pane(pane, call.actor.user):
-            if preset is Preset.OFF:
-                call.details["already"] = "revoked"
-                return {"pane": pane, "preset": preset.value, "principals": []}
-            raise Conflict(
-                f"the token {pane} was launched with has been revoked (Connect was turned off, or "
-                "its process exited); a new grant needs a new launch token, and "
-                "restart-to-connect is not available yet: launch it again with `openbus launch "
-                "LAUNCHER --preset ...`",
-                field="pane",
-            )
+        if (
+            not principals
+            and preset is Preset.OFF
+            and self.grants.revoked_on_pane(pane, call.actor.user)
+        ):
+            call.details["already"] = "revoked"
+            return {"pane": pane, "preset": preset.value, "principals": []}
         if not principals:
-            raise Conflict(
-                f"{pane} was not launched with an openbus token; connecting a running agent needs "
-                "restart-to-connect, which is not available yet: launch it with `openbus launch "
-                "LAUNCHER --preset ...`",
-                field="pane",
-            )
+            raise self._refusal(pane, call)
         if preset is not Preset.OFF:
             cap = self.check_cap(call.actor.user, preset)
             call.details["cap"] = cap.preset.value
@@ -181,7 +192,15 @@ class Connect:
                 "effective": principal.preset.at_most(cap).value,
             }
         call.details["panes"] = len(panes)
-        return {"cap": cap.value, "connections": sorted(panes.values(), key=_pane_order)}
+        unavailable = self._facts.unavailable(call.actor) if self._facts is not None else {}
+        return {
+            "cap": cap.value,
+            "connections": sorted(panes.values(), key=_pane_order),
+            "unavailable": sorted(
+                ({"pane": pane, "reason": reason} for pane, reason in unavailable.items()),
+                key=_pane_order,
+            ),
+        }
 
 
 def _pane_order(entry: dict[str, Any]) -> tuple[int, str]:

@@ -27,6 +27,7 @@ const state = {
   panes: [],
   version: null,
   connections: new Map(),
+  unavailable: new Map(), // pane -> why Connect cannot be honoured there (no toggle)
   cap: null,
   cards: [],
   audit: [],
@@ -254,6 +255,8 @@ function indicator(preset) {
 function connectToggle(pane) {
   const current = presetOf(pane);
   const found = connectionOf(pane);
+  const reason = found ? null : state.unavailable.get(pane.pane);
+  if (reason) return h("p", { class: "small", dataset: { unavailable: pane.pane }, text: reason });
   const group = h("div", {
     class: "toggle",
     role: "radiogroup",
@@ -303,6 +306,7 @@ async function setConnect(pane, preset) {
 async function refreshConnections() {
   const data = await api("GET", "/api/connections");
   state.connections = new Map(data.connections.map((c) => [c.pane, c]));
+  state.unavailable = new Map((data.unavailable || []).map((u) => [u.pane, u.reason]));
   state.cap = data.cap;
   state.needConnections = false;
 }
@@ -652,8 +656,13 @@ function redraw(part, inputs, draw) {
 function render() {
   const connections = [...state.connections.values()];
   redraw("cards", state.cards, renderCards);
-  redraw("fleet", [state.panes, connections], renderFleet);
-  redraw("detail", [state.detail, state.detailData, connections, state.panes.length], renderDetail);
+  const unavailable = [...state.unavailable.entries()];
+  redraw("fleet", [state.panes, connections, unavailable], renderFleet);
+  redraw(
+    "detail",
+    [state.detail, state.detailData, connections, unavailable, state.panes.length],
+    renderDetail,
+  );
 }
 
 async function tick() {

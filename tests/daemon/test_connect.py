@@ -51,3 +51,39 @@ def test_disconnect_all_revokes_every_token_of_the_human(fleet: Fleet) -> None:
         assert client.post("/api/disconnect-all", json={}).json()["disconnected"] == 2
     assert put_connect(fleet, second["pane"], "collaborate").status_code == 409
     assert [raw(fleet, t).status_code for t in tokens] == [401, 401]
+
+
+def test_each_pane_connect_cannot_honour_is_refused_with_its_own_reason(fleet: Fleet) -> None:
+    opaque = fleet.launch("opaque", "off")
+    pure = fleet.launch("fakeclaude", "off")
+    connected = fleet.launch("fakeclaude", "observe")
+    shell = fleet.tmux.run("list-panes", "-t", "main:0", "-F", "#{pane_id}").split()[0]
+    answers = {
+        name: put_connect(fleet, pane, "observe")
+        for name, pane in (
+            ("missing", "%99"),
+            ("shell", shell),
+            ("opaque", opaque["pane"]),
+            ("off", pure["pane"]),
+        )
+    }
+    assert {n: a.status_code for n, a in answers.items()} == {
+        "missing": 404,
+        "shell": 409,
+        "opaque": 409,
+        "off": 409,
+    }
+    messages = {n: a.json()["message"] for n, a in answers.items()}
+    assert messages["missing"] == "no pane %99 in the fleet"
+    assert messages["shell"] == "Connect is unavailable for a shell: it is not an agent"
+    assert "opaque command launcher" in messages["opaque"]
+    assert "launched with preset Off" in messages["off"]
+    # the page's source: every pane it must not offer a toggle for, with that same reason
+    with fleet.daemon.human() as client:
+        listing = client.get("/api/connections").json()
+    unavailable = {u["pane"]: u["reason"] for u in listing["unavailable"]}
+    assert unavailable[shell] == messages["shell"]
+    assert unavailable[opaque["pane"]] == messages["opaque"]
+    assert unavailable[pure["pane"]] == messages["off"]
+    assert connected["pane"] not in unavailable
+    assert [c["pane"] for c in listing["connections"]] == [connected["pane"]]

@@ -205,3 +205,40 @@ def test_codex_exec_launched_with_observe_calls_the_tools_and_gets_bound_to_its_
         assert bound[-1]["details"]["from"].startswith(f"agent:codex:pane:{launched['pane']}:")
         script.release()
         script.wait_finished(timeout=60)
+
+
+def test_the_readme_launch_example_types_its_prompt_once_claude_listed_the_openbus_tools(
+    tmp_path: Path, stub: StubModel, project: Path, tmux: TmuxServer
+) -> None:
+    """`openbus launch claude --preset observe --prompt "list the fleet"`: the model's first
+    request already offers the openbus tools (the prompt waited for Claude Code's tools/list)."""
+    claude = make_claude(tmp_path / "c", stub, project)
+    script = stub.script(reply("FLEET-LISTED"), match="list the fleet")
+    launcher = {"harness": "claude", "argv": ["claude"], "env": claude.env()}
+    with daemon_with(tmp_path, tmux, {"claude": launcher}) as daemon:
+        done = daemon.cli(
+            "launch",
+            "claude",
+            "--preset",
+            "observe",
+            "--prompt",
+            "list the fleet",
+            "--cwd",
+            str(project),
+            timeout=150,
+            check=True,
+        )
+        first, state, connected, prompt = done.stdout.strip().splitlines()
+        pane, incarnation = first.split(" ")
+        assert incarnation.startswith("inc_") and state == "state: idle"
+        assert connected.startswith("connected: observe as agent:claude:")
+        assert prompt == "prompt: typed"
+        script.wait_finished(timeout=60)
+        turns = [t for t in stub.turns("anthropic") if "list the fleet" in t.prompt]
+        assert turns, "the prompt never reached the model"
+        assert "mcp__openbus__list_panes" in turns[0].offered_tools
+        assert [r["action"] for r in audit(daemon) if r["action"].startswith("launch")] == [
+            "launch",
+            "launch.prompt",
+        ]
+        tmux.kill_pane(pane)
