@@ -38,6 +38,7 @@ from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from openbus.daemon.core.names import event_words
 from openbus.daemon.directory_probe import Detected, ProcIdentity
 from openbus.daemon.screens import ClaudeStatus, Evidence, Reading, parse
 from openbus.daemon.screens.base import screen_lines
@@ -131,7 +132,8 @@ class Entry:
         return self._dict
 
     def detail(self) -> dict[str, Any]:
-        return {**self.to_dict(), "events": list(self.events)}
+        events = [{**event, "text": event_words(event)} for event in self.events]
+        return {**self.to_dict(), "events": events}
 
 
 def _sort_key(entry: Entry) -> tuple[str, int, int]:

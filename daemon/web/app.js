@@ -320,8 +320,8 @@ function stateBadge(value) {
 
 function composer(value) {
   if (value === true) return "composer empty";
-  if (value === false) return "draft in composer";
-  return "composer unknown";
+  if (value === false) return "draft in the composer";
+  return "composer not visible on this screen";
 }
 
 function prLinks(links) {
@@ -432,6 +432,26 @@ function visibleRecord(record) {
   return !(record.actor.startsWith("human:") && OWN_READS.has(record.action));
 }
 
+// An agent as a person reads it: claude "auth review" %10 on fix/login (never its session id).
+function paneName(pane) {
+  const harness = pane.harness && pane.harness !== "unknown" ? pane.harness : "agent";
+  const title = pane.title ? ` "${pane.title}"` : "";
+  return `${harness}${title} ${pane.pane}${pane.branch ? ` on ${pane.branch}` : ""}`;
+}
+
+function actorName(actor) {
+  if (!actor || !actor.startsWith("agent:")) return actor;
+  for (const c of state.connections.values()) {
+    if (c.actor !== actor) continue;
+    const pane = state.panes.find((p) => p.pane === c.pane);
+    if (!pane) return `${c.harness} ${c.pane}`;
+    return paneName({ ...pane, harness: pane.harness === "unknown" ? c.harness : pane.harness });
+  }
+  const harness = actor.split(":")[1] || "agent";
+  const pane = /:pane:(%\d+):/.exec(actor);
+  return pane ? `${harness} ${pane[1]}` : `${harness} agent (no longer connected)`;
+}
+
 function auditItem(record) {
   return h(
     "li",
@@ -439,7 +459,7 @@ function auditItem(record) {
     h("span", { class: "rec-time mono", text: clock(record.time) }),
     h("span", { class: "rec-action", text: record.action }),
     h("span", { class: "rec-outcome", text: record.outcome }),
-    h("span", { class: "rec-actor", text: record.actor }),
+    h("span", { class: "rec-actor", title: record.actor, text: actorName(record.actor) }),
     record.target ? h("span", { class: "rec-target mono", text: record.target }) : null,
     record.message_id ? h("span", { class: "rec-msg mono", text: `msg ${record.message_id}` }) : null,
   );
@@ -526,7 +546,7 @@ function sleep(ms) {
 
 function messageItem(message, direction) {
   const peer = direction === "sent" ? message.recipient_pane || message.target : message.sender_pane;
-  const who = direction === "sent" ? message.recipient : message.sender;
+  const who = direction === "sent" ? message.recipient_name : message.sender_name;
   return h(
     "li",
     { class: `msg outcome-${message.outcome}`, dataset: { message: message.message_id } },
@@ -542,7 +562,8 @@ function messageItem(message, direction) {
     h(
       "p",
       { class: "small mono" },
-      `${message.message_id} · ${who || ""}${message.reason ? ` · ${message.reason}` : ""}`,
+      `${message.message_id} · ${who || ""}${message.hop_words ? ` · ${message.hop_words}` : ""}` +
+        `${message.reason ? ` · ${message.reason}` : ""}`,
     ),
   );
 }
@@ -580,7 +601,6 @@ function renderDetail() {
     h("span", { class: "indicator" }, indicator(preset)),
     `${pane.pane} ${pane.title || pane.window?.name || ""}`,
   );
-  const found = connectionOf(listed);
   const rows = [
     ["Harness", pane.harness],
     ["State", pane.state],
@@ -588,7 +608,8 @@ function renderDetail() {
     ["Branch", pane.branch || "—"],
     ["Directory", pane.cwd || "—"],
     ["Summary", pane.summary || "—"],
-    ["Connect", preset + (found ? ` (${found.actor})` : "")],
+    ["Connect", preset],
+    ["Named", paneName(listed)],
     ["Last activity", pane.last_activity ? ago(pane.last_activity) : "—"],
     ["Incarnation", pane.incarnation],
   ];
@@ -605,7 +626,7 @@ function renderDetail() {
       "ul",
       { class: "events" },
       (pane.events || []).slice(-20).reverse().map((e) =>
-        h("li", { class: "small" }, `${clock(e.time)} ${e.kind}${e.state ? ` ${e.state}` : ""}`)),
+        h("li", { class: "small" }, `${clock(e.time)} ${e.text || e.kind}`)),
     ),
   ];
   $("detail-body").replaceChildren(...parts.filter(Boolean));

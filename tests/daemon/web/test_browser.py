@@ -134,6 +134,10 @@ def test_the_page_shows_the_fleet_connect_cards_messages_and_audit_in_a_real_bro
         expect(page.locator('#audit-feed li[data-action="cards.decide"]')).to_be_visible(
             timeout=WAIT_MS
         )
+        # the feed names the sending agent by harness and pane, never by its session id
+        sender = page.locator('#audit-feed li[data-action="message.send"] .rec-actor').first
+        expect(sender).to_contain_text(f"claude {a['pane']}")
+        expect(page.locator("#audit-feed .rec-actor", has_text="agent:")).to_have_count(0)
 
         # the sender's detail lists the message it sent
         pane(a).locator("button.title").click()
