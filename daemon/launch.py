@@ -108,6 +108,7 @@ FIRST_STATE_SECONDS = 30.0  # a recognised harness draws its first screen
 TOOLS_LISTED_SECONDS = 30.0  # a connected TUI lists its openbus tools
 PROMPT_SHOWN_SECONDS = 5.0  # the typed prompt shows in the composer
 LAST_SCREEN_LINES = 8
+DEAD_CHECK_SECONDS = 0.25  # how often the waits ask tmux itself whether the pane died
 STATUS_POLLS = 25  # a dead pane's exit status shows within half a second
 
 
@@ -263,17 +264,19 @@ class LaunchService(Feature):
         launch's failure; a pane the directory never sees is closed and refused."""
         deadline = self.clock.monotonic() + SEEN_SECONDS
         harness_by = self.clock.monotonic() + HARNESS_SECONDS
+        ask_by = 0.0
         while True:
             entry = self._seen(pane, pid)
-            if entry is None or entry.info.dead or entry.harness != launcher.harness:
-                dead = await self._dead(
-                    pane, launcher
-                )  # tmux itself: the watcher may not have seen it
+            now = self.clock.monotonic()
+            ready = entry is not None and (entry.harness == launcher.harness or now >= harness_by)
+            if (entry is not None and entry.info.dead) or ready or now >= ask_by:
+                # tmux itself (the watcher may not have seen it yet), now and then, and always
+                # before the launch goes on
+                ask_by = now + DEAD_CHECK_SECONDS
+                dead = await self._dead(pane, launcher)
                 if dead is not None:
                     raise await self._failed(pane, launcher, dead)
-            if entry is not None and (
-                entry.harness == launcher.harness or self.clock.monotonic() >= harness_by
-            ):
+            if ready and entry is not None:
                 return str(entry.incarnation)
             if self.clock.monotonic() >= deadline:
                 break
@@ -296,9 +299,14 @@ class LaunchService(Feature):
         (its principal revoked). Returns the state seen ("unknown" if none in time)."""
         deadline = self.clock.monotonic() + FIRST_STATE_SECONDS
         state = "unknown"
+        ask_by = 0.0
         while True:
             entry = self._seen(pane, pid)
-            dead = await self._dead(pane, launcher)
+            now = self.clock.monotonic()
+            dead = None
+            if entry is None or entry.info.dead or now >= ask_by:
+                ask_by = now + DEAD_CHECK_SECONDS
+                dead = await self._dead(pane, launcher)
             if dead is not None:
                 if principal_id is not None:
                     with contextlib.suppress(OpenbusError):

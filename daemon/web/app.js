@@ -445,7 +445,7 @@ function actorName(actor) {
     if (c.actor !== actor) continue;
     const pane = state.panes.find((p) => p.pane === c.pane);
     if (!pane) return `${c.harness} ${c.pane}`;
-    return paneName({ ...pane, harness: pane.harness === "unknown" ? c.harness : pane.harness });
+    return paneName({ ...pane, harness: c.harness }); // the launched harness, as granted
   }
   const harness = actor.split(":")[1] || "agent";
   const pane = /:pane:(%\d+):/.exec(actor);
