@@ -74,13 +74,13 @@ def why_not(facts: PaneFacts) -> str | None:
         return f"{pane} runs the launcher {note.launcher!r}: {OPAQUE_REASON}"
     if note is not None and note.harness in UNAVAILABLE:
         return UNAVAILABLE[note.harness]
-    if facts.harness == "shell":
-        return UNAVAILABLE["shell"]
-    if note is not None:
+    if note is not None:  # how openbus launched it outranks what the screen looks like
         return (
             f"{pane} was launched with preset Off, so it holds no openbus token; connecting it "
             f"needs restart-to-connect, which is not available yet: {RELAUNCH}"
         )
+    if facts.harness == "shell":
+        return UNAVAILABLE["shell"]
     if facts.harness in UNAVAILABLE and facts.harness != "unknown":
         return UNAVAILABLE[facts.harness]
     if facts.harness not in ("claude", "codex"):

@@ -59,3 +59,9 @@ def test_a_missing_pane_is_not_found_and_the_rest_are_conflicts() -> None:
     assert isinstance(refusal(PaneFacts("%4", shown=False)), NotFound)
     assert isinstance(refusal(facts(harness="shell")), Conflict)
     assert refusal(facts(harness="shell")).field == "pane"  # type: ignore[union-attr]
+
+
+def test_how_openbus_launched_a_pane_outranks_what_its_screen_looks_like() -> None:
+    assert "launched with preset Off" in str(
+        why_not(facts(harness="shell", launch=note("claude", "claude")))
+    )
