@@ -174,6 +174,7 @@ def build(
         connect=base.connect,
         tmux=directory.tmux,
         directory=directory.directory,
+        owners=owners,
         pool=AgentUsers.from_config(config, clock),
     )
     restarts = Restarts(

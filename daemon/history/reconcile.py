@@ -212,11 +212,16 @@ class Reconciler:
                 paths.append(value)
         entries: list[SessionEntry] = []
         if paths:
-            for p in paths:
-                if Path(p).expanduser().is_file():
-                    entry = self.push_path(p)
-                    if entry is not None:
-                        entries.append(entry)
+            present = [p for p in paths if Path(p).expanduser().is_file()]
+            if not present:
+                raise NotFound(
+                    "no transcript at " + " nor at ".join(paths),
+                    field="transcript_path",
+                )
+            for p in present:
+                entry = self.push_path(p)
+                if entry is not None:
+                    entries.append(entry)
             return entries
         session_id = hook.get("session_id")
         if isinstance(session_id, str) and session_id:
