@@ -114,7 +114,7 @@ TOOLS_LISTED_SECONDS = 30.0  # a connected TUI lists its openbus tools
 PROMPT_SHOWN_SECONDS = 5.0  # the typed prompt shows in the composer
 LAST_SCREEN_LINES = 8
 DEAD_CHECK_SECONDS = 0.25  # how often the waits ask tmux itself whether the pane died
-STATUS_POLLS = 25  # a dead pane's exit status shows within half a second
+STATUS_POLLS = 100  # a dead pane's exit status shows within two seconds (a loaded box)
 
 
 class AgentUserPool(Protocol):
