@@ -105,6 +105,7 @@ def test_a_request_no_pane_matches_goes_to_control() -> None:
         "auth-review should publish the package",
         "auth-review, force the update",
         "auth-review: rm the build dir",
+        "auth-review: ship.",
     ],
 )
 def test_destructive_or_outward_facing_requests_go_to_control(text: str) -> None:
