@@ -225,6 +225,7 @@ def build(
         owners=owners,
         messaging=messaging,
         launch=launch,
+        resumer=resumer,
         config=config,
         clock=clock,
         db=base.db,

@@ -127,6 +127,10 @@ def test_real_claude_code_as_control_hands_off_ambiguous_requests_and_replies(
             )
             assert entry["session"] == "control"
             assert cli_json(daemon, "control", "start")["started"] is False  # one control
+            allowed = cli_json(daemon, "control", "allow-panes")
+            assert allowed == {"control_may_open_panes": True}
+            taken = cli_json(daemon, "control", "allow-panes", "--off")
+            assert taken == {"control_may_open_panes": False}
             asked = asking.result(timeout=90)
         assert MARK in json.dumps(stub.turns()[0].body)
         assert asked["request"]["id"] == "r1"
