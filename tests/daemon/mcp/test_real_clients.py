@@ -162,10 +162,10 @@ def test_claude_tui_launched_with_observe_calls_the_tools_without_asking_the_hum
             ) from None
         assert [a for _, a, _ in got] == ["directory.list", "history.search"]
         tmux.kill_pane(launched["pane"])
-        wait_until(
-            lambda: any(r["action"] == "agent.revoked" for r in audit(daemon)),
+        wait_until(  # bound to its session, its grant is suspended (a resume brings it back)
+            lambda: any(r["action"] == "agent.suspended" for r in audit(daemon)),
             timeout=15,
-            what="the exit revocation",
+            what="the exit suspension",
         )
 
 
