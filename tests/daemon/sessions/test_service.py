@@ -229,9 +229,34 @@ def test_the_session_tools_are_listed_only_to_a_caller_holding_spawn(run: Any) -
     async def scenario(w: Sessions) -> None:
         names = {"start_session", "list_sessions", "read_session", "send_to_session"}
         tools = w.daemon.mcp.tools
-        collaborate = {t.name for t in tools.listed(w.gate, Preset.COLLABORATE.scopes)}
-        observe = {t.name for t in tools.listed(w.gate, Preset.OBSERVE.scopes)}
+        agent = (await w.parent("parent")).actor
+        assert agent is not None
+        collaborate = {t.name for t in tools.listed(w.gate, agent, Preset.COLLABORATE.scopes)}
+        observe = {t.name for t in tools.listed(w.gate, agent, Preset.OBSERVE.scopes)}
         assert names <= collaborate
         assert not names & observe
+
+    run(scenario)
+
+
+def test_the_brief_waits_for_a_child_that_draws_its_composer_before_it_takes_input(
+    run: Any,
+) -> None:
+    async def scenario(w: Sessions) -> None:
+        # The child ignores Enter for its first moments, as Claude Code under load does.
+        (w.root / "child" / "control" / "cold").write_text("0.3")
+        parent = await w.parent("parent")
+        await w.gate.run(w.human, "sessions.allow", {"pane": parent.pane})
+        answer = await w.tool(parent, "session.start", prompt="Reply with: warm")
+        await w.until(
+            lambda: "brief" in w.daemon.sessions._starts[answer["start"]].start.result,
+            "brief queued",
+        )
+        status = await w.tool(
+            parent, "message.status", message_id=f"brief-{answer['start']}", wait_seconds=20
+        )
+        assert status["outcome"] == "delivered"
+        assert [r for r in child_received(w) if "Reply with: warm" in r] != []
+        assert len(child_received(w)) == 1
 
     run(scenario)
