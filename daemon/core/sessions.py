@@ -35,9 +35,9 @@ BOUND, FAILED, DECLINED, EXPIRED and CANCELLED are final.
 **The brief waits for a ready child** (``brief_ready``). A harness draws its idle composer
 before it takes input (Claude Code under load drops an Enter pressed in its first moments),
 and messaging types a message once only, so the brief is not queued at the first idle
-screen: the child must read idle with an empty composer, its live status (Claude Code's
-status file) must say idle when there is one, and its screen must have been still for
-``BRIEF_SETTLE_SECONDS``. A child that never settles gets its brief after
+screen: the child must read idle with an empty composer and, when it keeps a live status
+(Claude Code's status file), that status must say idle; without one, its screen must have
+been still for ``BRIEF_SETTLE_SECONDS``. A child that never settles gets its brief after
 ``BRIEF_READY_SECONDS`` anyway, under messaging's own idle-only rule.
 """
 
@@ -384,14 +384,14 @@ BRIEF_READY_SECONDS = 30.0
 def brief_ready(
     state: str, composer_empty: bool | None, status: str | None, still_seconds: float
 ) -> bool:
-    """Whether a new child is ready for its brief: idle, an empty composer, its live status
-    (``None`` when the harness keeps none) idle, and its screen still for the settle time."""
-    return (
-        state == "idle"
-        and composer_empty is True
-        and status in (None, "idle")
-        and still_seconds >= BRIEF_SETTLE_SECONDS
-    )
+    """Whether a new child is ready for its brief: idle with an empty composer, and either its
+    live status (``None`` when the harness keeps none) idle or, without one, its screen still
+    for the settle time."""
+    if state != "idle" or composer_empty is not True:
+        return False
+    if status is not None:
+        return status == "idle"  # the harness itself says it is waiting for input
+    return still_seconds >= BRIEF_SETTLE_SECONDS
 
 
 def brief_line(text: str) -> str:

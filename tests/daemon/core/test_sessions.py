@@ -240,9 +240,10 @@ def test_worktree_names_come_from_the_title() -> None:
 def test_a_child_is_ready_for_its_brief_only_idle_empty_and_settled() -> None:
     settled = BRIEF_SETTLE_SECONDS
     assert brief_ready("idle", True, None, settled)
-    assert brief_ready("idle", True, "idle", settled)
+    assert brief_ready("idle", True, "idle", 0.0)  # its own status says it waits for input
     assert not brief_ready("idle", True, None, settled / 2)  # just drawn: not settled
     assert not brief_ready("idle", True, "busy", settled)  # its status says it is working
+    assert not brief_ready("idle", True, "waiting", settled)
     assert not brief_ready("idle", False, None, settled)  # text in the composer
     assert not brief_ready("idle", None, None, settled)  # composer not seen
     assert not brief_ready("working", True, None, settled)

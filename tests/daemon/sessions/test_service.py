@@ -6,9 +6,7 @@ the parent's message; the family is all the tools reach; refusals open no pane."
 from __future__ import annotations
 
 import asyncio
-import shutil
 import sqlite3
-import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -21,8 +19,8 @@ from openbus.daemon.core.audit import AuditDraft
 from openbus.kernel.clock import SystemClock, SystemRandom
 from openbus.kernel.errors import Forbidden, NotConnected
 from openbus.kernel.scopes import Preset
-from tests.daemon.messaging.conftest import FAKE_AGENT, Agent, World
-from tests.daemon.sessions.conftest import git, make_repo
+from tests.daemon.messaging.conftest import Agent, World
+from tests.daemon.sessions.conftest import child_argv, git, make_repo
 from tests.support.tmux import TmuxServer, tmux_server
 
 pytestmark = pytest.mark.timeout(120)
@@ -74,11 +72,7 @@ def run(
     tmp_path: Path, server: TmuxServer
 ) -> Callable[[Callable[[Sessions], Awaitable[None]]], None]:
     make_repo(tmp_path / "project")
-    script = tmp_path / "child" / "bin" / "claude"
-    script.parent.mkdir(parents=True)
-    shutil.copy(FAKE_AGENT, script)
-    (tmp_path / "child" / "control").mkdir()
-    child_argv = [sys.executable, str(script), str(tmp_path / "child" / "control")]
+    argv = child_argv(tmp_path)
     config = parse_config(
         {
             "daemon": {"state_dir": str(tmp_path / "state"), "socket": str(tmp_path / "d.sock")},
@@ -89,10 +83,10 @@ def run(
                 "worktrees_root": str(tmp_path / "trees"),
             },
             "launchers": {
-                "tui": {"harness": "claude", "argv": child_argv},
+                "tui": {"harness": "claude", "argv": argv},
                 "yolo": {
                     "harness": "claude",
-                    "argv": [*child_argv, "--dangerously-skip-permissions"],
+                    "argv": [*argv, "--dangerously-skip-permissions"],
                 },
             },
         },
