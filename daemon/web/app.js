@@ -37,6 +37,7 @@ const state = {
   ticks: 0,
   needConnections: true,
   busy: new Set(),
+  families: {}, // child pane -> the pane of the session that started it (GET /api/sessions)
 };
 
 // ---- icons: Lucide-style strokes (24x24, stroke 2, round caps), drawn for this page ----
@@ -364,9 +365,77 @@ function paneCard(pane) {
   );
 }
 
+// ---- session families: children under their parent, the family on a pane's detail ----
+
+async function refreshFamilies() {
+  const found = await api("GET", "/api/sessions");
+  state.families = (found && found.children) || {};
+}
+
+// The panes with each child right after its parent (then that child's own children), and
+// how deep each sits; a child whose parent is not listed stays where it is.
+function familyOrder(panes) {
+  const listed = new Set(panes.map((p) => p.pane));
+  const under = new Map();
+  for (const pane of panes) {
+    const parent = state.families[pane.pane];
+    if (parent && listed.has(parent)) {
+      if (!under.has(parent)) under.set(parent, []);
+      under.get(parent).push(pane);
+    }
+  }
+  const out = [];
+  const seen = new Set();
+  const visit = (pane, depth) => {
+    if (seen.has(pane.pane)) return;
+    seen.add(pane.pane);
+    out.push([pane, depth]);
+    for (const child of under.get(pane.pane) || []) visit(child, depth + 1);
+  };
+  for (const pane of panes) {
+    const parent = state.families[pane.pane];
+    if (!parent || !listed.has(parent)) visit(pane, 0);
+  }
+  for (const pane of panes) visit(pane, 0); // a loop of parents: shown flat
+  return out;
+}
+
+function familyCard(pane, depth) {
+  const card = paneCard(pane);
+  if (depth > 0) {
+    card.classList.add("child");
+    card.style.setProperty("--depth", String(depth));
+    card.querySelector(".meta").append(
+      h("span", { class: "child-of", text: `child of ${state.families[pane.pane]}` }),
+    );
+  }
+  return card;
+}
+
+function familyMember(row, relation) {
+  const label = row.pane || row.principal;
+  return h(
+    "li",
+    { class: "small", dataset: { relation } },
+    `${relation} `,
+    row.pane
+      ? h("button", { type: "button", class: "linkish mono", onclick: () => openDetail(row.pane) }, label)
+      : h("span", { class: "mono", text: label }),
+    ` ${[row.harness, row.state].filter(Boolean).join(", ")}`,
+  );
+}
+
+function familySection(family) {
+  if (!family || (!family.parent && !(family.children || []).length)) return null;
+  const members = [];
+  if (family.parent) members.push(familyMember(family.parent, "Started by"));
+  for (const child of family.children || []) members.push(familyMember(child, "Started"));
+  return [h("h3", { text: "Family" }), h("ul", { class: "family" }, members)];
+}
+
 function renderFleet() {
   const list = $("panes");
-  list.replaceChildren(...state.panes.map(paneCard));
+  list.replaceChildren(...familyOrder(state.panes).map(([pane, depth]) => familyCard(pane, depth)));
   $("panes-count").textContent = String(state.panes.length);
   $("panes-empty").hidden = state.panes.length > 0;
 }
@@ -593,6 +662,7 @@ function renderDetail() {
     h("dl", { class: "fields" }, rows.map(([k, v]) => [h("dt", { text: k }), h("dd", { text: String(v) })])),
     pane.pr_links && pane.pr_links.length ? h("p", { class: "prs" }, prLinks(pane.pr_links)) : null,
     pane.harness === "shell" ? null : connectToggle(listed),
+    familySection(pane.family),
     h("h3", { text: "Messages" }),
     messageList("Sent", messages.sent || [], "sent"),
     messageList("Received", messages.received || [], "received"),
@@ -604,7 +674,7 @@ function renderDetail() {
         h("li", { class: "small" }, `${clock(e.time)} ${e.kind}${e.state ? ` ${e.state}` : ""}`)),
     ),
   ];
-  $("detail-body").replaceChildren(...parts.filter(Boolean));
+  $("detail-body").replaceChildren(...parts.flat().filter(Boolean));
 }
 
 async function refreshDetail() {
@@ -652,7 +722,7 @@ function redraw(part, inputs, draw) {
 function render() {
   const connections = [...state.connections.values()];
   redraw("cards", state.cards, renderCards);
-  redraw("fleet", [state.panes, connections], renderFleet);
+  redraw("fleet", [state.panes, connections, state.families], renderFleet);
   redraw("detail", [state.detail, state.detailData, connections, state.panes.length], renderDetail);
 }
 
@@ -669,6 +739,10 @@ async function tick() {
     state.version = directory.version;
     state.cards = cards.cards;
     if (state.needConnections || state.ticks % CONNECTIONS_EVERY === 0) await refreshConnections();
+    if (directory.version !== state.familiesAt || state.ticks % CONNECTIONS_EVERY === 0) {
+      await refreshFamilies();
+      state.familiesAt = directory.version;
+    }
     if (visible && state.detail) await refreshDetail();
     const live = $("live");
     live.textContent = directory.tmux && directory.tmux.running === false ? "tmux down" : "live";
