@@ -1,5 +1,5 @@
-# openbus: two commands. `make run` starts the daemon in local mode; `make test` installs
-# everything the tests need and runs the gates and the suite.
+# openbus: two commands. `make run` installs the runtime and starts the daemon in local mode;
+# `make test` installs everything the tests need and runs the gates and the suite.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -8,9 +8,15 @@ HARNESS_DIR := .harness
 # (.harness/<name>-<version>/node_modules/.bin/<name>). The first pin of a harness is the one
 # in use; a second is the newest the registry served when it was added (`make harness-bump`).
 # tests/support/harnesses.py reads this list.
-HARNESS_PINS := claude-2.1.197 claude-2.1.332 codex-0.171.0
+HARNESS_PINS := claude-2.1.197 claude-2.1.332 codex-0.171.0 \
+  opencode-1.18.28 opencode-1.18.33 gemini-0.59.0 gemini-0.61.0 omp-18.2.0 omp-18.2.3
 HARNESS_PACKAGE_claude := @anthropic-ai/claude-code
 HARNESS_PACKAGE_codex := @openai/codex
+HARNESS_PACKAGE_opencode := opencode-ai
+HARNESS_PACKAGE_gemini := @google/gemini-cli
+HARNESS_PACKAGE_omp := @oh-my-pi/pi-coding-agent
+# What a harness needs beside its package in the same prefix: omp's CLI is a Bun script.
+HARNESS_EXTRA_omp := bun@1.4.5
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 # OPENBUS_REQUIRE (a comma list: harness, root, tmux, chromium; CI sets it) makes the tests'
 # skips for those parts failures; a part it names that cannot be installed fails the install.
@@ -19,16 +25,25 @@ required = $(filter $(1),$(subst $(comma), ,$(OPENBUS_REQUIRE)))
 # $(call or_skip,PART,WHAT): after a failed install of PART, fail if it is required, else go on
 or_skip = { echo "$(2); $(if $(call required,$(1)),OPENBUS_REQUIRE names $(1): failing,the tests that need it will skip and say why)"; $(if $(call required,$(1)),exit 1,true); }
 
-.PHONY: run test lint types layers unit wheel-check harnesses harness-bump system-deps bench clean
+.PHONY: run openbus test lint types layers unit wheel-check harnesses harness-bump system-deps bench clean
 
-$(VENV)/.installed: pyproject.toml
+# The runtime alone (what `make run` needs), and the runtime with the test extras.
+$(VENV)/.runtime: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e .
+	touch $@
+
+$(VENV)/.installed: $(VENV)/.runtime
 	$(PY) -m pip install -q -e '.[test]'
 	touch $@
 
-run: $(VENV)/.installed
+run: $(VENV)/.runtime
 	$(VENV)/bin/openbus serve
+
+# `make openbus ARGS="directory --json"`: the CLI without putting .venv/bin on PATH
+openbus: $(VENV)/.runtime
+	@$(VENV)/bin/openbus $(ARGS)
 
 system-deps:
 	@command -v tmux >/dev/null 2>&1 || { apt-get update -q && apt-get install -y -q tmux; }
@@ -47,8 +62,9 @@ $(HARNESS_DIR)/%/.installed:
 	  mkdir -p $(HARNESS_DIR)/$* && cd $(HARNESS_DIR)/$* && \
 	  { [ -f package.json ] || echo '{"private":true}' > package.json; } && \
 	  npm install --no-audit --no-fund --loglevel=error \
-	    $(HARNESS_PACKAGE_$(call harness_name,$*))@$$version && \
-	  node_modules/.bin/$$name --version >/dev/null && touch .installed && echo "installed $*" \
+	    $(HARNESS_PACKAGE_$(call harness_name,$*))@$$version $(HARNESS_EXTRA_$(call harness_name,$*)) && \
+	  PATH="$$PWD/node_modules/.bin:$$PATH" node_modules/.bin/$$name --version >/dev/null && \
+	  touch .installed && echo "installed $*" \
 	  || $(call or_skip,harness,npm could not install $* (retried next run))
 
 # A new version of a harness: `make harness-bump PIN=claude-2.1.340` installs it, captures its

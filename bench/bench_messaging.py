@@ -18,7 +18,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -30,7 +32,7 @@ from openbus.daemon.messaging.fleet import normalize  # noqa: E402
 from openbus.kernel.clock import SystemClock, SystemRandom  # noqa: E402
 from openbus.kernel.errors import Refused  # noqa: E402
 from tests.daemon.messaging.conftest import World  # noqa: E402
-from tests.support.tmux import tmux_server  # noqa: E402
+from tests.support.tmux import TmuxServer, tmux_server  # noqa: E402
 
 ROUNDS = 40
 FLOOD = 20_000
@@ -151,32 +153,43 @@ async def scenario(w: World, clock: SkewClock) -> None:
     )
 
 
+def run_world(
+    root: Path,
+    server: TmuxServer,
+    scenario: Callable[[World, SkewClock], Awaitable[None]],
+    **config: dict[str, Any],
+) -> None:
+    """The real daemon's composition over ``server`` (state under ``root``, a clock the bench
+    may move forward), running ``scenario`` in its loop; ``config`` adds config sections."""
+    parsed = parse_config(
+        {
+            "daemon": {"state_dir": str(root / "state"), "socket": str(root / "d.sock")},
+            "tmux": {"socket": str(server.socket)},
+            "history": {"claude_config_dirs": [], "codex_homes": []},
+            **config,
+        },
+        "<bench>",
+    )
+
+    async def run() -> None:
+        clock = SkewClock()
+        daemon = compose.build(parsed, clock=clock, random=SystemRandom())
+        await daemon.start()
+        try:
+            await scenario(World(daemon, server, root), clock)
+        finally:
+            await daemon.stop()
+
+    asyncio.run(run())
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory(prefix="obmsg-") as tmp:
         root = Path(tmp)
         with tmux_server(root / "tmux") as server:
-            config = parse_config(
-                {
-                    "daemon": {"state_dir": str(root / "state"), "socket": str(root / "d.sock")},
-                    "tmux": {"socket": str(server.socket)},
-                    "history": {"claude_config_dirs": [], "codex_homes": []},
-                    # the flood measures the messaging refusals themselves, not the gate's
-                    # rate limit that would answer an agent refused this often
-                    "audit": {"agent_refusal_burst": 10 * FLOOD},
-                },
-                "<bench>",
-            )
-
-            async def run() -> None:
-                clock = SkewClock()
-                daemon = compose.build(config, clock=clock, random=SystemRandom())
-                await daemon.start()
-                try:
-                    await scenario(World(daemon, server, root), clock)
-                finally:
-                    await daemon.stop()
-
-            asyncio.run(run())
+            # the flood measures the messaging refusals themselves, not the gate's rate limit
+            # that would answer an agent refused this often
+            run_world(root, server, scenario, audit={"agent_refusal_burst": 10 * FLOOD})
 
 
 if __name__ == "__main__":

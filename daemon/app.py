@@ -24,6 +24,7 @@ from openbus.daemon.http import routes
 from openbus.daemon.http.dispatch import Dispatcher
 from openbus.daemon.http.identity import Identity
 from openbus.daemon.tunnel_trust import tunnel_trust
+from openbus.daemon.web_access import WebAccess
 from openbus.kernel.clock import Clock, Random, SystemClock, SystemRandom
 from openbus.kernel.tunnel_signature import TunnelVerifier
 
@@ -55,7 +56,10 @@ def create_app(
         audit_export=daemon.audit_export,
         health=daemon.health,
     )
-    return Dispatcher(app, daemon.mcp)  # /mcp over TCP -> MCP; the rest -> falcon
+    web_port = identity.web.port if identity.web is not None else None
+    return Dispatcher(
+        app, daemon.mcp, web_port
+    )  # /mcp on the agents' port -> MCP; the rest -> falcon
 
 
 class Lifespan:
@@ -75,7 +79,7 @@ def build_identity(config: Config, daemon: Daemon) -> Identity:
     """Local mode: the peer uid. Hosted: also the tunnel's signed ``X-Tunnel-User``."""
     refusals = daemon.foundation.refusals
     if not config.hosted.enabled:
-        return Identity(refusals.refuse)
+        return Identity(refusals.refuse, web=WebAccess.for_config(config))
     keys, tunnel_uid = tunnel_trust(config)
     verifier = TunnelVerifier(
         keys, clock=daemon.foundation.clock, window=config.hosted.signature_window_seconds

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sqlite3
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +21,8 @@ from openbus.daemon.core.consent import Approval, ApprovalKind, Card, CardState,
 from openbus.daemon.state import StateDB
 from openbus.kernel.clock import Clock, Random
 from openbus.kernel.errors import NotFound
+
+log = logging.getLogger("openbus.cards")
 
 Write = Callable[[sqlite3.Connection], None]
 Listener = Callable[[Card], None]
@@ -178,6 +182,15 @@ class Cards:
         return [_row(r) for r in rows]
 
     def notify(self, card: Card) -> None:
+        if card.state is CardState.PENDING:  # a new card: one line in the daemon's log
+            expires = time.strftime("%H:%M:%S", time.localtime(card.expires))
+            log.warning(
+                "card %s needs you: %s (%s); expires at %s",
+                card.id,
+                card.kind,
+                card.target or "-",
+                expires,
+            )
         self.changed.set()
         self.changed = asyncio.Event()
         for listener in list(self.listeners):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 import time
 from typing import Any
 
@@ -26,8 +28,45 @@ def _cards_text(cards: list[dict[str, Any]]) -> str:
 
 def _cards(args: argparse.Namespace, config: Config) -> int:
     client = DaemonClient(config)
+    if args.follow:
+        return _follow(args, client)
     data = client.get("/api/cards", pending="false" if args.all else None)
     emit(args, data, lambda d: _cards_text(d["cards"]))
+    return 0
+
+
+def needs_you(frame: dict[str, Any]) -> list[tuple[str, dict[str, Any], str]]:
+    """What needs the person in one frame of ``/api/follow``, as (key, item, line): agents
+    whose screen asks (keyed by pane and what is asked) and consent cards (by id)."""
+    items: list[tuple[str, dict[str, Any], str]] = []
+    for pane in frame["directory"]["panes"]:
+        menu = pane.get("menu")
+        if pane.get("state") != "menu" or not menu:
+            continue
+        options = "  ".join(f"[{o['key']}] {o['label']}" for o in menu["options"])
+        line = f"{pane['pane']}  {pane['harness']} asks: {menu['question']}  {options}"
+        item = {"kind": "asks", "pane": pane["pane"], "incarnation": pane["incarnation"], **menu}
+        items.append((f"asks:{pane['pane']}:{menu['fingerprint']}", item, line))
+    for card in frame["cards"]:
+        items.append((f"card:{card['id']}", {"kind": "card", **card}, _cards_text([card])))
+    return items
+
+
+def _follow(args: argparse.Namespace, client: DaemonClient) -> int:
+    """Each item that needs the person, printed once as it appears (those waiting first)."""
+    seen: set[str] = set()
+    try:
+        for raw in client.stream_lines("/api/follow"):
+            if not raw.strip():
+                continue
+            for key, item, line in needs_you(json.loads(raw)):
+                if key in seen:
+                    continue
+                seen.add(key)
+                sys.stdout.write((json.dumps(item, sort_keys=True) if args.json else line) + "\n")
+                sys.stdout.flush()
+    finally:
+        client.close()
     return 0
 
 
@@ -73,6 +112,12 @@ def register(sub: Any) -> None:
     p = sub.add_parser("cards", help="list the consent cards that need you")
     add_common(p)
     p.add_argument("--all", action="store_true", help="include resolved cards")
+    p.add_argument(
+        "--follow",
+        "-f",
+        action="store_true",
+        help="keep printing each new item that needs you (cards, agents asking on screen)",
+    )
     p.set_defaults(handler=_cards)
 
     p = sub.add_parser("approve", help="approve a card")

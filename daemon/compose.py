@@ -17,7 +17,10 @@ is built, and is never changed afterwards:
    then restart-to-connect (``restart.Restarts``: it finishes open restart records at start)
    and the ``resume.Resumer`` port (resume a session, restore a lost fleet);
 7. messaging on the directory's fleet; the session tools (on launch, messaging and the
-   history index); then the pane detail with messaging's and the family's sections;
+   history index); the control session and routing (threads, the dispatcher, act tools);
+   then the pane detail with messaging's, the family's and control's sections, the human's
+   keys into a pane (answering its menu, typing to an idle agent) and the human's feed (what a
+   page shows, pushed as it changes: one audited subscription, not polls);
 8. the MCP endpoint over every feature's tools, its tokens verified by launch (its sessions
    capped per agent, counted on ``/healthz``);
 9. ``extra``: features supplied by the caller (``bench/`` adds its no-op tool this way).
@@ -45,6 +48,7 @@ from openbus.daemon.directory_service import DirectoryFeature, register_pane_det
 from openbus.daemon.feature import Feature, Housekeeping
 from openbus.daemon.foundation import CardExpiry, Foundation, PolicyWatch
 from openbus.daemon.history.service import HistoryService, open_index
+from openbus.daemon.human_feed import HumanFeed
 from openbus.daemon.launch import LaunchService, LiveTokens
 from openbus.daemon.mcp.endpoint import McpEndpoint
 from openbus.daemon.mcp.observe import OBSERVE_TOOLS
@@ -52,6 +56,7 @@ from openbus.daemon.mcp.tools import McpTool, ToolRegistry
 from openbus.daemon.messaging.fleet import DirectoryFleet
 from openbus.daemon.messaging.mcp_tools import MESSAGING_TOOLS
 from openbus.daemon.messaging.service import MessagingService
+from openbus.daemon.pane_input import PaneInput
 from openbus.daemon.pane_owners import PaneOwners
 from openbus.daemon.refusals import AgentRefusals
 from openbus.daemon.restart import Restarts
@@ -169,6 +174,7 @@ def build(
         connect=base.connect,
         tmux=directory.tmux,
         directory=directory.directory,
+        owners=owners,
         pool=AgentUsers.from_config(config, clock),
     )
     restarts = Restarts(
@@ -235,6 +241,8 @@ def build(
         owners,
         [messaging.pane_section, sessions.pane_section, control.pane_section],
     )
+    PaneInput(gate, DirectoryFleet(directory.directory, directory.tmux), owners)
+    feed = HumanFeed(gate, directory, base.cards, base.connect)
     added = tuple(e.build(base) for e in extra)
     tools = ToolRegistry(
         [
@@ -265,8 +273,8 @@ def build(
         restarts,
         messaging,
         sessions,
-        messaging,
         control,
+        feed,
         mcp,
         *added,
     )

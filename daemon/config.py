@@ -7,7 +7,8 @@ stop start-up with a ``ConfigError`` naming the key and the file: one line, neve
 
 Beyond types, a value is refused when it could not work or would quietly weaken the box:
 ``[daemon] listen`` off loopback without ``allow_remote = true`` (the agents' port serves
-``/mcp``), a duration that is not a finite positive number, an ``otlp_endpoint`` that is not
+``/mcp``), ``[daemon] web_listen`` (the human's page in local mode) off loopback or on the
+agents' port, a duration that is not a finite positive number, an ``otlp_endpoint`` that is not
 an http(s) URL with a host, ``[policy]`` with only one of ``file`` and ``org_public_key``, and
 a unix socket path (``[daemon] socket``, given or defaulted, ``[tmux] socket``) longer than
 the ``UNIX_PATH_MAX`` bytes the kernel takes. What can only be checked as the daemon's user
@@ -60,10 +61,17 @@ class DaemonConfig:
     allow_remote: bool = False  # listen off loopback: /mcp offered to the network
     socket: Path = field(default_factory=lambda: default_socket_path(default_state_dir()))
     state_dir: Path = field(default_factory=default_state_dir)
+    # local mode's loopback web address for the human (None: off; never in hosted mode)
+    web_host: str | None = "127.0.0.1"
+    web_port: int = 7708
 
     @property
     def listen(self) -> str:
         return f"{self.listen_host}:{self.listen_port}"
+
+    @property
+    def web_listen(self) -> str | None:
+        return None if self.web_host is None else f"{self.web_host}:{self.web_port}"
 
 
 @dataclass(frozen=True)
@@ -272,14 +280,41 @@ def _loopback(host: str) -> bool:
         return False  # a host name: what it resolves to is not known here
 
 
-def _parse_listen(section: _Section) -> tuple[str, int, bool]:
-    value: str = section.get("listen", str, "127.0.0.1:7707")
+def _host_port(section: _Section, name: str, value: str) -> tuple[str, int]:
     host, sep, port = value.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise ConfigError(
-            f"expected HOST:PORT, got {value!r}", path=section.path, key=section.key("listen")
+            f"expected HOST:PORT, got {value!r}", path=section.path, key=section.key(name)
         )
-    host = host.strip("[]")
+    return host.strip("[]"), int(port)
+
+
+def _parse_web_listen(section: _Section, agents_port: int) -> tuple[str | None, int]:
+    """``[daemon] web_listen``: the human's page over loopback in local mode ("" turns it
+    off). Always loopback: it is the human side, behind a per-start secret."""
+    value: str = section.get("web_listen", str, "127.0.0.1:7708")
+    if not value:
+        return None, 0
+    host, port = _host_port(section, "web_listen", value)
+    if not _loopback(host):
+        raise ConfigError(
+            f"{host} is not a loopback address: the human's page is served on loopback only "
+            "(reach it from elsewhere through the tunnel)",
+            path=section.path,
+            key=section.key("web_listen"),
+        )
+    if port == agents_port:
+        raise ConfigError(
+            f"port {port} is the agents' port (listen): the human's page needs its own",
+            path=section.path,
+            key=section.key("web_listen"),
+        )
+    return host, port
+
+
+def _parse_listen(section: _Section) -> tuple[str, int, bool]:
+    value: str = section.get("listen", str, "127.0.0.1:7707")
+    host, port = _host_port(section, "listen", value)
     allow_remote: bool = section.get("allow_remote", bool, False)
     if not allow_remote and not _loopback(host):
         raise ConfigError(
@@ -289,7 +324,7 @@ def _parse_listen(section: _Section) -> tuple[str, int, bool]:
             path=section.path,
             key=section.key("listen"),
         )
-    return host, int(port), allow_remote
+    return host, port, allow_remote
 
 
 def _positive(section: _Section, name: str, kind: type, default: float) -> Any:
@@ -379,6 +414,7 @@ def parse_config(data: Mapping[str, Any], path: str, *, hosted_default: bool = F
 
     d = root.sub("daemon")
     host, port, allow_remote = _parse_listen(d)
+    web_host, web_port = _parse_web_listen(d, port)
     state_dir = d.path_value("state_dir", default_state_dir())
     assert state_dir is not None
     given_socket = d.path_value("socket")
@@ -482,6 +518,8 @@ def parse_config(data: Mapping[str, Any], path: str, *, hosted_default: bool = F
             allow_remote=allow_remote,
             socket=socket,
             state_dir=state_dir,
+            web_host=web_host,
+            web_port=web_port,
         ),
         tmux=tmux,
         audit=audit,

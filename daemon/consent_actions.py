@@ -14,11 +14,15 @@ LIST = Action("cards.list", tier=Tier.HUMAN)
 DECIDE = Action("cards.decide", tier=Tier.HUMAN, mutates=True)
 
 
+def card_list(cards: Cards, user: str, *, pending: bool = True) -> list[dict[str, Any]]:
+    """``user``'s cards (what ``cards.list`` answers)."""
+    return [card.to_dict() for card in cards.listing(user, pending_only=pending)]
+
+
 def register(gate: Gate, cards: Cards) -> None:
     async def list_cards(call: Call) -> Any:
         assert call.actor.user is not None
-        pending = bool(call.params.get("pending", True))
-        return [card.to_dict() for card in cards.listing(call.actor.user, pending_only=pending)]
+        return card_list(cards, call.actor.user, pending=bool(call.params.get("pending", True)))
 
     async def decide(call: Call) -> Any:
         assert call.actor.user is not None

@@ -15,7 +15,10 @@ Theory of operation
   the exec of its command still shows tmux's own image, and the same pid (same start time,
   same tpgid) is the shell or harness a moment later. The names are in the key because an
   ``exec`` keeps the pid and start time: a wrapper script that sets up the environment and
-  then execs the harness is the harness from then on, not a shell for the pane's life.
+  then execs the harness is the harness from then on, not a shell for the pane's life. A shell
+  that runs a script or a ``-c`` command (no job control: what it starts stays in its group)
+  is a launcher: the harness below it, else ``unknown`` (asked again each time), never
+  ``shell``.
 * Process identity: pid plus start time (field 22 of ``/proc/<pid>/stat``), so a recycled
   pid is a different process.
 * Git branch: ``.git/HEAD`` read directly from the cwd upward, following a worktree's
@@ -46,6 +49,7 @@ _PACKAGE_HINTS = {
     "@openai/codex": "codex",
     "@google/gemini-cli": "gemini",
     "opencode-ai": "opencode",
+    "@oh-my-pi/pi-coding-agent": "omp",
 }
 
 
@@ -191,9 +195,11 @@ class ProcessProbe:
             found = self._descendant(root, pane)
             if found is not None and (found.harness != "shell" or not script):
                 return found, True
-        if own is None:
+        if own is None or script:
+            # not exec'd yet, or a shell that only runs a script or command (a launcher, not a
+            # prompt a person types at): unknown until it runs something recognisable
             return Detected("unknown", pane, pane), False
-        return Detected("shell", pane, pane), not script
+        return Detected("shell", pane, pane), True
 
     @staticmethod
     def _descendant(root: int, pane: ProcIdentity) -> Detected | None:

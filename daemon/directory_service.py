@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import socket as socketlib
@@ -25,12 +26,14 @@ from typing import Any
 
 from openbus.daemon.config import Config
 from openbus.daemon.core.actions import Action
+from openbus.daemon.core.actors import Actor
 from openbus.daemon.core.consent import Tier
 from openbus.daemon.directory import Directory
 from openbus.daemon.directory_probe import ProcessProbe
 from openbus.daemon.feature import Feature
 from openbus.daemon.gate import Call, Gate
 from openbus.daemon.history.liveness import walk_to_pane
+from openbus.daemon.mcp.masking import Masker
 from openbus.daemon.pane_owners import PaneOwners
 from openbus.daemon.tmux.adapter import Tmux
 from openbus.daemon.tmux.watcher import Watcher
@@ -86,14 +89,19 @@ class DirectoryFeature(Feature):
         gate.register(LIST, self._list)
 
     async def _list(self, call: Call) -> Any:
-        snapshot = self.directory.snapshot()
-        view = self.owners.view(call.actor)
+        snapshot = self.snapshot_for(call.actor)
+        call.details["panes"] = len(snapshot["panes"])
+        return snapshot
+
+    def snapshot_for(self, actor: Actor) -> dict[str, Any]:
+        """The directory as ``actor`` sees it (what ``directory.list`` answers)."""
+        snapshot: dict[str, Any] = self.directory.snapshot()
+        view = self.owners.view(actor)
         if not view.every:
             snapshot = {**snapshot, "panes": view.cut(snapshot["panes"])}
         control = self.owners.grants.control()
         if control is not None and control.pane_id is not None:
             snapshot = self._with_control(snapshot, control.pane_id, control.incarnation)
-        call.details["panes"] = len(snapshot["panes"])
         return snapshot
 
     def _with_control(
@@ -155,7 +163,8 @@ class DirectoryFeature(Feature):
 def register_pane_detail(
     gate: Gate, directory: Directory, owners: PaneOwners, sections: Sequence[PaneSection]
 ) -> None:
-    """``directory.pane``: one pane in detail with its screen text (bounded); a human also
+    """``directory.pane``: one pane in detail with its screen text (bounded; with ``masked``,
+    secrets on it masked, as agents always see it, and the kinds masked listed); a human also
     sees each section's part. Given an incarnation, a pane that no longer runs it is refused
     (``Conflict`` naming ``incarnation``)."""
 
@@ -176,12 +185,20 @@ def register_pane_detail(
                     field="incarnation",
                 )
         detail = {**entry.detail(directory.clock.now()), **screen_of(entry.text)}
+        if call.params.get("masked") is True and detail["screen"] is not None:
+            masked = screen_masker().mask(detail["screen"])
+            detail["screen"], detail["masked"] = masked.text, sorted(masked.kinds)
         if call.actor.is_human:
             for section in sections:
                 detail.update(section(pane))
         return detail
 
     gate.register(PANE, one_pane)
+
+
+@functools.cache
+def screen_masker() -> Masker:
+    return Masker()
 
 
 def screen_of(text: str | None) -> dict[str, Any]:

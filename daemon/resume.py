@@ -204,7 +204,14 @@ class Resumer:
         server exits, and a window opened on it would die with it), then start a new one."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + SERVER_GONE_SECONDS
-        while (await self.launch.server_identity()) in lost:
+        while True:
+            now = await self.launch.server_identity()
+            if now is not None and now not in lost:
+                break  # a new server runs
+            if now is None and not self.launch.tmux.reachable():
+                break  # nothing listens on the socket any more
+            # the lost server still answers (it may hold no session and report no pid): a
+            # session opened on it now would die with it
             if loop.time() > deadline:
                 raise Unavailable("the lost tmux server is still shutting down; try again")
             await asyncio.sleep(SERVER_POLL_SECONDS)

@@ -9,19 +9,20 @@ the tunnel's key).
 
 from __future__ import annotations
 
+import errno
 import grp
 import os
 import socket
 import sys
 from pathlib import Path
 
-from openbus.daemon import socket_acl
+from openbus.daemon import socket_acl, web_access
 from openbus.daemon.audit.shipper import read_headers_file
 from openbus.daemon.audit_export import export_settings
 from openbus.daemon.config import Config
 from openbus.daemon.policy_runtime import PolicyRuntime
 from openbus.daemon.tunnel_trust import tunnel_trust
-from openbus.kernel.clock import SystemClock
+from openbus.kernel.clock import SystemClock, SystemRandom
 from openbus.kernel.errors import ConfigError, Unavailable
 
 
@@ -39,11 +40,54 @@ def _clear_stale_socket(path: Path) -> None:
     raise Unavailable(f"another daemon is already listening on {path}")
 
 
+def _where(config: Config) -> str:
+    return str(config.path or "<defaults>")
+
+
+def _make_dir(config: Config, path: Path, key: str) -> None:
+    """Create a directory the daemon needs; one line naming the key that set it when the
+    path is a file, or cannot be made (never a ``FileExistsError`` traceback)."""
+    what = "the state directory" if key == "daemon.state_dir" else "the socket's directory"
+    if path.exists() and not path.is_dir():
+        raise ConfigError(
+            f"{what} {path} exists and is not a directory", path=_where(config), key=key
+        )
+    try:
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot create {what} {path}: {exc.strerror}", path=_where(config), key=key
+        ) from None
+
+
+def check_listen(config: Config) -> None:
+    """The agents' port must be free: a port another process holds is one line naming
+    ``daemon.listen`` here, instead of gunicorn's retries and its wall of errors."""
+    d = config.daemon
+    family = socket.AF_INET6 if ":" in d.listen_host else socket.AF_INET
+    probe = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gunicorn binds
+        probe.bind((d.listen_host, d.listen_port))
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            problem = f"{d.listen} is already in use (another daemon, or another program)"
+        else:
+            problem = f"cannot listen on {d.listen}: {exc.strerror}"
+        raise ConfigError(
+            f"{problem}; stop it, or set another port", path=_where(config), key="daemon.listen"
+        ) from None
+    finally:
+        probe.close()
+
+
 APP = "openbus.daemon.app:app_from_env()"  # what gunicorn's worker loads
+ACCESS_FORMAT = '%(h)s %(t)s "%(m)s %(U)s %(H)s" %(s)s %(b)s %(L)s'
 
 
 def gunicorn_argv(config: Config, app: str = APP) -> list[str]:
     sock = config.daemon.socket
+    web = config.daemon.web_listen if web_access.served(config) else None
     return [
         sys.executable,
         "-m",
@@ -56,6 +100,7 @@ def gunicorn_argv(config: Config, app: str = APP) -> list[str]:
         config.daemon.listen,
         "--bind",
         f"unix:{sock}",
+        *(["--bind", web] if web else []),
         "--umask",
         "0o117" if config.hosted.enabled else "0o177",
         "--graceful-timeout",
@@ -66,7 +111,12 @@ def gunicorn_argv(config: Config, app: str = APP) -> list[str]:
         "75",
         # No access log unless asked for: even to /dev/null gunicorn formats every line, a
         # sixth of the worker's time per request under load.
-        *(["--access-logfile", "-"] if os.environ.get("OPENBUS_ACCESS_LOG") else []),
+        # (paths without their query: the web page's first address carries its secret)
+        *(
+            ["--access-logfile", "-", "--access-logformat", ACCESS_FORMAT]
+            if os.environ.get("OPENBUS_ACCESS_LOG")
+            else []
+        ),
         "--error-logfile",
         "-",
         "--log-level",
@@ -142,9 +192,10 @@ def serve(config: Config, app: str = APP) -> None:
     """Replace this process with gunicorn serving the daemon (``app``: the app spec gunicorn
     loads; a caller that adds features to the daemon names its own factory)."""
     preflight(config)
-    config.daemon.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    config.daemon.socket.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    _make_dir(config, config.daemon.state_dir, "daemon.state_dir")
+    _make_dir(config, config.daemon.socket.parent, "daemon.socket")
     _clear_stale_socket(config.daemon.socket)
+    check_listen(config)
     if config.hosted.enabled:
         open_socket_directory(config)
     env = dict(os.environ)
@@ -157,6 +208,14 @@ def serve(config: Config, app: str = APP) -> None:
             f"openbus: local mode as uid {os.getuid()}: agents on {config.daemon.listen}, "
             f"human side on {config.daemon.socket}. Local mode is not an isolation boundary: "
             "any process of this user can reach the socket.",
+            file=sys.stderr,
+            flush=True,
+        )
+    if web_access.served(config):
+        secret = web_access.new_secret(config, SystemRandom())
+        print(
+            f"openbus: the web page: {web_access.login_url(config, secret)} (this start's "
+            f"secret, also in {web_access.secret_path(config)}; `openbus ui` opens it)",
             file=sys.stderr,
             flush=True,
         )

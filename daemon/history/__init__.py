@@ -11,8 +11,8 @@ behind a topic, a branch or a PR, then resume it or address its live pane), neve
   Claude Code (``<config>/projects/<cwd, / replaced by ->/<session id>.jsonl``, subagents in
   ``<session id>/subagents/agent-<id>.jsonl`` or, older, ``agent-<id>.jsonl``) and Codex
   (``$CODEX_HOME/sessions/YYYY/MM/DD/rollout-*.jsonl`` plus ``session_index.jsonl`` for thread
-  names). **omp is pending**: its transcript format has not been observed on this project's
-  machines, so it is not indexed yet (``openbus history`` says so).
+  names) and omp (``<agent dir>/sessions/<cwd, / replaced by ->/<time>_<session id>.jsonl``,
+  the agent dir ``$PI_CODING_AGENT_DIR`` or ``~/.omp/agent``).
 * ``repo``: the git toplevel and origin of a cwd, read from the ``.git`` files directly.
 * ``sources``: where the harnesses keep transcripts, and finding one by session id.
 * ``query``: the pure search language: words, stopwords, quoted FTS5 terms, repo keys.

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-HARNESSES = ("claude", "codex")  # omp: pending (format not observed yet)
-PENDING_HARNESSES = ("omp",)
+HARNESSES = ("claude", "codex", "omp")
+PENDING_HARNESSES: tuple[str, ...] = ()
 
 MAX_PROMPTS = 20  # the first and last ten when a session has more
 MAX_PROMPT_CHARS = 1000

@@ -23,7 +23,12 @@ headless runs; a ``subagent`` source for spawned threads) and, on versions that 
 ``response_item`` messages that are not harness-injected context. The thread name comes
 from ``session_index.jsonl``.
 
-omp: pending. Its transcript format has not been observed here, so it has no parser yet.
+omp (observed on 18.2.0 and 18.2.3): ``<agent dir>/sessions/<cwd with / as ->/<time>_<id>.jsonl``
+opens with a ``title`` line (rewritten in place when the session gets a title) and a
+``session`` line (``id``, ``cwd``, ``timestamp``); ``message`` lines carry ``message.role`` and
+text blocks, the human's prompts being ``role: user`` with ``attribution: user``. A session
+line naming a ``parentSession`` marks a subagent (not observed: omp's tasks were not run here).
+omp records no git branch; the branch comes from the repository lookup.
 """
 
 from __future__ import annotations
@@ -395,6 +400,68 @@ def parse_codex(
     )
 
 
+# --------------------------------------------------------------------------- omp
+
+
+def _omp_texts(message: Mapping[str, Any]) -> list[str]:
+    content = message.get("content")
+    if isinstance(content, str):
+        return [content]
+    if not isinstance(content, list):
+        return []
+    return [
+        block["text"]
+        for block in content
+        if isinstance(block, dict)
+        and block.get("type") == "text"
+        and isinstance(block.get("text"), str)
+    ]
+
+
+def parse_omp(lines: Iterable[str | bytes]) -> ParsedSession | None:
+    """One omp session file as a ParsedSession (None without a ``session`` line)."""
+    acc = _Acc()
+    session: dict[str, Any] | None = None
+    title: str | None = None
+    for rec in _records(lines):
+        kind = rec.get("type")
+        acc.time(rec.get("timestamp"))
+        if kind == "title" and isinstance(rec.get("title"), str):
+            title = rec["title"].strip() or title
+        elif kind == "session" and session is None:
+            session = rec
+            if isinstance(rec.get("cwd"), str):
+                acc.cwd = rec["cwd"]
+        elif kind == "message" and isinstance(rec.get("message"), dict):
+            message = rec["message"]
+            texts = _omp_texts(message)
+            if message.get("role") == "user" and message.get("attribution", "user") == "user":
+                acc.prompt("\n".join(texts))
+            elif message.get("role") == "assistant":
+                for text in texts:
+                    acc.text(text)
+    if session is None:
+        return None
+    session_id = session.get("id")
+    if not isinstance(session_id, str) or not session_id:
+        return None
+    parent = session.get("parentSession")
+    prompts = cap_prompts(acc.prompts)
+    return ParsedSession(
+        harness="omp",
+        session_id=session_id,
+        cwd=acc.cwd,
+        branches=tuple(acc.branches),
+        prs=tuple(acc.prs),
+        title=make_title(title, prompts),
+        prompts=prompts,
+        started=acc.first,
+        last_active=acc.last,
+        subagent=isinstance(parent, str) and bool(parent),
+        parent_session_id=parent if isinstance(parent, str) and parent else None,
+    )
+
+
 def resume_argv(harness: str, session_id: str, *, subagent: bool) -> tuple[str, ...] | None:
     """The exact command that resumes a top-level session; subagents have none."""
     if subagent:
@@ -403,4 +470,6 @@ def resume_argv(harness: str, session_id: str, *, subagent: bool) -> tuple[str, 
         return ("claude", "--resume", session_id)
     if harness == "codex":
         return ("codex", "resume", session_id)
+    if harness == "omp":
+        return ("omp", "--resume", session_id)
     return None

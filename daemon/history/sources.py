@@ -1,4 +1,5 @@
-"""Where transcripts live: the Claude Code config dirs and Codex homes the index reads.
+"""Where transcripts live: the Claude Code config dirs, Codex homes and omp agent dirs the
+index reads.
 
 ``[history] claude_config_dirs`` and ``codex_homes`` when set, else the harnesses' own
 defaults (``$CLAUDE_CONFIG_DIR`` or ``~/.claude``; ``$CODEX_HOME`` or ``~/.codex``), plus every
@@ -7,7 +8,9 @@ dir a launcher sets in its ``env`` (``CLAUDE_CONFIG_DIR``, ``CODEX_HOME``), dedu
 Under a config dir, Claude Code keeps ``projects/<project>/<session id>.jsonl`` (subagents in
 ``<session id>/subagents/agent-<id>.jsonl`` or, older, ``agent-<id>.jsonl``); under a Codex
 home, Codex keeps ``sessions/`` and ``archived_sessions/`` of ``rollout-*<session id>.jsonl``.
-A transcript outside every root is known by its name alone.
+An omp agent dir (``$PI_CODING_AGENT_DIR`` or ``~/.omp/agent``, plus a launcher's
+``PI_CODING_AGENT_DIR``) keeps ``sessions/<cwd>/<time>_<session id>.jsonl``. A transcript
+outside every root is known by its name alone.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from openbus.daemon.config import Config
 
 CLAUDE = "claude"
 CODEX = "codex"
+OMP = "omp"
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,7 @@ def _dedupe(paths: list[Path]) -> tuple[Path, ...]:
 class Sources:
     claude_dirs: tuple[Path, ...] = ()
     codex_homes: tuple[Path, ...] = ()
+    omp_dirs: tuple[Path, ...] = ()
 
     @classmethod
     def from_config(
@@ -58,18 +63,27 @@ class Sources:
         codex = list(config.history.codex_homes) or [
             Path(env["CODEX_HOME"]) if env.get("CODEX_HOME") else base / ".codex"
         ]
+        omp = [
+            Path(env["PI_CODING_AGENT_DIR"])
+            if env.get("PI_CODING_AGENT_DIR")
+            else base / ".omp" / "agent"
+        ]
         for launcher in config.launchers.values():
             if launcher.env.get("CLAUDE_CONFIG_DIR"):
                 claude.append(Path(launcher.env["CLAUDE_CONFIG_DIR"]))
             if launcher.env.get("CODEX_HOME"):
                 codex.append(Path(launcher.env["CODEX_HOME"]))
-        return cls(_dedupe(claude), _dedupe(codex))
+            if launcher.env.get("PI_CODING_AGENT_DIR"):
+                omp.append(Path(launcher.env["PI_CODING_AGENT_DIR"]))
+        return cls(_dedupe(claude), _dedupe(codex), _dedupe(omp))
 
     def roots(self) -> Iterator[tuple[str, Path]]:
         for path in self.claude_dirs:
             yield CLAUDE, path
         for path in self.codex_homes:
             yield CODEX, path
+        for path in self.omp_dirs:
+            yield OMP, path
 
     def transcripts(self) -> Iterator[Transcript]:
         """Every transcript file under every root, in a stable order."""
@@ -82,6 +96,9 @@ class Sources:
                     root / sub, lambda n: n.startswith("rollout-") and n.endswith(".jsonl")
                 ):
                     yield Transcript(CODEX, path, root)
+        for root in self.omp_dirs:
+            for path in _walk(root / "sessions", _is_omp_session):
+                yield Transcript(OMP, path, root)
 
     def root_of(self, path: Path) -> tuple[str, Path] | None:
         """The harness and root a transcript path belongs to, if it is under one."""
@@ -126,7 +143,17 @@ class Sources:
                     if base.is_dir():
                         for candidate in sorted(base.rglob(f"rollout-*{session_id}.jsonl")):
                             return Transcript(CODEX, candidate, root)
+        elif harness == OMP:
+            for root in self.omp_dirs:
+                base = root / "sessions"
+                if base.is_dir():
+                    for candidate in sorted(base.glob(f"*/*_{session_id}.jsonl")):
+                        return Transcript(OMP, candidate, root)
         return None
+
+
+def _is_omp_session(name: str) -> bool:
+    return name.endswith(".jsonl") and "_" in name
 
 
 def _guess_harness(path: Path) -> str | None:

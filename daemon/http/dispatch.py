@@ -3,7 +3,8 @@
 Lifespan runs both: the MCP session manager's ``run()`` is entered before falcon's startup
 (which starts the daemon's services) and left after falcon's shutdown, all in the one lifespan
 task, as the SDK's task group requires. A request for ``/mcp`` on the unix socket (the human
-side, recognisable by its peer credentials) goes to falcon, which does not serve it.
+side, recognisable by its peer credentials) or on local mode's web address for the human (its
+own port) goes to falcon, which does not serve it.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import asyncio
 import contextlib
 from typing import Any
 
-from openbus.daemon.http.worker import PEER_EXTENSION
+from openbus.daemon.http.worker import PEER_EXTENSION, local_port
 from openbus.daemon.mcp.endpoint import McpEndpoint, Receive, Scope, Send
 
 
@@ -21,9 +22,10 @@ def is_mcp_path(path: str) -> bool:
 
 
 class Dispatcher:
-    def __init__(self, falcon: Any, mcp: McpEndpoint) -> None:
+    def __init__(self, falcon: Any, mcp: McpEndpoint, web_port: int | None = None) -> None:
         self.falcon = falcon
         self.mcp = mcp
+        self.web_port = web_port
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope.get("type")
@@ -34,6 +36,7 @@ class Dispatcher:
             kind == "http"
             and is_mcp_path(scope.get("path", ""))
             and PEER_EXTENSION not in scope.get("extensions", {})
+            and (self.web_port is None or local_port(scope) != self.web_port)
         ):
             await self.mcp(scope, receive, send)
             return

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import falcon.asgi
@@ -22,18 +23,37 @@ class CardsResource:
         }
 
 
-class CardResource:
-    def __init__(self, gate: Gate) -> None:
+class BodyAction:
+    """``POST`` to a path naming one thing (the route's one field): one action run with that
+    thing as ``param`` (and, with ``target``, as the call's target) plus the body's ``fields``."""
+
+    def __init__(
+        self,
+        gate: Gate,
+        action: str,
+        param: str,
+        fields: tuple[str, ...],
+        *,
+        normalize: Callable[[str], str] = str,
+        target: bool = False,
+    ) -> None:
         self.gate = gate
+        self.action = action
+        self.param = param
+        self.fields = fields
+        self.normalize = normalize
+        self.target = target
 
     async def on_post(
-        self, req: falcon.asgi.Request, resp: falcon.asgi.Response, card_id: str
+        self, req: falcon.asgi.Request, resp: falcon.asgi.Response, **path: str
     ) -> None:
         actor = require_actor(req)
         body = await read_json(req)
-        resp.media = await self.gate.run(
-            actor, "cards.decide", {"card": card_id, "decision": body.get("decision")}
-        )
+        (raw,) = path.values()
+        value = self.normalize(raw)
+        params = {**{name: body.get(name) for name in self.fields}, self.param: value}
+        target = value if self.target else None
+        resp.media = await self.gate.run(actor, self.action, params, target=target)
 
 
 class ConnectResource:
@@ -58,6 +78,6 @@ class DisconnectAllResource:
 
 def add_routes(app: falcon.asgi.App[Any, Any], gate: Gate) -> None:
     app.add_route("/api/cards", CardsResource(gate))
-    app.add_route("/api/cards/{card_id}", CardResource(gate))
+    app.add_route("/api/cards/{card_id}", BodyAction(gate, "cards.decide", "card", ("decision",)))
     app.add_route("/api/connect", ConnectResource(gate))
     app.add_route("/api/disconnect-all", DisconnectAllResource(gate))

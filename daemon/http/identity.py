@@ -7,22 +7,31 @@
   hosted mode a peer whose uid is the tunnel's may vouch for a human with a signed
   ``X-Tunnel-User``. Any other request carrying an identity header, in any spelling, is
   refused with 401 and audited, naming the peer.
+* On local mode's web address for the human (``daemon.web_access``: a loopback port of its
+  own, told apart by the port the connection was accepted on) the human is the daemon's own
+  user, once the request shows this start's secret: ``GET /?token=SECRET`` is answered with a
+  redirect to ``/`` setting it as a cookie, and every other request needs the cookie. Host
+  must be the web address and an Origin, when sent, too; a wrong Host, Origin or secret is
+  refused and audited (sampled, like every anonymous refusal).
 """
 
 from __future__ import annotations
 
+import os
 import pwd
 import time
 from collections.abc import Callable
 from typing import Any
 
+import falcon
 import falcon.asgi
 
 from openbus.daemon.core import actors
 from openbus.daemon.core.audit import AuditDraft
 from openbus.daemon.http.common import MAX_BODY
-from openbus.daemon.http.worker import PEER_EXTENSION
-from openbus.kernel.errors import BadRequest, NotFound, Unauthenticated
+from openbus.daemon.http.worker import PEER_EXTENSION, local_port
+from openbus.daemon.web_access import COOKIE, TOKEN_PARAM, WebAccess
+from openbus.kernel.errors import BadRequest, Forbidden, NotFound, Unauthenticated
 from openbus.kernel.tunnel_signature import TunnelRejected, is_identity_header, target_from_scope
 
 AGENT_SIDE_PATHS = ("/healthz", "/mcp")
@@ -57,11 +66,13 @@ class Identity:
         hosted: bool = False,
         tunnel_uid: int | None = None,
         tunnel_verify: TunnelVerify | None = None,
+        web: WebAccess | None = None,
     ) -> None:
         self.refuse = refuse  # (sampling key, draft): anonymous refusals are sampled
         self.hosted = hosted
         self.tunnel_uid = tunnel_uid
         self.tunnel_verify = tunnel_verify
+        self.web = web
 
     async def process_request(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
         peer: dict[str, int] | None = req.scope.get("extensions", {}).get(PEER_EXTENSION)
@@ -71,6 +82,9 @@ class Identity:
         headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in raw_headers]
         claims = [name for name, _ in headers if is_identity_header(name)]
 
+        if peer is None and self.web is not None and local_port(req.scope) == self.web.port:
+            self._web(req, resp, self.web, headers, claims)
+            return
         if peer is None:  # TCP: the agents' side
             if claims:
                 self._refuse(req, "tcp", claims)
@@ -104,6 +118,67 @@ class Identity:
             return
         req.context.actor = actors.human(user_name(peer["uid"]))
         req.context.via = "socket"
+
+    def _web(
+        self,
+        req: falcon.asgi.Request,
+        resp: falcon.asgi.Response,
+        web: WebAccess,
+        headers: list[tuple[str, str]],
+        claims: list[str],
+    ) -> None:
+        if claims:
+            self._refuse(req, "web", claims)
+        values = {name.lower(): value for name, value in headers}
+        if values.get("host") not in web.hosts:
+            self._refuse_web(req, "bad host", Forbidden("Host is not this daemon's web address"))
+        origin = values.get("origin")
+        if origin is not None and origin not in web.origins:
+            self._refuse_web(req, "bad origin", Forbidden("Origin is not allowed"))
+        if req.path == "/healthz":
+            return
+        token = req.get_param(TOKEN_PARAM)
+        if token is not None and req.path == "/" and req.method in ("GET", "HEAD"):
+            if not web.opens(token):
+                self._refuse_web(
+                    req,
+                    "bad secret",
+                    Unauthenticated(
+                        "this address's token is not the daemon's current one (it changes at "
+                        "every start): run openbus ui for the address"
+                    ),
+                )
+            resp.set_cookie(
+                COOKIE, token, secure=False, http_only=True, same_site="Strict", path="/"
+            )
+            resp.status = falcon.HTTP_303
+            resp.location = "/"
+            resp.complete = True  # the secret leaves the address bar at once
+            return
+        if not any(web.opens(value) for value in req.get_cookie_values(COOKIE) or ()):
+            self._refuse_web(
+                req,
+                "no secret",
+                Unauthenticated(
+                    "open this page from the address openbus ui prints (it carries this "
+                    "start's secret)"
+                ),
+            )
+        req.context.actor = actors.human(user_name(os.getuid()))
+        req.context.via = "web"
+
+    def _refuse_web(self, req: falcon.asgi.Request, reason: str, error: Exception) -> None:
+        self.refuse(
+            "web.refused " + reason,
+            AuditDraft(
+                actor="system",
+                action="web.refused",
+                outcome="refused",
+                target=req.path,
+                details={"reason": reason, "method": req.method},
+            ),
+        )
+        raise error
 
     def _refuse(self, req: falcon.asgi.Request, peer: str, claims: list[str]) -> None:
         self.refuse(

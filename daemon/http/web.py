@@ -6,6 +6,11 @@ are the only unaudited routes besides ``/healthz``. Everything the page shows co
 ``/api/*`` resources, each a call through the gate. The identity middleware already keeps
 these paths off the agents' TCP port (404 there).
 
+The icons are the real Lucide SVGs from the ``lucide`` package, inlined into ``app.js`` when
+it is read (``ICONS``: the page's names to Lucide's), so nothing is fetched at run time. The
+page's icon carries the Needs-you count: ``/static/favicon-N.svg`` (0-9, ``9plus``) is the
+favicon with that number drawn on it.
+
 Every answer carries a strict Content-Security-Policy (``default-src 'self'``, no inline
 script or style, no frames, no plugins): nothing the page uses may load from outside the box.
 
@@ -18,15 +23,20 @@ indicator that the directory does not carry.
 from __future__ import annotations
 
 import hashlib
+import json
+from collections.abc import AsyncIterator
 from importlib import resources
 from typing import Any
+from xml.etree import ElementTree
 
 import falcon
 import falcon.asgi
+import lucide
 
 from openbus.daemon.connect import LIST_CONNECTIONS
 from openbus.daemon.gate import Gate
 from openbus.daemon.http.identity import require_actor
+from openbus.daemon.human_feed import FOLLOW
 from openbus.kernel.errors import NotFound
 
 CSP = (
@@ -52,9 +62,58 @@ STATIC = ("app.js", "ask.js", "app.css", "favicon.svg")
 ROUTES = ("/", "/static/{name}")  # the unaudited, data-free routes (see routes.UNAUDITED)
 
 
+# the page's icon names -> Lucide's
+ICONS = {
+    "observe": "eye",
+    "collaborate": "users",
+    "check": "check",
+    "pair": "check-check",
+    "x": "x",
+    "power": "power",
+    "branch": "git-branch",
+    "pr": "git-pull-request",
+    "sent": "arrow-up-right",
+    "received": "arrow-down-left",
+    "back": "chevron-left",
+    "clock": "clock",
+    "terminal": "terminal",
+    "send": "send",
+}
+ICONS_MARK = b"/*LUCIDE-ICONS*/ {}"
+
+
+def lucide_shapes(name: str) -> list[list[Any]]:
+    """The child elements of Lucide's ``name`` icon as ``[tag, attributes]`` pairs."""
+    svg = lucide._render_icon(name, None)  # the package's own SVG text for the icon
+    root = ElementTree.fromstring(svg)  # noqa: S314 - the lucide package's own files
+    return [[child.tag.rpartition("}")[2], dict(child.attrib)] for child in root]
+
+
+def icons_json() -> bytes:
+    icons = {ours: lucide_shapes(theirs) for ours, theirs in ICONS.items()}
+    return json.dumps(icons, separators=(",", ":"), sort_keys=True).encode()
+
+
+def badge_svg(base: bytes, count: str) -> bytes:
+    """The favicon with the Needs-you count in a red disc at its corner."""
+    text = "9+" if count == "9plus" else count
+    disc = (
+        '<circle cx="17" cy="7" r="7" fill="#d92d20" stroke="none"/>'
+        '<text x="17" y="10.5" font-size="10" font-family="system-ui,sans-serif" '
+        f'font-weight="700" text-anchor="middle" fill="#fff" stroke="none">{text}</text>'
+    )
+    if count == "0":
+        return base
+    return base.replace(b"</svg>", disc.encode() + b"</svg>")
+
+
 class Asset:
-    def __init__(self, name: str) -> None:
-        self.body = resources.files("openbus.daemon.web").joinpath(name).read_bytes()
+    def __init__(self, name: str, body: bytes | None = None) -> None:
+        if body is None:
+            body = resources.files("openbus.daemon.web").joinpath(name).read_bytes()
+        if name == "app.js":
+            body = body.replace(ICONS_MARK, icons_json(), 1)
+        self.body = body
         self.type = TYPES[name[name.rindex(".") :]]
         self.etag = '"' + hashlib.sha256(self.body).hexdigest()[:32] + '"'
 
@@ -80,6 +139,10 @@ class PageResource:
 class StaticResource:
     def __init__(self) -> None:
         self.assets = {name: Asset(name) for name in STATIC}
+        favicon = self.assets["favicon.svg"].body
+        for count in (*map(str, range(10)), "9plus"):
+            name = f"favicon-{count}.svg"
+            self.assets[name] = Asset(name, badge_svg(favicon, count))
 
     async def on_get(self, req: falcon.asgi.Request, resp: falcon.asgi.Response, name: str) -> None:
         require_actor(req)
@@ -87,6 +150,28 @@ class StaticResource:
         if asset is None:
             raise NotFound(f"no static file {name!r}")
         asset.serve(req, resp)
+
+
+class FollowResource:
+    """``GET /api/follow``: one ``human.follow`` call, then its frames as NDJSON (an empty line
+    for a keep-alive) until the client goes away or the daemon stops."""
+
+    def __init__(self, gate: Gate) -> None:
+        self.gate = gate
+
+    async def on_get(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
+        frames = await self.gate.run(require_actor(req), FOLLOW.name, {})
+        resp.content_type = "application/x-ndjson"
+        resp.set_header("Cache-Control", "no-store")
+        resp.stream = _lines(frames)
+
+
+async def _lines(frames: AsyncIterator[dict[str, Any] | None]) -> AsyncIterator[bytes]:
+    async for frame in frames:
+        if frame is None:
+            yield b"\n"
+        else:
+            yield json.dumps(frame, separators=(",", ":"), default=str).encode() + b"\n"
 
 
 class ConnectionsResource:
@@ -101,3 +186,4 @@ def add_routes(app: falcon.asgi.App[Any, Any], gate: Gate) -> None:
     app.add_route("/", PageResource())
     app.add_route("/static/{name}", StaticResource())
     app.add_route("/api/connections", ConnectionsResource(gate))
+    app.add_route("/api/follow", FollowResource(gate))

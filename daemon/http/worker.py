@@ -3,8 +3,10 @@
 The human side listens on a unix socket, where identity is the connecting peer's uid
 (SO_PEERCRED). gunicorn's ASGI scope carries no such thing, so this worker's protocol reads
 the credentials once per connection and puts them in the scope as the extension
-``openbus.peer`` = ``{"pid", "uid", "gid"}``. A request without that extension came over TCP
-(the agents' side). The app trusts nothing else to tell the two listeners apart.
+``openbus.peer`` = ``{"pid", "uid", "gid"}``. A request without that extension came over TCP;
+there the local port the connection was accepted on is put in ``openbus.local_port``, which
+tells the agents' port from local mode's web address for the human. The app trusts nothing
+else to tell the listeners apart.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from gunicorn.asgi.protocol import ASGIProtocol
 from gunicorn.workers import gasgi
 
 PEER_EXTENSION = "openbus.peer"
+PORT_EXTENSION = "openbus.local_port"  # TCP: the port the connection was accepted on
 
 
 def peer_credentials(sock: socket.socket) -> dict[str, int] | None:
@@ -27,12 +30,21 @@ def peer_credentials(sock: socket.socket) -> dict[str, int] | None:
     return {"pid": pid, "uid": uid, "gid": gid}
 
 
+def local_port(scope: dict[str, Any]) -> int | None:
+    """The TCP port a request arrived on (None on the unix socket)."""
+    port = scope.get("extensions", {}).get(PORT_EXTENSION)
+    return port if isinstance(port, int) else None
+
+
 class PeerCredProtocol(ASGIProtocol):  # type: ignore[misc]
     _openbus_peer: dict[str, int] | None = None
+    _openbus_port: int | None = None
 
     def connection_made(self, transport: Any) -> None:
         sock = transport.get_extra_info("socket")
         self._openbus_peer = peer_credentials(sock) if sock is not None else None
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            self._openbus_port = int(sock.getsockname()[1])
         super().connection_made(transport)
 
     def _build_http_scope(self, request: Any, sockname: Any, peername: Any) -> dict[str, Any]:
@@ -40,6 +52,8 @@ class PeerCredProtocol(ASGIProtocol):  # type: ignore[misc]
         if self._openbus_peer is not None:
             extensions = scope.setdefault("extensions", {})
             extensions[PEER_EXTENSION] = dict(self._openbus_peer)
+        elif self._openbus_port is not None:
+            scope.setdefault("extensions", {})[PORT_EXTENSION] = self._openbus_port
         return scope
 
 

@@ -419,7 +419,9 @@ class McpEndpoint(Feature):
             return types.ListToolsResult(tools=[])
         actor = principal.actor()
         listed = self.tools.listed(self.gate, actor, self.grants.scopes_for(actor))
-        return types.ListToolsResult(tools=[_tool_model(tool) for tool in listed])
+        result = types.ListToolsResult(tools=[_tool_model(tool) for tool in listed])
+        self.launches.tools_listed(principal.id)
+        return result
 
     def _result(self, tool: McpTool, data: Any) -> dict[str, Any]:
         """The ``tools/call`` result for ``data`` in wire form: framed as data with its source,

@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from openbus.daemon.core.message_text import QUOTE_BAR, line_count, typed_form
 from openbus.daemon.core.messaging import CardNeed, Message, MessageBook, Outcome, Phase
 from openbus.daemon.messaging.addressing import Addressing
-from openbus.daemon.messaging.fleet import FleetChange, PaneView, normalize
+from openbus.daemon.messaging.fleet import FleetChange, PaneView, normalize, until
 from openbus.daemon.messaging.outcomes import Outcomes
 from openbus.daemon.screens import Reading
 from openbus.kernel.errors import OpenbusError, Refused
@@ -58,8 +58,6 @@ log = logging.getLogger("openbus.messaging")
 
 PASTE_TIMEOUT = 3.0
 CONFIRM_TIMEOUT = 8.0
-POLL_FIRST = 0.001  # re-parse quickly at first, backing off to POLL_MAX
-POLL_MAX = 0.02
 # Codex treats a burst of fast input as a paste and holds an Enter that follows too closely
 # (harnesses.md: 40+ characters and Enter at once stayed unsent; Enter 0.3 s later submitted).
 PASTE_BURST_SECONDS = {"codex": 0.4}
@@ -343,18 +341,7 @@ class DeliveryEngine:
         self, pane: str, predicate: Callable[[Reading, str], bool], timeout: float
     ) -> tuple[Reading, str] | None:
         """The first reading (and its screen) that satisfies ``predicate``, or None."""
-        deadline = time.monotonic() + timeout
-        pause = POLL_FIRST
-        while True:
-            with contextlib.suppress(OpenbusError):
-                text = normalize(await self.fleet.capture(pane))
-                reading = self.fleet.reparse(pane, text)
-                if reading is not None and predicate(reading, text):
-                    return reading, text
-            if time.monotonic() >= deadline:
-                return None
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, POLL_MAX)
+        return await until(self.fleet, pane, predicate, timeout)
 
     async def close(self) -> None:
         for task in list(self._drains.values()):

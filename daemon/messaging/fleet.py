@@ -8,9 +8,11 @@ service any object with the same methods.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import os
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -34,6 +36,7 @@ class PaneView:
     text: str | None
     title: str | None = None
     pids: tuple[int, ...] = ()  # the pane's process and the harness process
+    branch: str | None = None
 
     @property
     def deliverable(self) -> bool:
@@ -70,6 +73,27 @@ class Fleet(Protocol):
 
 
 _buffers = itertools.count(1)
+POLL_FIRST = 0.001  # re-parse quickly at first, backing off to POLL_MAX
+POLL_MAX = 0.02
+
+
+async def until(
+    fleet: Fleet, pane: str, predicate: Callable[[Reading, str], bool], timeout: float
+) -> tuple[Reading, str] | None:
+    """The first fresh capture of ``pane`` (re-parsed) that satisfies ``predicate``, with its
+    screen, or None once ``timeout`` seconds passed without one."""
+    deadline = time.monotonic() + timeout
+    pause = POLL_FIRST
+    while True:
+        with contextlib.suppress(OpenbusError):
+            text = normalize(await fleet.capture(pane))
+            reading = fleet.reparse(pane, text)
+            if reading is not None and predicate(reading, text):
+                return reading, text
+        if time.monotonic() >= deadline:
+            return None
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, POLL_MAX)
 
 
 def tmux_double_quoted(text: str) -> str:
@@ -102,6 +126,7 @@ class DirectoryFleet:
             text=entry.text,
             title=reading.title,
             pids=(entry.info.pid, entry.process.pid),
+            branch=entry.branch,
         )
 
     def view(self, pane: str) -> PaneView | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from openbus.daemon.screens import claude, codex, generic
+from openbus.daemon.screens import claude, codex, gemini, generic, omp, opencode
 from openbus.daemon.screens.base import (
     HARNESSES,
     STATES,
@@ -28,6 +28,9 @@ Parser = Callable[[str, Evidence], Reading]
 PARSERS: dict[str, Parser] = {
     "claude": claude.parse,
     "codex": codex.parse,
+    "opencode": opencode.parse,
+    "omp": omp.parse,
+    "gemini": gemini.parse,
     "shell": parse_shell,
 }
 

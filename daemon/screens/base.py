@@ -12,6 +12,8 @@ place is ``unknown`` (never a guess), and a footer is never taken for work.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -75,12 +77,22 @@ class Menu:
 
     question: str
     options: tuple[MenuOption, ...] = ()
+    detail: str = ""  # what the dialog shows besides question and options (the command...)
 
     def to_dict(self) -> dict[str, object]:
         return {
             "question": self.question,
             "options": [{"label": o.label, "key": o.key} for o in self.options],
+            "detail": self.detail,
+            "fingerprint": self.fingerprint(),
         }
+
+    def fingerprint(self) -> str:
+        """A digest of what the person is asked (question, detail, options): an answer given
+        to one screen is refused on another, even one with the same question."""
+        shown = [self.question, self.detail, [(o.label, o.key) for o in self.options]]
+        blob = json.dumps(shown, ensure_ascii=False, separators=(",", ":"))
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:20]
 
 
 @dataclass(frozen=True)
@@ -122,8 +134,8 @@ EXITED = Rule(
 
 
 def reader(title: str | None, links: tuple[str, ...]) -> Callable[..., Reading]:
-    """A parser's ``reading(state, composer_empty, summary, rule, lines=())`` for one screen:
-    the title and PR links are the screen's, the summary is cut to one line."""
+    """A parser's ``reading(state, composer_empty, summary, rule, lines=(), menu=None)`` for
+    one screen: the title and PR links are the screen's, the summary is cut to one line."""
 
     def reading(
         state: State,
@@ -131,9 +143,18 @@ def reader(title: str | None, links: tuple[str, ...]) -> Callable[..., Reading]:
         summary: str,
         rule: str,
         shown: Sequence[str] = (),
+        *,
+        menu: Menu | None = None,
     ) -> Reading:
         return Reading(
-            state, composer_empty, title, one_line(summary), links, rule=rule, lines=tuple(shown)
+            state,
+            composer_empty,
+            title,
+            one_line(summary),
+            links,
+            menu,
+            rule=rule,
+            lines=tuple(shown),
         )
 
     return reading
@@ -225,3 +246,61 @@ _EXIT_MARKERS = (
 def shows_exit(lines: list[str]) -> bool:
     last = last_nonblank(lines)
     return any(p.search(last) for p in _EXIT_MARKERS)
+
+
+# --------------------------------------------------------------------------- menus
+
+_NUMBERED = re.compile(r"^(\s*)(?:[❯›>]\s*)?(\d{1,2})\.\s+(\S.*?)\s*$")
+_COLUMNS = re.compile(r"\s{2,}")  # a label and its description, in two columns
+_FULL_RULE = re.compile(r"^\s*─{8,}\s*$")
+_DASHED_RULE = re.compile(r"^\s*[╌┄-]{8,}\s*$")
+_MENU_REACH = 20  # lines above the options that may still belong to the dialog
+
+
+def numbered_menu(lines: list[str], selected: re.Pattern[str]) -> Menu | None:
+    """The numbered menu around the last line matching ``selected`` (the harness's pointer on
+    an option, ``❯ 1. Yes``): its options numbered 1, 2, … in screen order (a wrapped label's
+    continuation joined, a second column of description dropped), each picked by its number;
+    the question (the nearest line above ending in ``?``, else the dialog's first line) and the
+    dialog's other lines as its detail. The dialog reaches up to a full-width rule, a run of
+    blank lines or ``_MENU_REACH`` lines. None when there is no such option."""
+    at = next((i for i in range(len(lines) - 1, -1, -1) if selected.match(lines[i])), None)
+    if at is None:
+        return None
+    start = at
+    while start > 0 and _NUMBERED.match(lines[start - 1]):
+        start -= 1
+    options: list[tuple[str, str]] = []
+    indent = 0
+    for line in lines[start:]:
+        m = _NUMBERED.match(line)
+        if m and int(m.group(2)) == len(options) + 1:
+            indent = len(m.group(1))
+            options.append((m.group(2), _COLUMNS.split(m.group(3))[0]))
+        elif options and line.strip() and len(line) - len(line.lstrip()) > indent + 2:
+            key, label = options[-1]
+            options[-1] = (key, f"{label} {_COLUMNS.split(line.strip())[0]}")
+        else:
+            break
+    if not options:
+        return None
+    region: list[str] = []
+    blanks = 0
+    for line in reversed(lines[max(0, start - _MENU_REACH) : start]):
+        if _FULL_RULE.match(line):
+            break
+        blanks = blanks + 1 if not line.strip() else 0
+        if blanks >= 3:
+            break
+        if line.strip() and not _DASHED_RULE.match(line):
+            region.append(line.strip())
+    region.reverse()
+    question = next((line for line in reversed(region) if line.endswith("?")), "")
+    if not question and region:
+        question = region[0]
+    detail = [line for line in region if line != question]
+    return Menu(
+        question=one_line(question, 300),
+        options=tuple(MenuOption(one_line(label, 200), key) for key, label in options),
+        detail=one_line(" · ".join(detail), 400),
+    )

@@ -8,8 +8,10 @@ finds the last such box and reads:
 
 * busy: ``esc to interrupt`` in the footer or on the spinner line just above the box (the
   ``✻ Crunched for 8s`` line after a finished turn has no such marker);
-* menu: a slash-command list next to a composer that starts with ``/``, or no composer and a
-  dialog with a selected numbered option (``❯ 1. Yes``), such as the permission prompt;
+* menu: a slash-command list under a composer that starts with ``/``, or no composer and a
+  dialog with a selected numbered option (``❯ 1. Yes``), such as the permission prompt; the
+  dialog is also read as a ``Menu`` (question, the tool call it shows, numbered options, each
+  picked by pressing its number);
 * idle: the composer box with neither of the above;
 * exited: tmux says the pane is dead, an exit marker ends the screen, or the start-up failure
   page ("Unable to connect to Anthropic services") is all there is;
@@ -36,6 +38,7 @@ from openbus.daemon.screens.base import (
     Rule,
     clean_title,
     nonblank_above,
+    numbered_menu,
     pr_links,
     reader,
     screen_lines,
@@ -142,7 +145,12 @@ def parse(text: str, ev: Evidence) -> Reading:
                     "unknown", None, question, "unknown-dialog-while-busy", [question, *options]
                 )
             return reading(
-                "menu", None, question or "a menu is open", "menu-dialog", [question, *options]
+                "menu",
+                None,
+                question or "a menu is open",
+                "menu-dialog",
+                [question, *options],
+                menu=numbered_menu(lines, _OPTION_SELECTED),
             )
         if any(_OFFLINE in line for line in lines):
             return reading("exited", None, _OFFLINE, "exited-offline", [_OFFLINE])

@@ -11,8 +11,9 @@ the placeholder is told apart by its known texts.
 
 * busy: ``esc to interrupt`` on the status line just above the composer
   (``• Working (2s • esc to interrupt)``);
-* menu: no composer and a selected numbered option (``› 1. Allow``), as in the MCP approval
-  and the ``/model`` picker (its selected option at column 0);
+* menu: no composer and a selected numbered option (``› 1. Allow``), as in the MCP approval,
+  read as a ``Menu`` too (question, the call's arguments, options without their description
+  column, each picked by its number);
 * idle: the composer with no busy marker;
 * exited: tmux says dead, an exit marker ends the screen, or Codex's resume hint
   (``codex resume``) is the last thing it printed;
@@ -30,6 +31,7 @@ from openbus.daemon.screens.base import (
     Rule,
     clean_title,
     nonblank_above,
+    numbered_menu,
     pr_links,
     reader,
     screen_lines,
@@ -121,7 +123,14 @@ def parse(text: str, ev: Evidence) -> Reading:
         if options:
             question = next((ln.strip() for ln in reversed(lines) if ln.strip().endswith("?")), "")
             shown = [question, *options] if question else options
-            return reading("menu", None, question or "a menu is open", "menu-dialog", shown)
+            return reading(
+                "menu",
+                None,
+                question or "a menu is open",
+                "menu-dialog",
+                shown,
+                menu=numbered_menu(lines, _OPTION_SELECTED),
+            )
         tail = [line for line in lines[-6:] if line.strip()]
         hint = [line for line in tail if "codex resume" in line]
         if hint:

@@ -2,11 +2,12 @@
 // resources (each one a call through the gate, audited); this file only draws it.
 // No framework, no build step, nothing from outside the box; text is always set as text.
 
-const FAST_MS = 2500; // directory + cards while the page is visible
+const FAST_MS = 2500; // directory + cards while the page is visible (when it cannot follow)
 const HIDDEN_MS = 20000; // and while the tab is hidden
 const AUDIT_POLL_MS = 4000; // the audit feed when its stream is unavailable
 const CONNECTIONS_EVERY = 12; // refresh Connect presets at least every N polls
-const AUDIT_KEEP = 200;
+const AUDIT_PAGE = 100; // older records loaded per scroll
+const AUDIT_MAX = 5000; // records held in the page
 const PRESETS = ["off", "observe", "collaborate"];
 const STATES = ["idle", "busy", "menu", "shell", "exited", "unknown"];
 // Reads this page makes on its own; hidden from the feed unless asked for.
@@ -17,6 +18,7 @@ const OWN_READS = new Set([
   "connect.list",
   "audit.read",
   "audit.follow",
+  "human.follow",
   "messages.list",
 ]);
 // Records after which the Connect presets may have changed.
@@ -27,62 +29,30 @@ const state = {
   panes: [],
   version: null,
   connections: new Map(),
+  unavailable: new Map(), // pane -> why Connect cannot be honoured there (no toggle)
   cap: null,
   cards: [],
   audit: [],
-  auditAfter: null,
+  auditAfter: null, // the newest record's seq
+  auditFrom: null, // records after this seq are loaded (0: from the beginning)
   skew: 0, // server clock minus ours, in seconds (from the Date header)
   detail: null, // the pane shown in the detail view
   detailData: null,
   ticks: 0,
   needConnections: true,
   busy: new Set(),
+  errors: new Map(), // an error shown beside the control that caused it, by item
+  seen: null, // Needs-you items already seen (null until the first load: no notifications)
   families: {}, // child pane -> the pane of the session that started it (GET /api/sessions)
+  familiesKey: null, // the panes listed when the families were last read
 };
+const DESKTOP = window.matchMedia("(min-width: 900px)");
 
-// ---- icons: Lucide-style strokes (24x24, stroke 2, round caps), drawn for this page ----
+// ---- icons: the real Lucide SVGs, inlined into this file by the daemon when it serves it
+// (from the lucide package's own files; nothing is fetched from outside the box)
 
 const SVG = "http://www.w3.org/2000/svg";
-const ICONS = {
-  observe: [
-    ["path", { d: "M2.5 12C4.6 7.6 8 5 12 5s7.4 2.6 9.5 7c-2.1 4.4-5.5 7-9.5 7s-7.4-2.6-9.5-7Z" }],
-    ["circle", { cx: "12", cy: "12", r: "3" }],
-  ],
-  collaborate: [
-    ["circle", { cx: "9", cy: "8", r: "3.5" }],
-    ["path", { d: "M3 20c0-3.3 2.7-6 6-6s6 2.7 6 6" }],
-    ["path", { d: "M15.5 4.7a3.5 3.5 0 0 1 0 6.6" }],
-    ["path", { d: "M18 14.6c1.8.9 3 2.9 3 5.4" }],
-  ],
-  check: [["path", { d: "M5 12.5l4.5 4.5L19 7.5" }]],
-  pair: [
-    ["path", { d: "M3 12.5l4 4 9-9.5" }],
-    ["path", { d: "M11 16.5l1 0 9-9.5" }],
-  ],
-  x: [["path", { d: "M6 6l12 12M18 6L6 18" }]],
-  power: [
-    ["path", { d: "M12 3v8" }],
-    ["path", { d: "M6.3 7.2a8 8 0 1 0 11.4 0" }],
-  ],
-  branch: [
-    ["circle", { cx: "6", cy: "5.5", r: "2.5" }],
-    ["circle", { cx: "18", cy: "7.5", r: "2.5" }],
-    ["path", { d: "M6 8v10.5M18 10c0 4-6 3.5-11 7" }],
-  ],
-  pr: [
-    ["circle", { cx: "6", cy: "6", r: "2.5" }],
-    ["circle", { cx: "18", cy: "18", r: "2.5" }],
-    ["path", { d: "M6 8.5V21M18 15.5V9a3 3 0 0 0-3-3h-4" }],
-    ["path", { d: "M13.5 3.5L11 6l2.5 2.5" }],
-  ],
-  sent: [["path", { d: "M7 17L17 7M9 7h8v8" }]],
-  received: [["path", { d: "M17 7L7 17M15 17H7V9" }]],
-  back: [["path", { d: "M15 5l-7 7 7 7" }]],
-  clock: [
-    ["circle", { cx: "12", cy: "12", r: "9" }],
-    ["path", { d: "M12 7v5l3 2" }],
-  ],
-};
+const ICONS = /*LUCIDE-ICONS*/ {};
 
 function icon(name, label) {
   const svg = document.createElementNS(SVG, "svg");
@@ -108,7 +78,7 @@ function icon(name, label) {
   } else {
     svg.setAttribute("aria-hidden", "true");
   }
-  for (const [tag, shape] of ICONS[name]) {
+  for (const [tag, shape] of ICONS[name] || []) {
     const el = document.createElementNS(SVG, tag);
     for (const [key, value] of Object.entries(shape)) el.setAttribute(key, value);
     svg.append(el);
@@ -147,12 +117,20 @@ function ago(seconds) {
   return `${Math.floor(d / 86400)}d ago`;
 }
 
+const SOON_SECONDS = 120; // a card this close to expiring is marked
+
+function expiryText(seconds) {
+  const left = seconds - nowServer();
+  if (left <= 0) return "expired";
+  return `expires at ${clock(seconds)}${left < SOON_SECONDS ? ` (in ${until(seconds)})` : ""}`;
+}
+
 function until(seconds) {
   const d = Math.round(seconds - nowServer());
   if (d <= 0) return "expired";
-  if (d < 60) return `expires in ${d}s`;
-  if (d < 3600) return `expires in ${Math.floor(d / 60)} min`;
-  return `expires in ${Math.floor(d / 3600)} h ${Math.floor((d % 3600) / 60)} min`;
+  if (d < 60) return `${d}s`;
+  if (d < 3600) return `${Math.floor(d / 60)} min`;
+  return `${Math.floor(d / 3600)} h ${Math.floor((d % 3600) / 60)} min`;
 }
 
 function clock(seconds) {
@@ -162,7 +140,12 @@ function clock(seconds) {
 
 // ---- the API: one readable line on failure, never a stack ----
 
-class ApiError extends Error {}
+class ApiError extends Error {
+  constructor(message, status) {
+    super(message);
+    this.status = status;
+  }
+}
 
 async function api(method, path, body) {
   const init = { method, credentials: "same-origin", headers: { Accept: "application/json" } };
@@ -186,7 +169,7 @@ async function api(method, path, body) {
   if (!response.ok) {
     if (response.status === 401 && !data) location.reload(); // the tunnel's login page
     const message = data && typeof data.message === "string" ? data.message : null;
-    throw new ApiError(message || `${method} ${path} answered ${response.status}`);
+    throw new ApiError(message || `${method} ${path} answered ${response.status}`, response.status);
   }
   return data;
 }
@@ -219,17 +202,33 @@ function notify(message) {
   }, 6000);
 }
 
-async function act(key, work) {
+// Run one action of the person's. Its error is shown beside the control (``place``: the item
+// it belongs to, redrawn with it) or, without a place, in the banner at the top.
+async function act(key, work, place) {
   if (state.busy.has(key)) return;
   state.busy.add(key);
   try {
     await work();
-    clearError();
+    if (place) state.errors.delete(place);
+    else clearError();
   } catch (error) {
-    showError(error instanceof ApiError ? error.message : "something went wrong in the page");
+    const message =
+      error instanceof ApiError ? error.message : "something went wrong in the page";
+    if (place) {
+      state.errors.set(place, String(message).split("\n")[0]);
+      drawn.clear();
+      render();
+    } else {
+      showError(message);
+    }
   } finally {
     state.busy.delete(key);
   }
+}
+
+function inlineError(place) {
+  const message = state.errors.get(place);
+  return message ? h("p", { class: "error inline", role: "alert", text: message }) : null;
 }
 
 // ---- Connect ----
@@ -255,6 +254,8 @@ function indicator(preset) {
 function connectToggle(pane) {
   const current = presetOf(pane);
   const found = connectionOf(pane);
+  const reason = found ? null : state.unavailable.get(pane.pane);
+  if (reason) return h("p", { class: "small", dataset: { unavailable: pane.pane }, text: reason });
   const group = h("div", {
     class: "toggle",
     role: "radiogroup",
@@ -285,7 +286,7 @@ function connectToggle(pane) {
           text: `Granted ${found.preset}; the org policy caps it at ${found.effective}.`,
         })
       : null;
-  return h("div", { class: "connect" }, group, note);
+  return h("div", { class: "connect" }, group, note, inlineError(`pane:${pane.pane}`));
 }
 
 async function setConnect(pane, preset) {
@@ -298,12 +299,13 @@ async function setConnect(pane, preset) {
     );
     await refreshConnections();
     render();
-  });
+  }, `pane:${pane}`);
 }
 
 async function refreshConnections() {
   const data = await api("GET", "/api/connections");
   state.connections = new Map(data.connections.map((c) => [c.pane, c]));
+  state.unavailable = new Map((data.unavailable || []).map((u) => [u.pane, u.reason]));
   state.cap = data.cap;
   state.needConnections = false;
 }
@@ -317,8 +319,8 @@ function stateBadge(value) {
 
 function composer(value) {
   if (value === true) return "composer empty";
-  if (value === false) return "draft in composer";
-  return "composer unknown";
+  if (value === false) return "draft in the composer";
+  return "composer not visible on this screen";
 }
 
 function prLinks(links) {
@@ -370,6 +372,16 @@ function paneCard(pane) {
 async function refreshFamilies() {
   const found = await api("GET", "/api/sessions");
   state.families = (found && found.children) || {};
+}
+
+// Read the families when the listed panes change, and once more at the next frame (a new
+// child's pane can show before its start is committed).
+async function followFamilies() {
+  const key = state.panes.map((p) => p.pane).join(" ");
+  if (key === state.familiesKey && !state.familiesAgain) return;
+  state.familiesAgain = key !== state.familiesKey;
+  state.familiesKey = key;
+  await refreshFamilies();
 }
 
 // The panes with each child right after its parent (then that child's own children), and
@@ -449,17 +461,18 @@ function cardItem(card) {
       notify(decision === "decline" ? "Declined." : "Approved.");
       await refreshCards();
       render();
-    });
+    }, `card:${card.id}`);
+  const soon = card.expires - nowServer() < SOON_SECONDS;
   return h(
     "li",
-    { class: "card", dataset: { card: card.id, kind: card.kind } },
+    { class: `card${soon ? " soon" : ""}`, dataset: { card: card.id, kind: card.kind } },
     h("p", { class: "card-kind", text: card.kind.replace(/_/g, " ") }),
     h("p", { class: "card-summary", text: card.summary }),
     h(
       "p",
       { class: "small" },
       h("span", { class: "expiry", dataset: { expires: String(card.expires) } }, icon("clock"),
-        until(card.expires)),
+        expiryText(card.expires)),
       card.target ? h("span", { class: "mono", text: ` · ${card.target}` }) : null,
     ),
     h(
@@ -475,14 +488,102 @@ function cardItem(card) {
       h("button", { type: "button", dataset: { decision: "decline" },
         onclick: () => decide("decline") }, icon("x"), "Decline"),
     ),
+    inlineError(`card:${card.id}`),
+  );
+}
+
+// ---- Needs you: agents whose screen asks a person (a permission prompt, a question)
+
+function asking() {
+  return state.panes.filter((p) => p.state === "menu" && p.menu && p.menu.options.length);
+}
+
+function paneName(pane) {
+  return pane.title || pane.window?.name || pane.command || pane.pane;
+}
+
+function menuItem(pane) {
+  const menu = pane.menu;
+  const place = `menu:${pane.pane}`;
+  const answer = (option) =>
+    act(`answer:${pane.pane}`, async () => {
+      await api("POST", `/api/panes/${encodeURIComponent(pane.pane)}/answer`, {
+        incarnation: pane.incarnation,
+        fingerprint: menu.fingerprint,
+        key: option.key,
+      });
+      notify(`${pane.pane}: pressed ${option.key} (${option.label}).`);
+    }, place);
+  return h(
+    "li",
+    { class: "card asks", dataset: { asks: pane.pane, fingerprint: menu.fingerprint } },
+    h("p", { class: "card-kind" }, icon("terminal"), `${pane.harness} asks · `,
+      h("span", { class: "mono", text: pane.pane })),
+    h("p", { class: "card-summary" },
+      h("button", { type: "button", class: "linkish", onclick: () => openDetail(pane.pane) },
+        paneName(pane))),
+    h("p", { class: "question", text: menu.question }),
+    menu.detail ? h("p", { class: "menu-detail mono", text: menu.detail }) : null,
+    h(
+      "div",
+      { class: "options" },
+      menu.options.map((option, index) =>
+        h("button", {
+          type: "button",
+          class: index === 0 ? "primary" : "",
+          dataset: { key: option.key },
+          onclick: () => answer(option),
+        }, h("span", { class: "key mono", text: option.key }), option.label)),
+    ),
+    inlineError(place),
   );
 }
 
 function renderCards() {
-  $("cards").replaceChildren(...state.cards.map(cardItem));
-  $("cards-count").textContent = String(state.cards.length);
-  $("cards-count").classList.toggle("hot", state.cards.length > 0);
-  $("cards-empty").hidden = state.cards.length > 0;
+  const asks = asking();
+  const count = state.cards.length + asks.length;
+  $("cards").replaceChildren(...asks.map(menuItem), ...state.cards.map(cardItem));
+  $("cards-count").textContent = String(count);
+  $("cards-count").classList.toggle("hot", count > 0);
+  $("cards-empty").hidden = count > 0;
+  badge(count);
+  tell(asks);
+}
+
+// ---- be told: the title and icon carry the count; a notification per new item
+
+function badge(count) {
+  document.title = count ? `(${count}) openbus` : "openbus";
+  const link = document.querySelector('link[rel="icon"]');
+  const href = `/static/favicon-${count > 9 ? "9plus" : count}.svg`;
+  if (link && link.getAttribute("href") !== href) link.setAttribute("href", href);
+  if (navigator.setAppBadge) {
+    (count ? navigator.setAppBadge(count) : navigator.clearAppBadge()).catch(() => {});
+  }
+}
+
+function tell(asks) {
+  const items = [
+    ...asks.map((p) => [`menu:${p.pane}:${p.menu.fingerprint}`,
+      `${paneName(p)} (${p.pane}) asks`, p.menu.question]),
+    ...state.cards.map((c) => [`card:${c.id}`, `${c.kind.replace(/_/g, " ")} card`, c.summary]),
+  ];
+  const first = state.seen === null;
+  const seen = new Set(items.map(([key]) => key));
+  if (!first && "Notification" in window && Notification.permission === "granted") {
+    for (const [key, title, body] of items) {
+      if (!state.seen.has(key)) new Notification(`openbus: ${title}`, { body, tag: key });
+    }
+  }
+  state.seen = seen;
+}
+
+function askToNotify() {
+  // asked once, on the person's first tap (browsers ignore a request without one)
+  if (!("Notification" in window) || Notification.permission !== "default") return;
+  if (localStorage.getItem("openbus-notify-asked")) return;
+  localStorage.setItem("openbus-notify-asked", "1");
+  Notification.requestPermission().catch(() => {});
 }
 
 async function refreshCards() {
@@ -497,6 +598,33 @@ function visibleRecord(record) {
   return !(record.actor.startsWith("human:") && OWN_READS.has(record.action));
 }
 
+function refusalReason(record) {
+  if (record.outcome !== "refused" && record.outcome !== "error") return null;
+  const details = record.details || {};
+  const why = details.message || details.reason;
+  return why ? h("span", { class: "rec-why", text: String(why) }) : null;
+}
+
+// An agent as a person reads it: claude "auth review" %10 on fix/login (never its session id).
+function paneName(pane) {
+  const harness = pane.harness && pane.harness !== "unknown" ? pane.harness : "agent";
+  const title = pane.title ? ` "${pane.title}"` : "";
+  return `${harness}${title} ${pane.pane}${pane.branch ? ` on ${pane.branch}` : ""}`;
+}
+
+function actorName(actor) {
+  if (!actor || !actor.startsWith("agent:")) return actor;
+  for (const c of state.connections.values()) {
+    if (c.actor !== actor) continue;
+    const pane = state.panes.find((p) => p.pane === c.pane);
+    if (!pane) return `${c.harness} ${c.pane}`;
+    return paneName({ ...pane, harness: c.harness }); // the launched harness, as granted
+  }
+  const harness = actor.split(":")[1] || "agent";
+  const pane = /:pane:(%\d+):/.exec(actor);
+  return pane ? `${harness} ${pane[1]}` : `${harness} agent (no longer connected)`;
+}
+
 function auditItem(record) {
   return h(
     "li",
@@ -504,15 +632,40 @@ function auditItem(record) {
     h("span", { class: "rec-time mono", text: clock(record.time) }),
     h("span", { class: "rec-action", text: record.action }),
     h("span", { class: "rec-outcome", text: record.outcome }),
-    h("span", { class: "rec-actor", text: record.actor }),
+    h("span", { class: "rec-actor", title: record.actor, text: actorName(record.actor) }),
     record.target ? h("span", { class: "rec-target mono", text: record.target }) : null,
     record.message_id ? h("span", { class: "rec-msg mono", text: `msg ${record.message_id}` }) : null,
+    refusalReason(record),
   );
 }
 
 function renderAudit() {
-  const shown = state.audit.filter(visibleRecord).slice(-AUDIT_KEEP).reverse();
+  const shown = state.audit.filter(visibleRecord).reverse();
   $("audit-feed").replaceChildren(...shown.map(auditItem));
+  const empty = $("audit-empty");
+  empty.hidden = shown.length > 0;
+  empty.textContent = state.audit.length
+    ? "Only this page's own reads so far; they are hidden (tick the box above to see them)."
+    : "Nothing recorded yet: what you and your agents do shows here as it happens.";
+  $("audit-older").textContent =
+    state.auditFrom === 0 ? "The beginning of the log." : "Scroll for older records…";
+}
+
+async function loadOlder() {
+  if (state.auditFrom === null || state.auditFrom <= 0 || state.busy.has("older")) return;
+  state.busy.add("older");
+  try {
+    const from = Math.max(0, state.auditFrom - AUDIT_PAGE);
+    const page = await api("GET", `/api/audit?after=${from}&limit=${AUDIT_PAGE}`);
+    const older = page.records.filter((r) => r.seq <= state.auditFrom);
+    state.audit = [...older, ...state.audit].slice(-AUDIT_MAX);
+    state.auditFrom = from;
+    renderAudit();
+  } catch (error) {
+    showError(error.message);
+  } finally {
+    state.busy.delete("older");
+  }
 }
 
 function addRecords(records) {
@@ -523,7 +676,7 @@ function addRecords(records) {
     state.auditAfter = record.seq;
     if (CONNECT_CHANGES.test(record.action)) state.needConnections = true;
   }
-  if (state.audit.length > AUDIT_KEEP * 4) state.audit = state.audit.slice(-AUDIT_KEEP * 2);
+  if (state.audit.length > AUDIT_MAX) state.audit = state.audit.slice(-AUDIT_MAX);
   renderAudit();
 }
 
@@ -534,6 +687,7 @@ async function startAudit() {
   const after = Math.max(0, top - 60);
   const tail = await api("GET", `/api/audit?after=${after}&limit=100`);
   state.auditAfter = after;
+  state.auditFrom = after;
   addRecords(tail.records);
   state.auditAfter = Math.max(state.auditAfter, tail.next || 0);
   followAudit();
@@ -561,10 +715,10 @@ async function followAudit() {
   }
 }
 
-async function streamAudit() {
-  const response = await fetch(`/api/audit/stream?after=${state.auditAfter}`, {
-    credentials: "same-origin",
-  });
+// Follow an NDJSON stream: each chunk's records (empty keep-alive lines skipped) to ``take``,
+// until the stream ends; throws when it cannot be opened.
+async function ndjson(path, take) {
+  const response = await fetch(path, { credentials: "same-origin" });
   if (!response.ok || !response.body) throw new Error("no stream");
   const reader = response.body.getReader();
   const decoder = new TextDecoder();
@@ -575,12 +729,12 @@ async function streamAudit() {
     buffer += decoder.decode(value, { stream: true });
     const lines = buffer.split("\n");
     buffer = lines.pop();
-    const records = [];
-    for (const line of lines) {
-      if (line.trim()) records.push(JSON.parse(line));
-    }
-    addRecords(records);
+    await take(lines.filter((line) => line.trim()).map((line) => JSON.parse(line)));
   }
+}
+
+function streamAudit() {
+  return ndjson(`/api/audit/stream?after=${state.auditAfter}`, addRecords);
 }
 
 function sleep(ms) {
@@ -591,7 +745,7 @@ function sleep(ms) {
 
 function messageItem(message, direction) {
   const peer = direction === "sent" ? message.recipient_pane || message.target : message.sender_pane;
-  const who = direction === "sent" ? message.recipient : message.sender;
+  const who = direction === "sent" ? message.recipient_name : message.sender_name;
   return h(
     "li",
     { class: `msg outcome-${message.outcome}`, dataset: { message: message.message_id } },
@@ -607,7 +761,8 @@ function messageItem(message, direction) {
     h(
       "p",
       { class: "small mono" },
-      `${message.message_id} · ${who || ""}${message.reason ? ` · ${message.reason}` : ""}`,
+      `${message.message_id} · ${who || ""}${message.hop_words ? ` · ${message.hop_words}` : ""}` +
+        `${message.reason ? ` · ${message.reason}` : ""}`,
     ),
   );
 }
@@ -623,19 +778,29 @@ function messageList(title, messages, direction) {
   );
 }
 
+const AGENTS = new Set(["claude", "codex", "opencode", "omp", "gemini"]);
+
 function renderDetail() {
   const view = $("detail");
   const pane = state.detailData;
+  document.body.classList.toggle("with-detail", Boolean(state.detail));
   if (!state.detail) {
     view.hidden = true;
     $("home").hidden = false;
+    $("type-form").hidden = true;
     return;
   }
   view.hidden = false;
-  $("home").hidden = true;
+  $("home").hidden = !DESKTOP.matches; // beside the fleet on a desk, instead of it on a phone
+  const failed = state.errors.get("detail");
   if (!pane) {
     $("detail-h").textContent = state.detail;
-    $("detail-body").replaceChildren(h("p", { class: "empty", text: "Loading…" }));
+    $("type-form").hidden = true;
+    $("detail-body").replaceChildren(
+      failed
+        ? h("p", { class: "error inline", role: "alert", text: failed })
+        : h("p", { class: "empty", text: "Loading…" }),
+    );
     return;
   }
   const listed = state.panes.find((p) => p.pane === pane.pane) || pane;
@@ -645,7 +810,6 @@ function renderDetail() {
     h("span", { class: "indicator" }, indicator(preset)),
     `${pane.pane} ${pane.title || pane.window?.name || ""}`,
   );
-  const found = connectionOf(listed);
   const rows = [
     ["Harness", pane.harness],
     ["State", pane.state],
@@ -653,12 +817,21 @@ function renderDetail() {
     ["Branch", pane.branch || "—"],
     ["Directory", pane.cwd || "—"],
     ["Summary", pane.summary || "—"],
-    ["Connect", preset + (found ? ` (${found.actor})` : "")],
+    ["Connect", preset],
+    ["Named", paneName(listed)],
     ["Last activity", pane.last_activity ? ago(pane.last_activity) : "—"],
     ["Incarnation", pane.incarnation],
   ];
   const messages = pane.messages || { sent: [], received: [] };
+  const masked = pane.masked && pane.masked.length ? ` (masked: ${pane.masked.join(", ")})` : "";
   const parts = [
+    failed ? h("p", { class: "error inline", role: "alert", text: failed }) : null,
+    listed.state === "menu" && listed.menu ? h("ul", { class: "cards" }, menuItem(listed)) : null,
+    h("h3", { text: `Screen${masked}` }),
+    pane.screen
+      ? h("pre", { class: "screen mono", dataset: { revision: String(pane.revision) },
+          text: pane.screen })
+      : h("p", { class: "empty", text: "No screen captured yet." }),
     h("dl", { class: "fields" }, rows.map(([k, v]) => [h("dt", { text: k }), h("dd", { text: String(v) })])),
     pane.pr_links && pane.pr_links.length ? h("p", { class: "prs" }, prLinks(pane.pr_links)) : null,
     pane.harness === "shell" ? null : connectToggle(listed),
@@ -671,17 +844,52 @@ function renderDetail() {
       "ul",
       { class: "events" },
       (pane.events || []).slice(-20).reverse().map((e) =>
-        h("li", { class: "small" }, `${clock(e.time)} ${e.kind}${e.state ? ` ${e.state}` : ""}`)),
+        h("li", { class: "small" }, `${clock(e.time)} ${e.text || e.kind}`)),
     ),
   ];
   $("detail-body").replaceChildren(...parts.flat().filter(Boolean));
+  const form = $("type-form");
+  form.hidden = !AGENTS.has(pane.harness) || pane.state === "exited";
+  const ready = pane.state === "idle" && pane.composer_empty === true;
+  form.querySelector("button").disabled = !ready;
+  $("type-hint").textContent = ready
+    ? "Typed into the agent's composer and sent, as you, audited."
+    : `${pane.pane} is ${pane.state === "idle" ? "holding a draft" : pane.state}: text is typed only at an idle, empty composer.`;
 }
 
 async function refreshDetail() {
   if (!state.detail) return;
   const pane = state.detail;
-  const data = await api("GET", `/api/panes/${encodeURIComponent(pane)}`);
-  if (state.detail === pane) state.detailData = data;
+  try {
+    const data = await api("GET", `/api/panes/${encodeURIComponent(pane)}?masked=true`);
+    if (state.detail === pane) {
+      state.detailData = data;
+      state.errors.delete("detail");
+    }
+  } catch (error) {
+    if (state.detail !== pane) return;
+    state.errors.set("detail", error.message || "the pane could not be read");
+    if (error instanceof ApiError && error.status === 404) state.detailData = null;
+  }
+}
+
+async function typeText(event) {
+  event.preventDefault();
+  const pane = state.detailData;
+  const input = $("type-text");
+  const text = input.value;
+  if (!pane || !text.trim()) return;
+  await act(`type:${pane.pane}`, async () => {
+    const result = await api("POST", `/api/panes/${encodeURIComponent(pane.pane)}/type`, {
+      incarnation: pane.incarnation,
+      text,
+    });
+    input.value = "";
+    notify(result.submitted ? `Sent to ${pane.pane}.` : `Typed into ${pane.pane}; not yet sent.`);
+    await refreshDetail();
+    drawn.delete("detail");
+    render();
+  }, "detail");
 }
 
 function openDetail(pane) {
@@ -694,16 +902,17 @@ function route() {
   if (pane !== state.detail) {
     state.detail = pane;
     state.detailData = null;
+    state.errors.delete("detail");
     drawn.delete("detail");
     renderDetail();
     if (pane) {
-      act("detail", async () => {
-        await refreshDetail();
+      refreshDetail().then(() => {
         drawn.delete("detail");
         renderDetail();
       });
     }
-    window.scrollTo(0, 0);
+    // a phone shows the detail instead of the fleet: start it at the top; a desk keeps its place
+    if (!DESKTOP.matches) window.scrollTo(0, 0);
   }
 }
 
@@ -721,43 +930,87 @@ function redraw(part, inputs, draw) {
 
 function render() {
   const connections = [...state.connections.values()];
-  redraw("cards", state.cards, renderCards);
-  redraw("fleet", [state.panes, connections, state.families], renderFleet);
-  redraw("detail", [state.detail, state.detailData, connections, state.panes.length], renderDetail);
+  const errors = [...state.errors];
+  const unavailable = [...state.unavailable.entries()];
+  redraw("cards", [state.cards, asking(), errors], renderCards);
+  redraw("fleet", [state.panes, connections, unavailable, errors, state.families], renderFleet);
+  redraw(
+    "detail",
+    [state.detail, state.detailData, connections, unavailable, state.panes, errors],
+    renderDetail,
+  );
+}
+
+// The page follows the daemon's feed (/api/follow: one audited subscription, then a frame of
+// directory, cards and connections whenever they change), so its own watching writes no
+// audit record per refresh. Where the stream is unavailable it polls for a while instead.
+
+function live(directory, ok) {
+  const el = $("live");
+  el.textContent = !ok ? "offline"
+    : directory && directory.tmux && directory.tmux.running === false ? "tmux down" : "live";
+  el.classList.toggle("ok", ok);
+}
+
+async function apply(directory, cards, connections) {
+  const moved = state.panes.find((p) => p.pane === state.detail)?.revision;
+  state.panes = directory.panes;
+  state.version = directory.version;
+  state.cards = cards;
+  if (connections) {
+    state.connections = new Map(connections.connections.map((c) => [c.pane, c]));
+    state.cap = connections.cap;
+    state.unavailable = new Map((connections.unavailable || []).map((u) => [u.pane, u.reason]));
+    state.needConnections = false;
+  } else if (state.needConnections || state.ticks % CONNECTIONS_EVERY === 0) {
+    await refreshConnections();
+  }
+  await followFamilies();
+  const now = state.panes.find((p) => p.pane === state.detail);
+  // the open pane's detail (its screen) is read again when its screen changed
+  if (state.detail && (!state.detailData || !now || now.revision !== moved)) await refreshDetail();
+  live(directory, true);
+  if (tick.failed) clearError();
+  tick.failed = false;
+  render();
 }
 
 async function tick() {
   state.ticks += 1;
-  const visible = document.visibilityState === "visible";
   try {
     const [directory, cards] = await Promise.all([
       api("GET", "/api/directory"),
       api("GET", "/api/cards"),
     ]);
     if (directory.version !== state.version) state.needConnections = true;
-    state.panes = directory.panes;
-    state.version = directory.version;
-    state.cards = cards.cards;
-    if (state.needConnections || state.ticks % CONNECTIONS_EVERY === 0) await refreshConnections();
-    if (directory.version !== state.familiesAt || state.ticks % CONNECTIONS_EVERY === 0) {
-      await refreshFamilies();
-      state.familiesAt = directory.version;
-    }
-    if (visible && state.detail) await refreshDetail();
-    const live = $("live");
-    live.textContent = directory.tmux && directory.tmux.running === false ? "tmux down" : "live";
-    live.classList.toggle("ok", true);
-    if (tick.failed) clearError();
-    tick.failed = false;
-    render();
+    await apply(directory, cards.cards, null);
   } catch (error) {
     tick.failed = true;
-    $("live").textContent = "offline";
-    $("live").classList.toggle("ok", false);
+    live(null, false);
     showError(error.message);
   }
-  clearTimeout(tick.timer);
-  tick.timer = setTimeout(tick, visible ? FAST_MS : HIDDEN_MS);
+}
+
+function streamFollow() {
+  return ndjson("/api/follow", async (frames) => {
+    const frame = frames[frames.length - 1];
+    if (frame) await apply(frame.directory, frame.cards, frame.connections);
+  });
+}
+
+async function follow() {
+  for (;;) {
+    try {
+      await streamFollow();
+    } catch {
+      // the stream is unavailable: poll for a while, then try it again
+    }
+    const until = Date.now() + 30000;
+    do {
+      await tick();
+      await sleep(document.visibilityState === "visible" ? FAST_MS : HIDDEN_MS);
+    } while (Date.now() < until);
+  }
 }
 
 function init() {
@@ -777,18 +1030,27 @@ function init() {
     location.hash = "";
   });
   $("show-reads").addEventListener("change", renderAudit);
+  new IntersectionObserver((seen) => {
+    if (seen.some((e) => e.isIntersecting)) loadOlder();
+  }).observe($("audit-older"));
+  $("type-form").addEventListener("submit", typeText);
+  $("type-form").querySelector("button").prepend(icon("send"));
+  document.addEventListener("click", askToNotify, { once: true });
+  DESKTOP.addEventListener("change", () => {
+    drawn.delete("detail");
+    renderDetail();
+  });
   $("live").addEventListener("click", () => tick());
   window.addEventListener("hashchange", route);
-  document.addEventListener("visibilitychange", () => {
-    if (document.visibilityState === "visible") tick();
-  });
   setInterval(() => {
     for (const el of document.querySelectorAll(".expiry[data-expires]")) {
-      el.lastChild.textContent = until(Number(el.dataset.expires));
+      const expires = Number(el.dataset.expires);
+      el.lastChild.textContent = expiryText(expires);
+      el.closest(".card")?.classList.toggle("soon", expires - nowServer() < SOON_SECONDS);
     }
   }, 1000);
   route();
-  tick();
+  follow();
   startAudit().catch((error) => showError(error.message));
 }
 

@@ -183,6 +183,18 @@ REFUSED: list[tuple[str, dict[str, dict[str, object]], str, str]] = [
         "loopback",
     ),
     (
+        "the human's page off loopback, even with allow_remote",
+        {"daemon": {"web_listen": "0.0.0.0:7708", "allow_remote": True}},
+        "daemon.web_listen",
+        "loopback",
+    ),
+    (
+        "the human's page on the agents' port",
+        {"daemon": {"listen": "127.0.0.1:7707", "web_listen": "127.0.0.1:7707"}},
+        "daemon.web_listen",
+        "agents' port",
+    ),
+    (
         "a nan duration",
         {"audit": {"checkpoint_seconds": math.nan}},
         "audit.checkpoint_seconds",
@@ -275,6 +287,13 @@ def test_a_missing_credential_file_named_by_the_policy_names_the_policy(tmp_path
     )
     line = serve_refuses(config)
     assert f"{policy['file']}: audit.credential_file: " in line, line
+
+
+def test_the_humans_page_is_on_loopback_7708_by_default_and_an_empty_value_turns_it_off() -> None:
+    default = parse({})
+    assert isinstance(default, Config) and default.daemon.web_listen == "127.0.0.1:7708"
+    off = parse({"daemon": {"web_listen": ""}})
+    assert isinstance(off, Config) and off.daemon.web_listen is None
 
 
 def test_remote_listening_is_accepted_when_meant_and_loopback_always() -> None:

@@ -39,6 +39,7 @@ from tests.support.harnesses import (
     wait_for_codex_ready,
     workdir,
 )
+from tests.support.more_harnesses import EXIT, MARKERS, make_harness, shell_call
 from tests.support.stub_model import StubModel, call_tool, hold, reply, running_stub_model
 from tests.support.tmux import TmuxServer, tmux_server
 from tests.support.wait import wait_until
@@ -82,17 +83,27 @@ class Agent:
         """Wait for the TUI's own readiness (input typed earlier would be lost or queued)."""
         if self.harness == "codex":
             wait_for_codex_ready(self.tmux, self.pane)
+        elif self.harness in MARKERS:
+            self.tmux.wait_for(self.pane, *MARKERS[self.harness].ready, timeout=90.0)
         else:
             self.tmux.wait_for(self.pane, CLAUDE_IDLE)
 
+    def quit_if_running(self) -> None:
+        """Quit the harness the way a person does, if the pane still runs it."""
+        if self.pane and not self.tmux.pane_dead(self.pane):
+            submit_prompt(self.tmux, self.pane, self.quit_command)
+            wait_until(lambda: self.tmux.pane_dead(self.pane), timeout=30, what="the agent to quit")
+
     @property
     def quit_command(self) -> str:
-        return {"claude": "/exit", "codex": "/quit"}[self.harness]
+        return {"claude": "/exit", "codex": "/quit", **EXIT}[self.harness]
 
     @property
     def approval_prompt(self) -> str:
         if self.harness == "claude":
             return CLAUDE_PERMISSION
+        if self.harness in MARKERS:
+            return MARKERS[self.harness].menu
         return f'Allow the {MCP_SERVER} MCP server to run tool "echo"?'
 
     # ---- what the daemon reports
@@ -150,11 +161,14 @@ def _launch(pin: Pin, root: Path, stub: StubModel) -> tuple[list[str], dict[str,
     if pin.name == "claude":
         claude = make_claude(root, stub, cwd, pin.version)
         return claude.tui_argv(*claude.mcp_args(MCP_SERVER, stub.mcp_url)), claude.env(), cwd
+    if pin.name in MARKERS:  # a shell command asks (these are not given the MCP server here)
+        other = make_harness(pin.name, root, stub, cwd, pin.version)  # type: ignore[arg-type]
+        return other.tui_argv(), other.env(), cwd
     codex = make_codex(root, stub, cwd, pin.version)
     return codex.tui_argv(*codex.mcp_args(MCP_SERVER, stub.mcp_url)), codex.env(), cwd
 
 
-@pytest.fixture(scope="module", params=pin_params("claude", "codex"))
+@pytest.fixture(scope="module", params=pin_params("claude", "codex", "omp", "gemini"))
 def agent(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Agent]:
@@ -170,6 +184,8 @@ def agent(
             agent = Agent(harness, argv, env, cwd, tmux, stub, daemon, client)
             agent.start()
             yield agent
+            if harness in MARKERS:  # Gemini CLI outlives its tmux server (SIGHUP): quit it
+                agent.quit_if_running()
 
 
 # --------------------------------------------------------------------------- the cases, in order
@@ -226,11 +242,14 @@ def test_a_turn_the_model_holds_open_is_busy_until_the_reply_ends_it(agent: Agen
 
 def test_asking_to_run_an_mcp_tool_is_a_menu_until_the_human_answers(agent: Agent) -> None:
     agent.expect_idle()
-    tool = agent.stub.script(
-        call_tool(f"mcp__{MCP_SERVER}__echo", {"text": "from the directory test"}),
-        reply("STUB-FINAL tool said {tool_result}"),
-        match="run echo",
-    )
+    if agent.harness in MARKERS:
+        # a command that writes asks (Gemini runs a read-only one such as echo unasked)
+        command = "touch made-by-the-directory-test"
+        name, args = shell_call(agent.harness, command)  # type: ignore[arg-type]
+        asked = call_tool(name, args)
+    else:
+        asked = call_tool(f"mcp__{MCP_SERVER}__echo", {"text": "from the directory test"})
+    tool = agent.stub.script(asked, reply("STUB-FINAL tool said {tool_result}"), match="run echo")
     submit_prompt(agent.tmux, agent.pane, "please run echo")
     agent.tmux.wait_for(agent.pane, agent.approval_prompt)
     menu = agent.expect("asking for approval", state="menu")
@@ -245,7 +264,11 @@ def test_asking_to_run_an_mcp_tool_is_a_menu_until_the_human_answers(agent: Agen
         state="idle",
         composer_empty=True,
     )
-    assert tool.last_tool_result is not None and "from the directory test" in tool.last_tool_result
+    if agent.harness in MARKERS:
+        assert (agent.cwd / "made-by-the-directory-test").exists()
+    else:
+        assert tool.last_tool_result is not None
+        assert "from the directory test" in tool.last_tool_result
 
 
 def test_an_agent_that_quits_is_exited_and_running_it_again_in_the_pane_is_a_new_incarnation(

@@ -37,6 +37,7 @@ from tests.support.harnesses import (
     type_prompt,
     wait_for_codex_ready,
 )
+from tests.support.more_harnesses import EXIT, MARKERS, make_harness, shell_call
 from tests.support.stub_model import Script, StubModel, call_tool, hold, reply, running_stub_model
 from tests.support.tmux import TmuxServer, tmux_server
 from tests.support.wait import wait_until
@@ -52,7 +53,8 @@ class Capturer:
         self.pane = pane
         self.harness = pin.name
         self.pin = pin
-        self.version = {"claude": "Claude Code", "codex": "Codex CLI"}[pin.name] + f" {pin.version}"
+        labels = {"claude": "Claude Code", "codex": "Codex CLI", "opencode": "OpenCode"}
+        self.version = f"{labels.get(pin.name, pin.name)} {pin.version}"
         self.out = OUT / pin.id
         self.out.mkdir(parents=True, exist_ok=True)
         self.claude: ClaudeHarness | None = None
@@ -296,7 +298,66 @@ def codex_states(
     cap.save(f"exited{suffix}", "exited", None, "after /quit; the pane stays" + size)
 
 
+# OpenCode takes most of a minute to draw on a busy two-core host
+START_TIMEOUT = 120.0
+
+
+def capture_more(pin: Pin) -> None:
+    """OpenCode, omp or Gemini CLI: idle, a draft, a held turn, its reply, a shell command's
+    permission prompt, after the tool, 60-column and 15-row panes, a short-pane draft, exited."""
+    name = pin.name
+    marks = MARKERS[name]  # type: ignore[index]
+    with world(name) as (stub, tmux, cwd):
+        harness = make_harness(name, cwd.parent, stub, cwd, pin.version)  # type: ignore[arg-type]
+        pane = tmux.new_window(harness.tui_argv(), harness.env(), cwd, remain_on_exit=True)
+        cap = Capturer(tmux, pane, pin)
+        idle = dict(absent=[marks.busy], timeout=90.0)
+        tmux.wait_for(pane, *marks.ready, timeout=START_TIMEOUT)
+        cap.save("idle", "idle", True, "fresh session against the stub, empty composer")
+
+        type_prompt(tmux, pane, "hello slow turn please")
+        cap.save("draft", "idle", False, "a typed, unsent prompt in the composer")
+        turn = stub.script(hold(), reply("STUB-REPLY: held turn released"), match="slow turn")
+        tmux.keys(pane, "Enter")
+        turn.wait_holding(timeout=90.0)
+        tmux.wait_for(pane, marks.busy)
+        cap.save("busy", "busy", True, "a turn held open by the stub")
+        turn.release()
+        tmux.wait_for(pane, "STUB-REPLY: held turn released", *marks.ready[:1], **idle)
+        cap.save("after-turn", "idle", True, "the held turn answered")
+
+        tool, args = shell_call(name, "touch made-by-tool")  # type: ignore[arg-type]
+        asked = stub.script(
+            call_tool(tool, args), reply("STUB-FINAL: tool returned"), match="TOOL:shell"
+        )
+        submit_prompt(tmux, pane, "TOOL:shell please")
+        tmux.wait_for(pane, marks.menu, timeout=60.0)
+        cap.save("permission-menu", "menu", None, "the permission prompt for a shell command")
+        tmux.keys(pane, "Enter")
+        asked.wait_finished(timeout=60.0)
+        tmux.wait_for(pane, "STUB-FINAL: tool returned", *marks.ready[:1], **idle)
+        cap.save("after-tool", "idle", True, "after the approved shell command")
+
+        tmux.run("resize-window", "-t", pane, "-x", "60", "-y", "40")
+        wait_until(lambda: max(map(len, tmux.capture(pane).splitlines())) <= 60, what="60 cols")
+        tmux.wait_for(pane, marks.ready[0], timeout=30.0)
+        cap.save("narrow-idle", "idle", True, "the idle screen in a 60-column pane")
+        tmux.run("resize-window", "-t", pane, "-x", "120", "-y", "15")
+        wait_until(lambda: len(tmux.capture(pane).splitlines()) <= 15, what="15 rows")
+        tmux.wait_for(pane, marks.ready[0], timeout=30.0)
+        cap.save("short-idle", "idle", True, "the idle screen in a 15-row pane")
+        type_prompt(tmux, pane, "a draft in a short pane")
+        cap.save("short-draft", "idle", False, "a draft in a 15-row pane")
+        tmux.keys(pane, "C-u")
+
+        submit_prompt(tmux, pane, EXIT[name])
+        wait_until(lambda: tmux.pane_dead(pane), timeout=30.0, what=f"{name} to exit")
+        cap.save("exited", "exited", None, f"after {EXIT[name]}; the pane stays (remain-on-exit)")
+
+
 CAPTURE: dict[str, States] = {"claude": claude_states, "codex": codex_states}
+# OpenCode, omp and Gemini CLI: every state and size in one session
+MORE = frozenset(MARKERS)
 
 
 def main(argv: list[str]) -> int:
@@ -304,7 +365,7 @@ def main(argv: list[str]) -> int:
     chosen: list[Pin] = []
     for word in wanted:
         name, _, version = word.partition("-")
-        if name not in CAPTURE or not version:
+        if (name not in CAPTURE and name not in MORE) or not version:
             print(f"not a pin of a harness this script drives: {word}", file=sys.stderr)
             return 2
         chosen.append(Pin(name, version))
@@ -313,7 +374,10 @@ def main(argv: list[str]) -> int:
         print(f"not installed: {', '.join(missing)} (run `make harnesses`)", file=sys.stderr)
         return 1
     for pin in chosen:
-        at_every_size(pin, CAPTURE[pin.name])
+        if pin.name in MORE:
+            capture_more(pin)
+        else:
+            at_every_size(pin, CAPTURE[pin.name])
     return 0
 
 

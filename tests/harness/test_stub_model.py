@@ -192,3 +192,102 @@ def test_the_mcp_endpoint_lists_and_calls_tools_and_refuses_a_wrong_token(
     assert [r.headers.get("authorization") for r in stub_model.mcp_calls("tools/call")] == [
         "Bearer right"
     ]
+
+
+def chat(stub: StubModel, messages: list[dict[str, Any]], **extra: Any) -> list[dict[str, Any]]:
+    body = {"model": "stub-model", "stream": True, "messages": messages, **extra}
+    chunks: list[dict[str, Any]] = []
+    with httpx.stream("POST", f"{stub.openai_base_url}/chat/completions", json=body) as response:
+        assert response.status_code == 200
+        lines = [line for line in response.iter_lines() if line.startswith("data: ")]
+    assert lines[-1] == "data: [DONE]"
+    chunks = [json.loads(line[len("data: ") :]) for line in lines[:-1]]
+    return chunks
+
+
+def test_a_chat_completions_tool_call_continues_when_the_tool_message_arrives(
+    stub_model: StubModel,
+) -> None:
+    script = stub_model.script(
+        call_tool("echo", {"text": "x"}), reply("got {tool_result}"), match="use echo"
+    )
+    tools = [{"type": "function", "function": {"name": "echo", "parameters": {}}}]
+    first = chat(stub_model, [{"role": "user", "content": "please use echo"}], tools=tools)
+    call = first[1]["choices"][0]["delta"]["tool_calls"][0]
+    assert call["function"] == {"name": "echo", "arguments": '{"text": "x"}'}
+    assert first[-1]["choices"][0]["finish_reason"] == "tool_calls"
+    history = [
+        {"role": "user", "content": "please use echo"},
+        {"role": "assistant", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": call["id"], "content": "echo: x"},
+    ]
+    second = chat(stub_model, history, tools=tools)
+    assert second[1]["choices"][0]["delta"]["content"] == "got echo: x"
+    assert second[-1]["choices"][0]["finish_reason"] == "stop"
+    assert script.finished.is_set()
+    assert [r.offered_tools for r in stub_model.turns("chat")] == [["echo"], ["echo"]]
+
+
+def test_a_chat_title_side_call_is_answered_with_the_title_and_leaves_scripts_alone(
+    stub_model: StubModel,
+) -> None:
+    script = stub_model.script(reply("never"))
+    system = {"role": "system", "content": "You are a title generator. Output a short title."}
+    chunks = chat(stub_model, [system, {"role": "user", "content": "hello"}])
+    assert chunks[1]["choices"][0]["delta"]["content"] == stub_model.title
+    assert not script.started.is_set()
+
+
+def gemini(stub: StubModel, contents: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    url = f"{stub.url}/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+    with httpx.stream("POST", url, json={"contents": contents, **extra}) as response:
+        assert response.status_code == 200
+        data = [line for line in response.iter_lines() if line.startswith("data: ")]
+    assert len(data) == 1
+    return dict(json.loads(data[0][len("data: ") :]))
+
+
+def test_a_gemini_function_call_continues_when_its_function_response_arrives(
+    stub_model: StubModel,
+) -> None:
+    stub_model.script(call_tool("echo", {"text": "g"}), reply("got {tool_result}"), match="echo")
+    context = {"text": "<session_context>setup</session_context>"}
+    asked = {"role": "user", "parts": [context, {"text": "call echo"}]}
+    declared = [{"functionDeclarations": [{"name": "echo", "parameters": {}}]}]
+    first = gemini(stub_model, [asked], tools=declared)
+    part = first["candidates"][0]["content"]["parts"][0]
+    assert part["functionCall"]["name"] == "echo" and part["functionCall"]["args"] == {"text": "g"}
+    answer = {
+        "functionResponse": {
+            "id": part["functionCall"]["id"],
+            "name": "echo",
+            "response": {"output": "echo: g"},
+        }
+    }
+    second = gemini(
+        stub_model, [asked, first["candidates"][0]["content"], {"role": "user", "parts": [answer]}]
+    )
+    text = second["candidates"][0]["content"]["parts"][0]["text"]
+    assert text == 'got {"output": "echo: g"}'
+    assert stub_model.turns("gemini")[0].prompt == "call echo"
+    assert stub_model.turns("gemini")[0].offered_tools == ["echo"]
+
+
+def test_gemini_side_calls_get_json_for_their_schema_and_leave_scripts_alone(
+    stub_model: StubModel,
+) -> None:
+    script = stub_model.script(reply("never"))
+    schema = {
+        "type": "OBJECT",
+        "properties": {"next_speaker": {"type": "STRING", "enum": ["user", "model"]}},
+    }
+    url = f"{stub_model.url}/v1beta/models/gemini-2.5-flash:generateContent"
+    body = {
+        "contents": [{"role": "user", "parts": [{"text": "who speaks?"}]}],
+        "generationConfig": {"responseMimeType": "application/json", "responseSchema": schema},
+    }
+    answer = httpx.post(url, json=body).json()
+    assert json.loads(answer["candidates"][0]["content"]["parts"][0]["text"]) == {
+        "next_speaker": "user"
+    }
+    assert not script.started.is_set()

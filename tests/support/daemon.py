@@ -20,6 +20,8 @@ from typing import Any
 
 import httpx
 
+from openbus.daemon import web_access
+from openbus.daemon.config import load_config
 from tests.support.wait import wait_until
 
 
@@ -91,6 +93,14 @@ class RunningDaemon:
         if check and result.returncode != 0:
             raise AssertionError(f"openbus {' '.join(args)} failed: {result.stderr}")
         return result
+
+    def web_url(self) -> str:
+        """The web page's address this start printed (with its secret)."""
+        config = load_config(str(self.config_path))
+        return web_access.login_url(config, web_access.read_secret(config))
+
+    def web_base(self) -> str:
+        return web_access.base_url(load_config(str(self.config_path)))
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
@@ -188,7 +198,12 @@ def start_daemon(
     state = tmp / "state"
     sock = tmp / "run" / "daemon.sock"
     sections: dict[str, dict[str, Any]] = {
-        "daemon": {"listen": f"127.0.0.1:{port}", "socket": str(sock), "state_dir": str(state)},
+        "daemon": {
+            "listen": f"127.0.0.1:{port}",
+            "socket": str(sock),
+            "state_dir": str(state),
+            "web_listen": f"127.0.0.1:{free_port()}",
+        },
     }
     for name, values in (extra or {}).items():
         sections.setdefault(name, {}).update(values)

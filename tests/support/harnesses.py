@@ -46,7 +46,13 @@ STUB_API_KEY = "sk-ant-api03-stub-0123456789abcdefghijklmnopqrstuvwxyz"
 STUB_OPENAI_KEY = "sk-stub-openai-0123456789"
 CODEX_MODEL = "stub-model"
 # The npm package and the binary of each harness a pin can name.
-PACKAGES = {"claude": "@anthropic-ai/claude-code", "codex": "@openai/codex"}
+PACKAGES = {
+    "claude": "@anthropic-ai/claude-code",
+    "codex": "@openai/codex",
+    "opencode": "opencode-ai",
+    "gemini": "@google/gemini-cli",
+    "omp": "@oh-my-pi/pi-coding-agent",
+}
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,15 @@ protocols for the real harnesses to run full turns against it:
 * the Anthropic Messages API (``HEAD /``, ``POST /v1/messages``, streamed as SSE), which is
   what Claude Code calls, including its JSON "title" side call (``output_config.format`` with a
   ``json_schema``; answered with JSON built from the schema, never consuming a script);
-* the OpenAI Responses API (``POST /v1/responses``, streamed as SSE), which is what Codex calls.
+* the OpenAI Responses API (``POST /v1/responses``, streamed as SSE), which is what Codex calls;
+* the OpenAI Chat Completions API (``POST /v1/chat/completions``, streamed as SSE chunks ending
+  ``[DONE]``), what OpenCode (an ``@ai-sdk/openai-compatible`` provider) and omp (an
+  ``openai-completions`` model) call; a request without tools whose system text asks for a
+  title is a title side call;
+* Gemini's ``POST /v1beta/models/MODEL:streamGenerateContent?alt=sse`` (and the unstreamed
+  ``:generateContent`` side calls, answered from their ``responseJsonSchema`` /
+  ``responseSchema`` without consuming a script, plus ``:countTokens``), what Gemini CLI calls
+  when ``GOOGLE_GEMINI_BASE_URL`` points here.
 
 It also serves a minimal MCP endpoint (``/mcp``, streamable HTTP, JSON responses only) with a
 few test tools, so a test can make a harness call an MCP tool without the real daemon.
@@ -43,7 +51,7 @@ from typing import Any, Literal
 
 import pytest
 
-Api = Literal["anthropic", "openai"]
+Api = Literal["anthropic", "openai", "chat", "gemini"]
 Kind = Literal["turn", "title", "mcp", "other"]
 
 ANTHROPIC_MODEL = "claude-opus-4-8"
@@ -161,6 +169,10 @@ def _tool_names(tools: list[Any]) -> Iterator[str]:
             for inner in tool.get("tools") or []:
                 if isinstance(inner, dict) and "name" in inner:
                     yield f"{tool.get('name')}__{inner['name']}"
+        elif isinstance(tool.get("functionDeclarations"), list):  # Gemini
+            for inner in tool["functionDeclarations"]:
+                if isinstance(inner, dict) and "name" in inner:
+                    yield str(inner["name"])
         elif "name" in tool:
             yield str(tool["name"])
         elif isinstance(tool.get("function"), dict):
@@ -247,6 +259,57 @@ def _openai_turn_input(body: dict[str, Any]) -> tuple[str, list[tuple[str, str]]
     return prompt, results
 
 
+def _chat_turn_input(body: dict[str, Any]) -> tuple[str, list[tuple[str, str]]]:
+    messages = body.get("messages") or []
+    results: list[tuple[str, str]] = []
+    for message in reversed(messages):
+        if isinstance(message, dict) and message.get("role") == "tool":
+            results.append((str(message.get("tool_call_id")), _text_of(message.get("content"))))
+        else:
+            break
+    results.reverse()
+    prompt = ""
+    for message in reversed(messages):
+        if isinstance(message, dict) and message.get("role") == "user":
+            prompt = _prompt_text(message.get("content"))
+            if prompt:
+                break
+    return prompt, results
+
+
+def _chat_is_title(body: dict[str, Any]) -> bool:
+    """OpenCode's and omp's title side calls: no tools, a system text about a title."""
+    if body.get("tools"):
+        return False
+    system = " ".join(
+        _text_of(m.get("content"))
+        for m in body.get("messages") or []
+        if isinstance(m, dict) and m.get("role") == "system"
+    )
+    return "title" in system.lower()
+
+
+def _gemini_turn_input(body: dict[str, Any]) -> tuple[str, list[tuple[str, str]]]:
+    """(latest user text, [(call id or name, response JSON)] of the last user content)."""
+    contents = body.get("contents") or []
+    results: list[tuple[str, str]] = []
+    if contents and isinstance(contents[-1], dict):
+        for part in contents[-1].get("parts") or []:
+            answer = part.get("functionResponse") if isinstance(part, dict) else None
+            if isinstance(answer, dict):
+                key = str(answer.get("id") or answer.get("name"))
+                results.append((key, json.dumps(answer.get("response"))))
+    prompt = ""
+    for content in reversed(contents):
+        if not isinstance(content, dict) or content.get("role") != "user":
+            continue
+        parts = [p for p in content.get("parts") or [] if isinstance(p, dict) and "text" in p]
+        prompt = _prompt_text(parts)
+        if prompt:
+            break
+    return prompt, results
+
+
 def _example_of(schema: Any) -> Any:
     """A value valid for a (simple) JSON schema, for the title side call."""
     if not isinstance(schema, dict):
@@ -258,6 +321,8 @@ def _example_of(schema: Any) -> Any:
     kind = schema.get("type")
     if isinstance(kind, list):
         kind = next((k for k in kind if k != "null"), "string")
+    if isinstance(kind, str):
+        kind = kind.lower()  # Gemini's responseSchema spells types in capitals
     if kind == "object" or "properties" in schema:
         props = schema.get("properties") or {}
         return {name: _example_of(sub) for name, sub in props.items()}
@@ -506,6 +571,10 @@ class _StubHandler(BaseHTTPRequestHandler):
             self._anthropic(body)
         elif path == "/v1/responses" and isinstance(body, dict):
             self._openai(body)
+        elif path == "/v1/chat/completions" and isinstance(body, dict):
+            self._chat(body)
+        elif ":" in path and path.startswith("/v1beta/models/") and isinstance(body, dict):
+            self._gemini(path.rsplit(":", 1)[1], body)
         else:
             self._record(body, None, "other")
             self._send_json(404, {"error": {"type": "not_found", "message": path}})
@@ -684,6 +753,103 @@ class _StubHandler(BaseHTTPRequestHandler):
             },
         }
         self._event("response.completed", {"type": "response.completed", "response": done})
+
+    # ---- OpenAI Chat Completions
+
+    def _data(self, payload: Any) -> None:
+        text = payload if isinstance(payload, str) else json.dumps(payload)
+        self.wfile.write(f"data: {text}\n\n".encode())
+        self.wfile.flush()
+
+    def _chat(self, body: dict[str, Any]) -> None:
+        prompt, results = _chat_turn_input(body)
+        script: Script | None = None
+        override: Step | None = None
+        if _chat_is_title(body):
+            self._record(body, "chat", "title", prompt=prompt)
+            override = Reply(self.stub.title)
+        else:
+            tool_results = [t for _, t in results]
+            self._record(body, "chat", "turn", prompt=prompt, tool_results=tool_results)
+            script = self.stub._script_for("chat", prompt, results)
+        chunk_id = self.stub._next_id("chatcmpl-")
+        model = body.get("model")
+
+        def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> None:
+            choice = {"index": 0, "delta": delta, "finish_reason": finish}
+            self._data(
+                {
+                    "id": chunk_id,
+                    "object": "chat.completion.chunk",
+                    "created": 0,
+                    "model": model,
+                    "choices": [choice],
+                    **extra,
+                }
+            )
+
+        self._start_sse()
+        chunk({"role": "assistant", "content": ""})
+        step = override or self.stub._plan(script, lambda: self._comment("keepalive"))
+        if isinstance(step, CallTool):
+            call_id = self.stub._next_id("call_")
+            assert script is not None
+            self.stub._register_call(call_id, script)
+            function = {"name": step.name, "arguments": json.dumps(step.args)}
+            call = {"index": 0, "id": call_id, "type": "function", "function": function}
+            chunk({"tool_calls": [call]})
+            finish = "tool_calls"
+        else:
+            assert isinstance(step, Reply)
+            chunk({"content": step.text})
+            finish = "stop"
+        usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+        chunk({}, finish, usage=usage)
+        self._data("[DONE]")
+
+    # ---- Gemini generateContent
+
+    def _gemini(self, method: str, body: dict[str, Any]) -> None:
+        if method == "countTokens":
+            self._record(body, "gemini", "other")
+            self._send_json(200, {"totalTokens": 10})
+            return
+        prompt, results = _gemini_turn_input(body)
+        config = body.get("generationConfig") or {}
+        schema = config.get("responseJsonSchema") or config.get("responseSchema")
+        usage = {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15}
+        if method != "streamGenerateContent":  # side calls (next speaker, routing, titles)
+            self._record(body, "gemini", "title", prompt=prompt)
+            answer = _example_of(schema) if schema is not None else self.stub.title
+            if isinstance(answer, dict) and "title" in answer:
+                answer["title"] = self.stub.title
+            text = answer if isinstance(answer, str) else json.dumps(answer)
+            candidate = {"content": {"role": "model", "parts": [{"text": text}]}}
+            self._send_json(
+                200,
+                {
+                    "candidates": [{**candidate, "finishReason": "STOP", "index": 0}],
+                    "usageMetadata": usage,
+                },
+            )
+            return
+        self._record(body, "gemini", "turn", prompt=prompt, tool_results=[t for _, t in results])
+        script = self.stub._script_for("gemini", prompt, results)
+        self._start_sse()
+        step = self.stub._plan(script, lambda: self._comment("keepalive"))
+        if isinstance(step, CallTool):
+            call_id = self.stub._next_id("call_")
+            assert script is not None
+            self.stub._register_call(call_id, script)
+            self.stub._register_call(step.name, script)  # older versions answer by name only
+            part: dict[str, Any] = {
+                "functionCall": {"id": call_id, "name": step.name, "args": step.args}
+            }
+        else:
+            assert isinstance(step, Reply)
+            part = {"text": step.text}
+        candidate = {"content": {"role": "model", "parts": [part]}, "finishReason": "STOP"}
+        self._data({"candidates": [{**candidate, "index": 0}], "usageMetadata": usage})
 
     # ---- MCP (streamable HTTP, JSON responses)
 

@@ -100,15 +100,25 @@ class World:
 
     async def agent(self, name: str, preset: Preset | None = Preset.COLLABORATE) -> Agent:
         argv, control = self.fake_argv(name)
-        pane = self.server.new_window(argv)
+        return await self.adopt(name, self.server.new_window(argv), control, preset)
+
+    async def adopt(
+        self,
+        name: str,
+        pane: str,
+        control: Path,
+        preset: Preset | None = Preset.COLLABORATE,
+        timeout: float = 15,
+    ) -> Agent:
+        """The agent in ``pane`` once it is idle in the directory, granted ``preset``."""
         entry = await self.until(
-            lambda: self._idle_entry(pane), f"{name}'s pane idle in the directory"
+            lambda: self._idle_entry(pane), f"{name}'s pane idle in the directory", timeout
         )
         principal = actor = None
         if preset is not None:
             grants = self.services.grants
             principal, _token, mint = grants.mint(
-                harness="claude", owner=self.user, preset=preset, launcher=None
+                harness=entry.harness, owner=self.user, preset=preset, launcher=None
             )
             attach = grants.attach_pane(
                 principal, pane, entry.process.pid, str(entry.process.start), entry.incarnation

@@ -13,6 +13,7 @@ from openbus.daemon.screens import ClaudeStatus, Evidence, parse
 HERE = Path(__file__).parent
 SETS = ("cases", "captured")
 CHECKED = ("state", "composer_empty", "title", "pr_links")
+MENU_KEYS = ("menu_question", "menu_options", "menu_detail_contains")
 
 
 def _cases() -> list[tuple[str, Path]]:
@@ -64,7 +65,7 @@ def test_screen_reads_as_expected(case_id: str, screen: Path) -> None:
     assert meta.exists(), f"{case_id}: no expected JSON beside the screen ({meta.name})"
     doc = json.loads(meta.read_text(encoding="utf-8"))
     expect: dict[str, Any] = doc.get("expect") or {
-        k: v for k, v in doc.items() if k in (*CHECKED, "summary_contains")
+        k: v for k, v in doc.items() if k in (*CHECKED, *MENU_KEYS, "summary_contains")
     }
     reading = parse(screen.read_text(encoding="utf-8", errors="replace"), _evidence(doc, screen))
     got = reading.to_dict()
@@ -73,6 +74,20 @@ def test_screen_reads_as_expected(case_id: str, screen: Path) -> None:
             assert got[key] == expect[key], (
                 f"{case_id}: {key} is {got[key]!r}, expected {expect[key]!r}"
             )
+    menu = got["menu"]
+    if "menu_question" in expect:
+        assert menu is not None, f"{case_id}: no menu read"
+        assert menu["question"] == expect["menu_question"], f"{case_id}: {menu}"
+    if "menu_options" in expect:
+        assert menu is not None, f"{case_id}: no menu read"
+        options = [[o["key"], o["label"]] for o in menu["options"]]
+        assert options == expect["menu_options"], f"{case_id}: options {options}"
+    if "menu_detail_contains" in expect:
+        assert menu is not None and expect["menu_detail_contains"] in menu["detail"], (
+            f"{case_id}: detail {menu}"
+        )
+    if got["state"] != "menu":
+        assert menu is None, f"{case_id}: a menu outside the menu state"
     if "summary_contains" in expect:
         assert expect["summary_contains"] in reading.summary, (
             f"{case_id}: summary {reading.summary!r}"

@@ -183,6 +183,24 @@ def test_a_pane_process_is_detected_again_after_it_execs(server: TmuxServer) -> 
     wait_until(lambda: probe.detect(pid).harness == "shell", what="the exec'd shell detected")
 
 
+def test_a_harness_a_wrapper_script_starts_a_moment_later_is_detected_below_it(
+    server: TmuxServer, tmp_path: Path
+) -> None:
+    # ``sh -c`` keeps the pane's foreground group and runs its last command as a child: the
+    # pane reads unknown (a launcher, not a shell) until the harness starts, then the harness.
+    screens = tmp_path / "screens"
+    screens.mkdir()
+    harness = " ".join(server.fake_harness("opencode", screens))
+    pane = server.new_window(["sh", "-c", f"read go; {harness}; true"])
+    pid = int(server.run("display-message", "-p", "-t", pane, "#{pane_pid}").strip())
+    probe = ProcessProbe()
+    wait_until(lambda: "sh" in probe_comm(pid), what="the wrapper shell")
+    assert probe.detect(pid).harness == "unknown"
+    server.keys(pane, "Enter")
+    wait_until(lambda: probe.detect(pid).harness == "opencode", what="the harness below it")
+    assert probe.detect(pid).process.pid != pid
+
+
 def probe_comm(pid: int) -> str:
     with open(f"/proc/{pid}/comm") as f:
         return f.read()
@@ -197,6 +215,10 @@ def probe_comm(pid: int) -> str:
         (["node", "/x/@openai/codex/bin/codex.js", "resume"], "node", "codex"),
         (["opencode"], "opencode", "opencode"),
         (["omp"], "omp", "omp"),
+        (["bun", "/x/node_modules/@oh-my-pi/pi-coding-agent/dist/cli.js"], "omp", "omp"),
+        (["bun", "/x/node_modules/@oh-my-pi/pi-coding-agent/dist/cli.js"], "bun", "omp"),
+        (["/x/node_modules/.bin/opencode"], "opencode", "opencode"),
+        (["node", "/x/node_modules/.bin/gemini", "-m", "m"], "node", "gemini"),
         (["node", "/usr/bin/gemini"], "node", "gemini"),
         (["-bash"], "bash", "shell"),
         (["/usr/bin/fish"], "fish", "shell"),

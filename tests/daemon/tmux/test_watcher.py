@@ -167,10 +167,11 @@ def test_a_pane_respawned_with_kill_is_a_new_incarnation_without_waiting_for_a_s
 def test_a_wrapper_that_execs_the_harness_is_read_as_the_harness_once_it_has(
     server: TmuxServer, tmp_path: Path, launch: str, same_process: bool
 ) -> None:
-    """A launcher that sets up the environment and then ``exec``s the agent: first a shell,
-    then the harness for the rest of the pane's life. A script tmux runs under ``sh -c``
-    execs in a child (the harness is a process of its own: a new incarnation); ``sh -c`` with
-    ``exec`` keeps the pid and start time (the same incarnation, its harness now known)."""
+    """A launcher that sets up the environment and then ``exec``s the agent: first unknown,
+    then the harness for the rest of the pane's life (never a shell for good). A script tmux
+    runs under ``sh -c`` execs in a child (the harness is a process of its own: a new
+    incarnation); ``sh -c`` with ``exec`` keeps the pid and start time (the same incarnation,
+    its harness now known)."""
     claude = " ".join(server.fake_harness("claude", CASES, "claude-idle"))
     setup = "export AGENT_READY=1; echo setting up; read go"
     if launch == "script":
@@ -182,8 +183,9 @@ def test_a_wrapper_that_execs_the_harness_is_read_as_the_harness_once_it_has(
         pane = server.new_window(["sh", "-c", f"{setup}; exec {claude}"])
 
     async def scenario(d: Directory, w: Watcher) -> None:
-        await until(lambda: panes(d).get(pane, {}).get("harness") == "shell", "the wrapper")
+        await until(lambda: "setting up" in panes(d).get(pane, {}).get("summary", ""), "setup")
         first = panes(d)[pane]["incarnation"]
+        assert panes(d)[pane]["harness"] == "unknown"  # a launcher, not a shell to type at
         server.keys(pane, "go", "Enter")
         await until(lambda: panes(d)[pane]["harness"] == "claude", "the exec'd harness")
         await until(lambda: panes(d)[pane]["state"] == "idle", "claude idle")
