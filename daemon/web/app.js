@@ -20,9 +20,12 @@ const OWN_READS = new Set([
   "audit.follow",
   "human.follow",
   "messages.list",
+  "sessions.families",
 ]);
 // Records after which the Connect presets may have changed.
 const CONNECT_CHANGES = /^(connect\.|launch$|policy\.|principal\.|grant)/;
+// Records after which a session may have a new child.
+const FAMILY_CHANGES = /^session\.(start|launch)$/;
 
 const $ = (id) => document.getElementById(id);
 const state = {
@@ -374,6 +377,14 @@ async function refreshFamilies() {
   state.families = (found && found.children) || {};
 }
 
+function familyChanged() {
+  state.familiesKey = null;
+  if (!state.panes.length) return;
+  followFamilies()
+    .then(render)
+    .catch((error) => showError(error.message));
+}
+
 // Read the families when the listed panes change, and once more at the next frame (a new
 // child's pane can show before its start is committed).
 async function followFamilies() {
@@ -498,7 +509,7 @@ function asking() {
   return state.panes.filter((p) => p.state === "menu" && p.menu && p.menu.options.length);
 }
 
-function paneName(pane) {
+function menuPaneName(pane) {
   return pane.title || pane.window?.name || pane.command || pane.pane;
 }
 
@@ -521,7 +532,7 @@ function menuItem(pane) {
       h("span", { class: "mono", text: pane.pane })),
     h("p", { class: "card-summary" },
       h("button", { type: "button", class: "linkish", onclick: () => openDetail(pane.pane) },
-        paneName(pane))),
+        menuPaneName(pane))),
     h("p", { class: "question", text: menu.question }),
     menu.detail ? h("p", { class: "menu-detail mono", text: menu.detail }) : null,
     h(
@@ -565,7 +576,7 @@ function badge(count) {
 function tell(asks) {
   const items = [
     ...asks.map((p) => [`menu:${p.pane}:${p.menu.fingerprint}`,
-      `${paneName(p)} (${p.pane}) asks`, p.menu.question]),
+      `${menuPaneName(p)} (${p.pane}) asks`, p.menu.question]),
     ...state.cards.map((c) => [`card:${c.id}`, `${c.kind.replace(/_/g, " ")} card`, c.summary]),
   ];
   const first = state.seen === null;
@@ -675,6 +686,7 @@ function addRecords(records) {
     state.audit.push(record);
     state.auditAfter = record.seq;
     if (CONNECT_CHANGES.test(record.action)) state.needConnections = true;
+    if (FAMILY_CHANGES.test(record.action)) familyChanged();
   }
   if (state.audit.length > AUDIT_MAX) state.audit = state.audit.slice(-AUDIT_MAX);
   renderAudit();
