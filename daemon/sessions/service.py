@@ -588,7 +588,7 @@ class SessionTools(Feature):
 
         return write
 
-    async def _until_ready(self, pane: str, incarnation: str) -> str:
+    async def _until_ready(self, pane: str, incarnation: str, principal: str | None) -> str:
         """Wait until the new child is ready for its brief (``brief_ready``); what the wait
         ended on: ``ready``, ``gone`` (messaging then cancels the brief) or ``timed out``."""
         deadline = time.monotonic() + BRIEF_READY_SECONDS
@@ -601,7 +601,8 @@ class SessionTools(Feature):
                 return "gone"
             status = entry.status.status if entry.status is not None else None
             still = self.clock.now() - entry.last_activity
-            if brief_ready(entry.state, entry.reading.composer_empty, status, still):
+            listed = principal is not None and self.launch.has_listed_tools(principal)
+            if brief_ready(entry.state, entry.reading.composer_empty, status, still, listed):
                 return "ready"
             if time.monotonic() >= deadline:
                 return "timed out"
@@ -609,7 +610,9 @@ class SessionTools(Feature):
 
     async def _send_brief(self, pending: Pending) -> None:
         start = pending.start
-        ready = await self._until_ready(str(start.result["pane"]), str(start.result["incarnation"]))
+        ready = await self._until_ready(
+            str(start.result["pane"]), str(start.result["incarnation"]), start.child
+        )
         if ready != "ready":
             log.info(
                 "start %s: the child was not seen ready (%s); briefing anyway", start.id, ready

@@ -242,6 +242,8 @@ def test_a_child_is_ready_for_its_brief_only_idle_empty_and_settled() -> None:
     assert brief_ready("idle", True, None, settled)
     assert brief_ready("idle", True, "idle", 0.0)  # its own status says it waits for input
     assert not brief_ready("idle", True, None, settled / 2)  # just drawn: not settled
+    assert brief_ready("idle", True, None, 0.0, tools_listed=True)  # its harness is up
+    assert not brief_ready("busy", True, None, settled, tools_listed=True)
     assert not brief_ready("idle", True, "busy", settled)  # its status says it is working
     assert not brief_ready("idle", True, "waiting", settled)
     assert not brief_ready("idle", False, None, settled)  # text in the composer
