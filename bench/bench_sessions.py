@@ -10,6 +10,13 @@ The cold first read of the whole file is printed beside them. Target: ours p50 <
 ``list_sessions`` (``limit`` 200) and ``list_panes`` are called alternately over the mcp SDK by
 one Collaborate agent of the real daemon (a subprocess) whose tmux server holds 200 panes the
 directory takes for Claude Code. Target: ``list_sessions`` p50 <= 1.2x ``list_panes``'.
+
+``start_session`` until the child is idle and its brief typed (the brief's message
+``delivered``), by an agent the human let start sessions, against the same work done by hand:
+the human's ``launch`` of the same launcher, then the agent's one ``send_message`` to the new
+pane (the pair approved) until ``delivered``. The daemon is composed in-process over a real
+tmux server; the launcher runs the fake agent TUI the session tests use (drawn like Claude
+Code, no status file, so the brief also waits its settle). Target: ours p50 <= 1.2x.
 """
 
 from __future__ import annotations
@@ -28,16 +35,26 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from bench.bench_history import percentile
 from bench.bench_mcp import PANES, WARMUP, _tmux, _token
+from openbus.daemon import compose
+from openbus.daemon.config import parse_config
+from openbus.daemon.core.audit import AuditDraft
+from openbus.daemon.core.consent import Approval, ApprovalKind
 from openbus.daemon.history.replies import ReplyReader
 from openbus.daemon.mcp.masking import Masker
+from openbus.kernel.clock import SystemClock, SystemRandom
+from tests.daemon.sessions.conftest import child_argv, make_repo
+from tests.daemon.sessions.test_service import Sessions
 from tests.support.daemon import running_daemon
 from tests.support.mcp_results import tool_data
+from tests.support.tmux import tmux_server
 from tests.support.wait import wait_until
 
 SIZE = 10 * 1024 * 1024
 ROUNDS = 200
 TAIL = 64 * 1024
 LIST_ROUNDS = 200
+START_ROUNDS = 10
+BRIEF = "bench brief: look at the failing test in billing and report back"
 
 
 def _turn(i: int) -> str:
@@ -67,6 +84,7 @@ def tail_floor(path: Path) -> str | None:
 def main() -> int:
     bench_read()
     bench_list()
+    bench_start()
     return 0
 
 
@@ -185,6 +203,87 @@ def bench_list() -> None:
     ratio = ours / peer
     print(
         f"list_sessions {PANES} panes p50 {ours:6.2f} ms  list_panes p50 {peer:6.2f} ms  "
+        f"ratio {ratio:4.2f}x (target <= 1.2x: {'ok' if ratio <= 1.2 else 'MISSED'})"
+    )
+
+
+# ------------------------------------------------------------------ start_session to briefed
+
+
+def _typed(w: Sessions, text: str) -> bool:
+    received = w.root / "child" / "control" / "received"
+    return received.exists() and text in received.read_text()
+
+
+async def _starts(w: Sessions) -> tuple[list[float], list[float]]:
+    parent = await w.parent("parent")
+    assert parent.actor is not None
+    await w.gate.run(w.human, "sessions.allow", {"pane": parent.pane})
+    ours: list[float] = []
+    peer: list[float] = []
+    for n in range(START_ROUNDS):
+        started = time.perf_counter()
+        answer = await w.tool(parent, "session.start", prompt=f"{BRIEF} {n}")
+        mid = f"brief-{answer['start']}"
+        text = f"{BRIEF} {n}"
+        await w.until(lambda t=text: _typed(w, t), "the brief typed", timeout=60)  # type: ignore[misc]
+        status = await w.status(parent, mid, wait=50)
+        if status["outcome"] != "delivered":
+            raise RuntimeError(f"the brief was {status['outcome']}: {status}")
+        ours.append(time.perf_counter() - started)
+        w.server.run("kill-pane", "-t", answer["pane"])
+
+        started = time.perf_counter()
+        launched = await w.gate.run(w.human, "launch", {"launcher": "tui", "preset": "collaborate"})
+        pair = w.services.cards.approve(
+            Approval(ApprovalKind.PAIR, parent.principal or "", launched["connect"]["principal"])
+        )
+        w.gate.record(AuditDraft(actor="system", action="bench.pair", outcome="ok"), [pair])
+        mid = f"hand-{n}"
+        await w.send(
+            parent, launched["pane"], f"{BRIEF} {n}", mid, incarnation=launched["incarnation"]
+        )
+        status = await w.status(parent, mid, wait=50)
+        if status["outcome"] != "delivered":
+            raise RuntimeError(f"the message was {status['outcome']}: {status}")
+        peer.append(time.perf_counter() - started)
+        w.server.run("kill-pane", "-t", launched["pane"])
+    return ours, peer
+
+
+def bench_start() -> None:
+    if shutil.which("tmux") is None:
+        print("start_session: tmux is not installed; skipped")
+        return
+    with tempfile.TemporaryDirectory(prefix="bench-starts-") as tmp_name:
+        tmp = Path(tmp_name)
+        make_repo(tmp / "project")
+        argv = child_argv(tmp)
+        with tmux_server(tmp / "tmux") as server:
+            config = parse_config(
+                {
+                    "daemon": {"state_dir": str(tmp / "state"), "socket": str(tmp / "d.sock")},
+                    "tmux": {"socket": str(server.socket)},
+                    "history": {"claude_config_dirs": [], "codex_homes": []},
+                    "sessions": {"max_children": 100, "starts_per_hour": 1000},
+                    "launchers": {"tui": {"harness": "claude", "argv": argv}},
+                },
+                "<bench>",
+            )
+
+            async def run() -> tuple[list[float], list[float]]:
+                daemon = compose.build(config, clock=SystemClock(), random=SystemRandom())
+                await daemon.start()
+                try:
+                    return await _starts(Sessions(daemon, server, tmp))
+                finally:
+                    await daemon.stop()
+
+            ours, peer = asyncio.run(run())
+    p50, f50 = percentile(ours, 50) * 1000, percentile(peer, 50) * 1000
+    ratio = p50 / f50
+    print(
+        f"start_session -> briefed p50 {p50:6.0f} ms  launch + one send p50 {f50:6.0f} ms  "
         f"ratio {ratio:4.2f}x (target <= 1.2x: {'ok' if ratio <= 1.2 else 'MISSED'})"
     )
 

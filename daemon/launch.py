@@ -218,6 +218,11 @@ class LaunchService(Feature):
     def tools_listed(self, principal_id: str) -> None:
         self._listed.setdefault(principal_id, asyncio.Event()).set()
 
+    def has_listed_tools(self, principal_id: str) -> bool:
+        """Whether the agent has been answered a ``tools/list`` (its harness is up)."""
+        listed = self._listed.get(principal_id)
+        return listed is not None and listed.is_set()
+
     def _seen(self, pane: str, pid: int) -> Any:
         """The directory's entry for ``pane`` while it runs the launched process, else None."""
         try:

@@ -31,6 +31,15 @@ outside the family is reachable, and a caller is never its own family.
     (admitted with the "may start sessions" approval: it begins at APPROVED)
 
 BOUND, FAILED, DECLINED, EXPIRED and CANCELLED are final.
+
+**The brief waits for a ready child** (``brief_ready``). A harness draws its idle composer
+before it takes input (Claude Code under load drops an Enter pressed in its first moments),
+and messaging types a message once only, so the brief is not queued at the first idle
+screen: the child must read idle with an empty composer and, when it keeps a live status
+(Claude Code's status file), that status must say idle; without one, it must have listed its
+openbus tools or its screen must have been still for ``BRIEF_SETTLE_SECONDS``. A child that
+never settles gets its brief after ``BRIEF_READY_SECONDS`` anyway, under messaging's own
+idle-only rule.
 """
 
 from __future__ import annotations
@@ -367,6 +376,27 @@ class Start:
         self.state = to
         if reason is not None:
             self.reason = reason
+
+
+BRIEF_SETTLE_SECONDS = 0.5
+BRIEF_READY_SECONDS = 30.0
+
+
+def brief_ready(
+    state: str,
+    composer_empty: bool | None,
+    status: str | None,
+    still_seconds: float,
+    tools_listed: bool = False,
+) -> bool:
+    """Whether a new child is ready for its brief: idle with an empty composer, and either its
+    live status (``None`` when the harness keeps none) idle or, without one, its openbus tools
+    listed (its harness finished starting) or its screen still for the settle time."""
+    if state != "idle" or composer_empty is not True:
+        return False
+    if status is not None:
+        return status == "idle"  # the harness itself says it is waiting for input
+    return tools_listed or still_seconds >= BRIEF_SETTLE_SECONDS
 
 
 def brief_line(text: str) -> str:

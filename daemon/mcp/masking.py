@@ -11,10 +11,18 @@ verification). Regex detectors mask their whole match; the others mask the secre
 report. openbus's own launch tokens (``obk_...``) are masked too, whatever the scanner says.
 Each masked span becomes ``[masked <kind>]``; the kinds found are reported beside the text so
 the reader knows something was taken out.
+
+Most text holds no secret, so each line is first tested cheaply: every detector regex (and
+the keyword and high-entropy scanners' own patterns) is parsed once into the literals one of
+which any match must contain (``needles_of``), and a regex runs on a line only when the
+lowercased line holds one of its needles. Needles holding a shorter one are looked for only
+when that one is there. A line that is not ASCII skips nothing (case-insensitive matching
+reaches ASCII letters from others). The answer is the same as running every detector.
 """
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -22,7 +30,12 @@ from typing import Any
 
 from detect_secrets.plugins import keyword
 from detect_secrets.plugins.base import RegexBasedDetector
+from detect_secrets.plugins.high_entropy_strings import HighEntropyStringsPlugin
 from detect_secrets.settings import default_settings, get_plugins
+
+# the standard library's own regex parser (what ``re.compile`` runs), read for needles only
+_parser: Any = importlib.import_module("re._parser")
+_c: Any = importlib.import_module("re._constants")
 
 OPENBUS_TOKEN = re.compile(r"obk_[A-Za-z0-9_-]{16,}")
 OPENBUS_KIND = "openbus token"
@@ -63,69 +76,144 @@ def _keyword_prefilter() -> re.Pattern[str] | None:
     return re.compile(needle, re.IGNORECASE)
 
 
-_SCOPED_FLAGS = ((re.IGNORECASE, "i"), (re.MULTILINE, "m"), (re.DOTALL, "s"), (re.VERBOSE, "x"))
-_NUMBERED_REFERENCE = re.compile(r"\\[1-9]|\(\?P=|\(\?\(")
+def _needles(items: Any) -> frozenset[str] | None:
+    """Lowercase ASCII literals, at least one of which is in every match of the parsed
+    sequence ``items`` (None when none can be named). A run of literal characters in the
+    sequence is such a set (of one); so is a set of plain characters, a group or a repeat of
+    at least one whose body has one, and an alternation each of whose branches has one (their
+    union). Of those, the set whose shortest needle is longest (then the smallest) is kept.
+    Zero-width items end a run, which only makes the run shorter, so it stays a requirement."""
+    found: list[frozenset[str]] = []
+    run = ""
+    for op, arg in items:
+        if op is _c.LITERAL and arg < 128:
+            run += chr(arg).lower()
+            continue
+        if run:
+            found.append(frozenset({run}))
+            run = ""
+        sub: frozenset[str] | None = None
+        if op is _c.IN and arg and all(o is _c.LITERAL and c < 128 for o, c in arg):
+            sub = frozenset(chr(c).lower() for _, c in arg)  # one of a few characters
+        elif op is _c.SUBPATTERN:
+            sub = _needles(arg[-1])
+        elif op is _c.ATOMIC_GROUP:
+            sub = _needles(arg)
+        elif op in (_c.MAX_REPEAT, _c.MIN_REPEAT, _c.POSSESSIVE_REPEAT) and arg[0] >= 1:
+            sub = _needles(arg[2])
+        elif op is _c.BRANCH:
+            branches = [_needles(branch) for branch in arg[1]]
+            if all(branches):
+                sub = frozenset().union(*(b for b in branches if b))
+        if sub:
+            found.append(sub)
+    if run:
+        found.append(frozenset({run}))
+    return max(found, key=lambda needles: (min(map(len, needles)), -len(needles)), default=None)
 
 
-def _any_of(regexes: Iterable[re.Pattern[str]]) -> re.Pattern[str] | None:
-    """One pattern matching wherever any of ``regexes`` matches (each keeps its own flags).
-
-    Used only as a test before running the detectors one by one: a line it finds nothing in
-    holds no match of any of them (a match of one is a match of the alternation). None when
-    the patterns cannot be combined faithfully (back references, flags that cannot be
-    scoped, a pattern that does not compile inside a group)."""
-    parts = []
-    for regex in regexes:
-        text = regex.pattern
-        flags = regex.flags & ~re.UNICODE
-        if not isinstance(text, str) or _NUMBERED_REFERENCE.search(text):
-            return None
-        letters = ""
-        for flag, letter in _SCOPED_FLAGS:
-            if flags & flag:
-                letters += letter
-                flags &= ~flag
-        if flags:
-            return None
-        tail = "\n" if "x" in letters else ""  # a verbose pattern may end in a # comment
-        parts.append(f"(?{letters}:{text}{tail})" if letters else f"(?:{text})")
+def needles_of(regex: re.Pattern[str]) -> frozenset[str] | None:
+    """What a text must hold (lowercased, one of them) for ``regex`` to match in it: the
+    cheap test that lets a text skip the regex (see ``_needles``). None: no such test."""
     try:
-        return re.compile("|".join(parts))
-    except re.error:
+        return _needles(_parser.parse(regex.pattern, regex.flags))
+    except (re.error, TypeError, ValueError, IndexError, AttributeError):
         return None
+
+
+# (regex, its needles or None): one detector's patterns with their cheap tests
+Patterns = list[tuple[re.Pattern[str], frozenset[str] | None]]
+
+
+def _scanner_needles(plugin: Any, keyword_needles: frozenset[str] | None) -> frozenset[str] | None:
+    """The needles of a detector that is not a regex one: the keyword detector's keyword
+    alternation (``_keyword_prefilter``); a high-entropy detector whose scan is its one
+    quoted-string regex, that regex's; any other, none."""
+    if isinstance(plugin, keyword.KeywordDetector):
+        return keyword_needles
+    if (
+        isinstance(plugin, HighEntropyStringsPlugin)
+        and type(plugin).analyze_string is HighEntropyStringsPlugin.analyze_string
+        and isinstance(getattr(plugin, "regex", None), re.Pattern)
+    ):
+        return needles_of(plugin.regex)
+    return None
+
+
+# (plugin, kind, its regexes for a regex detector else None): what runs on a line
+Detectors = list[tuple[Any, str, list[re.Pattern[str]] | None]]
 
 
 class Masker:
     def __init__(self) -> None:
         with default_settings():
             self._plugins: list[Any] = list(get_plugins())
-        keyword_gate = _keyword_prefilter()
-        # (plugin, kind, regexes for a regex detector else None, a prefilter or None)
-        self._detectors: list[tuple[Any, str, list[Any] | None, re.Pattern[str] | None]] = []
-        for plugin in self._plugins:
+        gate = _keyword_prefilter()
+        keyword_needles = needles_of(gate) if gate is not None else None
+        self._detectors: Detectors = []
+        # (detector, pattern) positions: those no text can skip, and those each needle admits
+        self._always: set[tuple[int, int]] = set()
+        self._admits: dict[str, set[tuple[int, int]]] = {}
+        for d, plugin in enumerate(self._plugins):
             kind = str(getattr(plugin, "secret_type", type(plugin).__name__))
             if isinstance(plugin, RegexBasedDetector):
-                self._detectors.append((plugin, kind, list(plugin.denylist), None))
+                regexes = list(plugin.denylist)
+                self._detectors.append((plugin, kind, regexes))
+                tests = [needles_of(regex) for regex in regexes]
             else:
-                gate = keyword_gate if isinstance(plugin, keyword.KeywordDetector) else None
-                self._detectors.append((plugin, kind, None, gate))
-        self._regex_gate = _any_of(r for _, _, rs, _ in self._detectors for r in rs or ())
+                self._detectors.append((plugin, kind, None))
+                tests = [_scanner_needles(plugin, keyword_needles)]
+            for p, needles in enumerate(tests):
+                if needles is None:
+                    self._always.add((d, p))
+                for needle in needles or ():
+                    self._admits.setdefault(needle, set()).add((d, p))
+        # needles holding no other are tested first; one holding another only when that one is
+        # in the text (a text without "pass" holds no "password")
+        self._roots: dict[str, list[str]] = {}
+        for needle in sorted(self._admits, key=len):
+            root = next((r for r in self._roots if r in needle), None)
+            if root is None:
+                self._roots[needle] = []
+            else:
+                self._roots[root].append(needle)
 
-    def _spans(self, line: str) -> list[tuple[int, int, str]]:
+    def _active(self, text: str) -> Detectors:
+        """The detectors (and of theirs the regexes) that can find anything in ``text``. A
+        text that is not ASCII skips nothing, as case-insensitive matching can reach an ASCII
+        letter from one that is not."""
+        if not text.isascii():
+            return self._detectors
+        low = text.lower()
+        keep = set(self._always)
+        for root, longer in self._roots.items():
+            if root in low:
+                keep |= self._admits[root]
+                for needle in longer:
+                    if needle in low:
+                        keep |= self._admits[needle]
+        out: Detectors = []
+        for d, (plugin, kind, regexes) in enumerate(self._detectors):
+            if regexes is None:
+                if (d, 0) in keep:
+                    out.append((plugin, kind, None))
+                continue
+            kept = [regex for p, regex in enumerate(regexes) if (d, p) in keep]
+            if kept:
+                out.append((plugin, kind, kept))
+        return out
+
+    @staticmethod
+    def _spans(line: str, detectors: Detectors) -> list[tuple[int, int, str]]:
         spans = [(m.start(), m.end(), OPENBUS_KIND) for m in OPENBUS_TOKEN.finditer(line)]
-        regex_hit = self._regex_gate is None or self._regex_gate.search(line) is not None
-        for plugin, kind, regexes, gate in self._detectors:
+        for plugin, kind, regexes in detectors:
             if regexes is not None:
-                if not regex_hit:
-                    continue
                 for regex in regexes:
                     spans.extend(
                         (m.start(), m.end(), kind)
                         for m in regex.finditer(line)
                         if m.end() > m.start()
                     )
-                continue
-            if gate is not None and gate.search(line) is None:
                 continue
             for value in plugin.analyze_string(line):
                 if not value:
@@ -136,8 +224,8 @@ class Masker:
                     start = line.find(value, start + len(value))
         return spans
 
-    def mask_line(self, line: str) -> tuple[str, set[str]]:
-        spans = self._spans(line)
+    def mask_line(self, line: str, detectors: Detectors | None = None) -> tuple[str, set[str]]:
+        spans = self._spans(line, self._active(line) if detectors is None else detectors)
         if not spans:
             return line, set()
         out: list[str] = []

@@ -17,8 +17,9 @@ actions (scope ``spawn``, never human):
   parent, child, launcher, folder, worktree and what allowed it; the spawned-by tag (table
   ``spawns``) and the parent->child pair approval are written in that call's transaction, so
   a child never exists untagged. The brief is then sent as a message from the parent
-  (``message.send``): typed at the child's first idle through the one keystroke path, under
-  the daemon's provenance line naming the parent.
+  (``message.send``) once the child is ready for it (``core.sessions.brief_ready``: idle,
+  empty composer, Claude Code's status idle, screen still for a short settle), typed through
+  the one keystroke path, under the daemon's provenance line naming the parent.
 * ``session.list``: live agent panes (and with ``status`` ended sessions from the history
   index) without the caller; outside the family only harness, folder and state; the caller's
   pending starts; the launchers ``session.start`` accepts.
@@ -54,6 +55,7 @@ from openbus.daemon.core.actions import Action
 from openbus.daemon.core.actors import SYSTEM
 from openbus.daemon.core.consent import Approval, ApprovalKind, Card, CardState, Tier
 from openbus.daemon.core.sessions import (
+    BRIEF_READY_SECONDS,
     Family,
     SpawnLedger,
     SpawnLimits,
@@ -64,6 +66,7 @@ from openbus.daemon.core.sessions import (
     TrustMark,
     admit,
     brief_line,
+    brief_ready,
     cut,
     full_access,
     worktree_name,
@@ -100,6 +103,7 @@ MAX_WAIT_SECONDS = 50.0
 REPLY_BYTES = 16 * 1024
 MAX_BRIEF_CHARS = 32 * 1024
 POLL_SECONDS = 0.25
+READY_POLL_SECONDS = 0.05
 MAX_LIST = 200
 KEPT_STARTS = 1000
 AGENT_HARNESSES = ("claude", "codex", "opencode", "omp", "gemini")
@@ -584,8 +588,35 @@ class SessionTools(Feature):
 
         return write
 
+    async def _until_ready(self, pane: str, incarnation: str, principal: str | None) -> str:
+        """Wait until the new child is ready for its brief (``brief_ready``); what the wait
+        ended on: ``ready``, ``gone`` (messaging then cancels the brief) or ``timed out``."""
+        deadline = time.monotonic() + BRIEF_READY_SECONDS
+        while True:
+            try:
+                entry = self.directory.entry(pane)
+            except OpenbusError:
+                return "gone"
+            if entry.incarnation != incarnation or entry.ended:
+                return "gone"
+            status = entry.status.status if entry.status is not None else None
+            still = self.clock.now() - entry.last_activity
+            listed = principal is not None and self.launch.has_listed_tools(principal)
+            if brief_ready(entry.state, entry.reading.composer_empty, status, still, listed):
+                return "ready"
+            if time.monotonic() >= deadline:
+                return "timed out"
+            await asyncio.sleep(READY_POLL_SECONDS)
+
     async def _send_brief(self, pending: Pending) -> None:
         start = pending.start
+        ready = await self._until_ready(
+            str(start.result["pane"]), str(start.result["incarnation"]), start.child
+        )
+        if ready != "ready":
+            log.info(
+                "start %s: the child was not seen ready (%s); briefing anyway", start.id, ready
+            )
         try:
             parent = self.grants.get(start.parent)
             answer = await self.gate.run(
@@ -598,7 +629,11 @@ class SessionTools(Feature):
                     "message_id": f"brief-{start.id}",
                 },
             )
-            start.result["brief"] = {"message_id": answer["message_id"], "outcome": "queued"}
+            start.result["brief"] = {
+                "message_id": answer["message_id"],
+                "outcome": "queued",
+                "child": ready,
+            }
         except OpenbusError as exc:
             start.result["brief"] = {"outcome": "refused", "reason": exc.message}
             log.warning("the brief of start %s was refused: %s", start.id, exc.message)

@@ -20,9 +20,12 @@ const OWN_READS = new Set([
   "audit.follow",
   "human.follow",
   "messages.list",
+  "sessions.families",
 ]);
 // Records after which the Connect presets may have changed.
 const CONNECT_CHANGES = /^(connect\.|launch$|policy\.|principal\.|grant)/;
+// Records after which a session may have a new child.
+const FAMILY_CHANGES = /^session\.(start|launch)$/;
 
 const $ = (id) => document.getElementById(id);
 const state = {
@@ -43,6 +46,8 @@ const state = {
   busy: new Set(),
   errors: new Map(), // an error shown beside the control that caused it, by item
   seen: null, // Needs-you items already seen (null until the first load: no notifications)
+  families: {}, // child pane -> the pane of the session that started it (GET /api/sessions)
+  familiesKey: null, // the panes listed when the families were last read
 };
 const DESKTOP = window.matchMedia("(min-width: 900px)");
 
@@ -365,9 +370,95 @@ function paneCard(pane) {
   );
 }
 
+// ---- session families: children under their parent, the family on a pane's detail ----
+
+async function refreshFamilies() {
+  const found = await api("GET", "/api/sessions");
+  state.families = (found && found.children) || {};
+}
+
+function familyChanged() {
+  state.familiesKey = null;
+  if (!state.panes.length) return;
+  followFamilies()
+    .then(render)
+    .catch((error) => showError(error.message));
+}
+
+// Read the families when the listed panes change, and once more at the next frame (a new
+// child's pane can show before its start is committed).
+async function followFamilies() {
+  const key = state.panes.map((p) => p.pane).join(" ");
+  if (key === state.familiesKey && !state.familiesAgain) return;
+  state.familiesAgain = key !== state.familiesKey;
+  state.familiesKey = key;
+  await refreshFamilies();
+}
+
+// The panes with each child right after its parent (then that child's own children), and
+// how deep each sits; a child whose parent is not listed stays where it is.
+function familyOrder(panes) {
+  const listed = new Set(panes.map((p) => p.pane));
+  const under = new Map();
+  for (const pane of panes) {
+    const parent = state.families[pane.pane];
+    if (parent && listed.has(parent)) {
+      if (!under.has(parent)) under.set(parent, []);
+      under.get(parent).push(pane);
+    }
+  }
+  const out = [];
+  const seen = new Set();
+  const visit = (pane, depth) => {
+    if (seen.has(pane.pane)) return;
+    seen.add(pane.pane);
+    out.push([pane, depth]);
+    for (const child of under.get(pane.pane) || []) visit(child, depth + 1);
+  };
+  for (const pane of panes) {
+    const parent = state.families[pane.pane];
+    if (!parent || !listed.has(parent)) visit(pane, 0);
+  }
+  for (const pane of panes) visit(pane, 0); // a loop of parents: shown flat
+  return out;
+}
+
+function familyCard(pane, depth) {
+  const card = paneCard(pane);
+  if (depth > 0) {
+    card.classList.add("child");
+    card.style.setProperty("--depth", String(depth));
+    card.querySelector(".meta").append(
+      h("span", { class: "child-of", text: `child of ${state.families[pane.pane]}` }),
+    );
+  }
+  return card;
+}
+
+function familyMember(row, relation) {
+  const label = row.pane || row.principal;
+  return h(
+    "li",
+    { class: "small", dataset: { relation } },
+    `${relation} `,
+    row.pane
+      ? h("button", { type: "button", class: "linkish mono", onclick: () => openDetail(row.pane) }, label)
+      : h("span", { class: "mono", text: label }),
+    ` ${[row.harness, row.state].filter(Boolean).join(", ")}`,
+  );
+}
+
+function familySection(family) {
+  if (!family || (!family.parent && !(family.children || []).length)) return null;
+  const members = [];
+  if (family.parent) members.push(familyMember(family.parent, "Started by"));
+  for (const child of family.children || []) members.push(familyMember(child, "Started"));
+  return [h("h3", { text: "Family" }), h("ul", { class: "family" }, members)];
+}
+
 function renderFleet() {
   const list = $("panes");
-  list.replaceChildren(...state.panes.map(paneCard));
+  list.replaceChildren(...familyOrder(state.panes).map(([pane, depth]) => familyCard(pane, depth)));
   $("panes-count").textContent = String(state.panes.length);
   $("panes-empty").hidden = state.panes.length > 0;
 }
@@ -418,7 +509,7 @@ function asking() {
   return state.panes.filter((p) => p.state === "menu" && p.menu && p.menu.options.length);
 }
 
-function paneName(pane) {
+function menuPaneName(pane) {
   return pane.title || pane.window?.name || pane.command || pane.pane;
 }
 
@@ -441,7 +532,7 @@ function menuItem(pane) {
       h("span", { class: "mono", text: pane.pane })),
     h("p", { class: "card-summary" },
       h("button", { type: "button", class: "linkish", onclick: () => openDetail(pane.pane) },
-        paneName(pane))),
+        menuPaneName(pane))),
     h("p", { class: "question", text: menu.question }),
     menu.detail ? h("p", { class: "menu-detail mono", text: menu.detail }) : null,
     h(
@@ -485,7 +576,7 @@ function badge(count) {
 function tell(asks) {
   const items = [
     ...asks.map((p) => [`menu:${p.pane}:${p.menu.fingerprint}`,
-      `${paneName(p)} (${p.pane}) asks`, p.menu.question]),
+      `${menuPaneName(p)} (${p.pane}) asks`, p.menu.question]),
     ...state.cards.map((c) => [`card:${c.id}`, `${c.kind.replace(/_/g, " ")} card`, c.summary]),
   ];
   const first = state.seen === null;
@@ -595,6 +686,7 @@ function addRecords(records) {
     state.audit.push(record);
     state.auditAfter = record.seq;
     if (CONNECT_CHANGES.test(record.action)) state.needConnections = true;
+    if (FAMILY_CHANGES.test(record.action)) familyChanged();
   }
   if (state.audit.length > AUDIT_MAX) state.audit = state.audit.slice(-AUDIT_MAX);
   renderAudit();
@@ -755,6 +847,7 @@ function renderDetail() {
     h("dl", { class: "fields" }, rows.map(([k, v]) => [h("dt", { text: k }), h("dd", { text: String(v) })])),
     pane.pr_links && pane.pr_links.length ? h("p", { class: "prs" }, prLinks(pane.pr_links)) : null,
     pane.harness === "shell" ? null : connectToggle(listed),
+    familySection(pane.family),
     h("h3", { text: "Messages" }),
     messageList("Sent", messages.sent || [], "sent"),
     messageList("Received", messages.received || [], "received"),
@@ -766,7 +859,7 @@ function renderDetail() {
         h("li", { class: "small" }, `${clock(e.time)} ${e.text || e.kind}`)),
     ),
   ];
-  $("detail-body").replaceChildren(...parts.filter(Boolean));
+  $("detail-body").replaceChildren(...parts.flat().filter(Boolean));
   const form = $("type-form");
   form.hidden = !AGENTS.has(pane.harness) || pane.state === "exited";
   const ready = pane.state === "idle" && pane.composer_empty === true;
@@ -852,7 +945,7 @@ function render() {
   const errors = [...state.errors];
   const unavailable = [...state.unavailable.entries()];
   redraw("cards", [state.cards, asking(), errors], renderCards);
-  redraw("fleet", [state.panes, connections, unavailable, errors], renderFleet);
+  redraw("fleet", [state.panes, connections, unavailable, errors, state.families], renderFleet);
   redraw(
     "detail",
     [state.detail, state.detailData, connections, unavailable, state.panes, errors],
@@ -884,6 +977,7 @@ async function apply(directory, cards, connections) {
   } else if (state.needConnections || state.ticks % CONNECTIONS_EVERY === 0) {
     await refreshConnections();
   }
+  await followFamilies();
   const now = state.panes.find((p) => p.pane === state.detail);
   // the open pane's detail (its screen) is read again when its screen changed
   if (state.detail && (!state.detailData || !now || now.revision !== moved)) await refreshDetail();

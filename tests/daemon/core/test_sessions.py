@@ -7,6 +7,7 @@ from pathlib import PurePosixPath as P
 import pytest
 
 from openbus.daemon.core.sessions import (
+    BRIEF_SETTLE_SECONDS,
     Family,
     SpawnLedger,
     SpawnLimits,
@@ -16,6 +17,7 @@ from openbus.daemon.core.sessions import (
     Trust,
     TrustMark,
     admit,
+    brief_ready,
     child_preset,
     cut,
     folder_verdict,
@@ -233,3 +235,17 @@ def test_worktree_names_come_from_the_title() -> None:
     assert worktree_name("Pong check!", "s1") == "pong-check"
     assert worktree_name("../..", "s1") == "s1"
     assert worktree_name(None, "child-1") == "child-1"
+
+
+def test_a_child_is_ready_for_its_brief_only_idle_empty_and_settled() -> None:
+    settled = BRIEF_SETTLE_SECONDS
+    assert brief_ready("idle", True, None, settled)
+    assert brief_ready("idle", True, "idle", 0.0)  # its own status says it waits for input
+    assert not brief_ready("idle", True, None, settled / 2)  # just drawn: not settled
+    assert brief_ready("idle", True, None, 0.0, tools_listed=True)  # its harness is up
+    assert not brief_ready("busy", True, None, settled, tools_listed=True)
+    assert not brief_ready("idle", True, "busy", settled)  # its status says it is working
+    assert not brief_ready("idle", True, "waiting", settled)
+    assert not brief_ready("idle", False, None, settled)  # text in the composer
+    assert not brief_ready("idle", None, None, settled)  # composer not seen
+    assert not brief_ready("working", True, None, settled)

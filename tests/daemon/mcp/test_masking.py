@@ -4,10 +4,11 @@ detectors on lines they cannot match change no answer."""
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 
-from openbus.daemon.mcp.masking import Masker
+from openbus.daemon.mcp.masking import Masker, needles_of
 from openbus.daemon.mcp.observe import _find_project
 
 SECRETS = {
@@ -58,15 +59,20 @@ def test_plain_text_comes_back_unchanged(masker: Masker) -> None:
 
 
 def test_the_quick_pre_tests_change_no_answer(masker: Masker) -> None:
-    plain = Masker()
-    plain._regex_gate = None
-    plain._detectors = [(p, kind, regexes, None) for p, kind, regexes, _ in plain._detectors]
-    assert masker._regex_gate is not None  # the pre-tests are in use with this detect-secrets
+    plain = Masker()  # every detector and regex runs on every line
+    plain._always = {
+        (d, p)
+        for d, (_, _, regexes) in enumerate(plain._detectors)
+        for p in range(len(regexes or [0]))
+    }
+    plain._roots = {}
+    assert len(masker._always) < len(plain._always)  # the pre-tests are in use here
     rng = random.Random(7)
     words = " ".join([*SECRETS.values(), *BENIGN]).split()
     lines = [*SECRETS.values(), *BENIGN]
     lines += [" ".join(rng.choices(words, k=rng.randint(1, 12))) for _ in range(300)]
     lines.append("\n".join(SECRETS.values()))
+    lines += [line.upper() for line in lines[:40]] + ["naïve " + line for line in lines[:40]]
     for line in lines:
         assert masker.mask(line) == plain.mask(line), line
 
@@ -96,3 +102,11 @@ def test_found_sessions_are_masked_in_their_text_but_keep_their_ids() -> None:
     assert "ghp_" not in session["title"] and "[masked GitHub Token]" in session["title"]
     assert projected["masked"] == ["GitHub Token"]
     assert "prompts" not in session
+
+
+def test_a_regex_names_the_literals_every_match_must_hold() -> None:
+    assert needles_of(re.compile(r'(?:\s|=|:|"|^)AKC[a-zA-Z0-9]{10,}')) == {"akc"}
+    assert needles_of(re.compile(r"(?:cloudant|token)-\w+")) == {"cloudant", "token"}
+    assert needles_of(re.compile(r"([\'\"])([A-Za-z]+)(\1)")) == {"'", '"'}
+    assert needles_of(re.compile(r"(?:api|)key", re.IGNORECASE)) == {"key"}
+    assert needles_of(re.compile(r"\d{8,10}[a-z]*")) is None  # nothing literal to require

@@ -13,7 +13,9 @@ ends, as Claude Code queues input. Ctrl-U clears the composer; a draft of more t
 shows folded, as Claude Code shows a long paste. Every submitted prompt is appended to the
 control dir's ``received`` file, one JSON string per line, so tests see exactly what was
 submitted and how often. While the control dir holds ``stuck``, Enter is ignored (the composer
-keeps its text, unsubmitted); while it holds ``sticky``, Ctrl-U is ignored too.
+keeps its text, unsubmitted); while it holds ``sticky``, Ctrl-U is ignored too. A ``cold``
+file holding seconds makes Enter ignored for that long after start, as a harness that has
+drawn its idle composer before it takes input.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ class Agent:
         self.busy_until = 0.0
         self.hold = False
         self.queued_enter = False
+        cold = control / "cold"
+        self.cold_until = time.monotonic() + (float(cold.read_text()) if cold.exists() else 0.0)
 
     @property
     def busy(self) -> bool:
@@ -108,7 +112,7 @@ class Agent:
             if pasting:
                 self.composer += "\n" if ch in ("\r", "\n") else ch
             elif ch == "\r":
-                if (self.control / "stuck").exists():
+                if (self.control / "stuck").exists() or time.monotonic() < self.cold_until:
                     continue
                 if self.busy:
                     self.queued_enter = True  # like Claude Code: submitted when the turn ends

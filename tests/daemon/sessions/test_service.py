@@ -6,9 +6,7 @@ the parent's message; the family is all the tools reach; refusals open no pane."
 from __future__ import annotations
 
 import asyncio
-import shutil
 import sqlite3
-import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -21,8 +19,8 @@ from openbus.daemon.core.audit import AuditDraft
 from openbus.kernel.clock import SystemClock, SystemRandom
 from openbus.kernel.errors import Forbidden, NotConnected
 from openbus.kernel.scopes import Preset
-from tests.daemon.messaging.conftest import FAKE_AGENT, Agent, World
-from tests.daemon.sessions.conftest import git, make_repo
+from tests.daemon.messaging.conftest import Agent, World
+from tests.daemon.sessions.conftest import child_argv, git, make_repo
 from tests.support.tmux import TmuxServer, tmux_server
 
 pytestmark = pytest.mark.timeout(120)
@@ -74,11 +72,7 @@ def run(
     tmp_path: Path, server: TmuxServer
 ) -> Callable[[Callable[[Sessions], Awaitable[None]]], None]:
     make_repo(tmp_path / "project")
-    script = tmp_path / "child" / "bin" / "claude"
-    script.parent.mkdir(parents=True)
-    shutil.copy(FAKE_AGENT, script)
-    (tmp_path / "child" / "control").mkdir()
-    child_argv = [sys.executable, str(script), str(tmp_path / "child" / "control")]
+    argv = child_argv(tmp_path)
     config = parse_config(
         {
             "daemon": {"state_dir": str(tmp_path / "state"), "socket": str(tmp_path / "d.sock")},
@@ -89,10 +83,10 @@ def run(
                 "worktrees_root": str(tmp_path / "trees"),
             },
             "launchers": {
-                "tui": {"harness": "claude", "argv": child_argv},
+                "tui": {"harness": "claude", "argv": argv},
                 "yolo": {
                     "harness": "claude",
-                    "argv": [*child_argv, "--dangerously-skip-permissions"],
+                    "argv": [*argv, "--dangerously-skip-permissions"],
                 },
             },
         },
@@ -229,9 +223,34 @@ def test_the_session_tools_are_listed_only_to_a_caller_holding_spawn(run: Any) -
     async def scenario(w: Sessions) -> None:
         names = {"start_session", "list_sessions", "read_session", "send_to_session"}
         tools = w.daemon.mcp.tools
-        collaborate = {t.name for t in tools.listed(w.gate, Preset.COLLABORATE.scopes)}
-        observe = {t.name for t in tools.listed(w.gate, Preset.OBSERVE.scopes)}
+        agent = (await w.parent("parent")).actor
+        assert agent is not None
+        collaborate = {t.name for t in tools.listed(w.gate, agent, Preset.COLLABORATE.scopes)}
+        observe = {t.name for t in tools.listed(w.gate, agent, Preset.OBSERVE.scopes)}
         assert names <= collaborate
         assert not names & observe
+
+    run(scenario)
+
+
+def test_the_brief_waits_for_a_child_that_draws_its_composer_before_it_takes_input(
+    run: Any,
+) -> None:
+    async def scenario(w: Sessions) -> None:
+        # The child ignores Enter for its first moments, as Claude Code under load does.
+        (w.root / "child" / "control" / "cold").write_text("0.3")
+        parent = await w.parent("parent")
+        await w.gate.run(w.human, "sessions.allow", {"pane": parent.pane})
+        answer = await w.tool(parent, "session.start", prompt="Reply with: warm")
+        await w.until(
+            lambda: "brief" in w.daemon.sessions._starts[answer["start"]].start.result,
+            "brief queued",
+        )
+        status = await w.tool(
+            parent, "message.status", message_id=f"brief-{answer['start']}", wait_seconds=20
+        )
+        assert status["outcome"] == "delivered"
+        assert [r for r in child_received(w) if "Reply with: warm" in r] != []
+        assert len(child_received(w)) == 1
 
     run(scenario)

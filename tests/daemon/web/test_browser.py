@@ -3,9 +3,9 @@ fake structured agents (``tests.daemon.mcp.conftest``), reached through a byte f
 
 The browser sees the fleet, each connected pane's Observe or Collaborate icon, turns one
 pane off and sees ``connect.set`` in the audit feed, approves a message card one agent's
-real MCP call raised, reads the sender's messages in the pane detail, sees a refusal as one
-line beside the control, and disconnects everyone. A phone-sized screenshot lands in the
-test's tmp dir.
+real MCP call raised, reads the sender's messages in the pane detail, sees a session that
+agent started listed under it and in its detail's family, sees a refusal as one line beside
+the control, and disconnects everyone. A phone-sized screenshot lands in the test's tmp dir.
 """
 
 from __future__ import annotations
@@ -55,21 +55,28 @@ def fleet(tmp_path: Path) -> Iterator[Fleet]:
 
 
 def send_over_mcp(fleet: Fleet, token: str, target: str, incarnation: str) -> dict[str, Any]:
-    """One agent messages another through the daemon's real MCP endpoint (on its own thread:
-    the browser's sync API owns this one's event loop)."""
+    """One agent messages another through the daemon's real MCP endpoint."""
+    return call_over_mcp(
+        fleet,
+        token,
+        "send_message",
+        {
+            "target": target,
+            "incarnation": incarnation,
+            "text": "please review the parser change",
+            "message_id": "web-1",
+        },
+    )
+
+
+def call_over_mcp(fleet: Fleet, token: str, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+    """One agent's tool call over the daemon's real MCP endpoint (on its own thread: the
+    browser's sync API owns this one's event loop)."""
 
     async def go() -> dict[str, Any]:
         async with mcp_session(fleet, token) as session:
             await session.initialize()
-            result = await session.call_tool(
-                "send_message",
-                {
-                    "target": target,
-                    "incarnation": incarnation,
-                    "text": "please review the parser change",
-                    "message_id": "web-1",
-                },
-            )
+            result = await session.call_tool(tool, args)
         return tool_data(result)
 
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
@@ -157,6 +164,22 @@ def test_the_page_shows_the_fleet_connect_cards_messages_and_audit_in_a_real_bro
         page.locator("#back").click()
         expect(page.locator("#fleet")).to_be_visible()
 
+        # a session A starts is listed under A, and A's detail names it in its family
+        with fleet.daemon.human() as client:
+            client.post("/api/sessions/allow", json={"pane": a["pane"]}).raise_for_status()
+        started = call_over_mcp(fleet, token_a, "start_session", {"prompt": "look around"})
+        child = started.get("result", {}).get("pane")
+        assert child, started
+        expect(page.locator(f'li.pane.child[data-pane="{child}"]')).to_contain_text(
+            f"child of {a['pane']}", timeout=WAIT_MS
+        )
+        pane(a).locator("button.title").click()
+        expect(page.locator('#detail .family li[data-relation="Started"]')).to_contain_text(
+            child, timeout=WAIT_MS
+        )
+        page.locator("#back").click()
+        expect(page.locator("#fleet")).to_be_visible()
+
         # turning one pane off: the icon goes, the feed shows connect.set
         pane(c).locator('button[data-preset="off"]').click()
         expect(pane(c).locator(".indicator svg")).to_have_count(0, timeout=WAIT_MS)
@@ -182,7 +205,7 @@ def test_the_page_shows_the_fleet_connect_cards_messages_and_audit_in_a_real_bro
 
         page.once("dialog", accept)
         page.locator("#disconnect-all").click()
-        expect(page.locator("#notice")).to_contain_text("Disconnected 2 agents", timeout=WAIT_MS)
+        expect(page.locator("#notice")).to_contain_text("Disconnected 3 agents", timeout=WAIT_MS)
         expect(page.locator("li.pane .indicator svg")).to_have_count(0, timeout=WAIT_MS)
         expect(page.locator('#audit-feed li[data-action="connect.disconnect_all"]')).to_be_visible(
             timeout=WAIT_MS
