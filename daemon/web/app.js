@@ -470,7 +470,8 @@ function cardItem(card) {
     act(`card:${card.id}`, async () => {
       await api("POST", `/api/cards/${encodeURIComponent(card.id)}`, { decision });
       notify(decision === "decline" ? "Declined." : "Approved.");
-      await refreshCards();
+      // decided: gone from Needs you at once; the feed's next frame brings the rest (no read)
+      state.cards = state.cards.filter((c) => c.id !== card.id);
       render();
     }, `card:${card.id}`);
   const soon = card.expires - nowServer() < SOON_SECONDS;
@@ -595,11 +596,6 @@ function askToNotify() {
   if (localStorage.getItem("openbus-notify-asked")) return;
   localStorage.setItem("openbus-notify-asked", "1");
   Notification.requestPermission().catch(() => {});
-}
-
-async function refreshCards() {
-  const data = await api("GET", "/api/cards");
-  state.cards = data.cards;
 }
 
 // ---- the audit feed ----
