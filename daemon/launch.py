@@ -336,7 +336,7 @@ class LaunchService(Feature):
                 break
             await asyncio.sleep(POLL_SECONDS)
         with contextlib.suppress(OpenbusError):
-            await self.tmux.set_option(pane, "remain-on-exit", "off")
+            await self.tmux.unset_option(pane, "remain-on-exit")  # back to the window's
         return state
 
     async def _until(self, pane: str, pid: int, wanted: Any, seconds: float) -> bool:

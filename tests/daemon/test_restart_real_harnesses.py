@@ -310,7 +310,7 @@ def test_restore_brings_back_three_connected_claudes_after_the_tmux_server_is_ki
         stray = tmux.run("new-window", "-d", "-P", "-F", "#{pane_id}", "sleep 600").strip()
         assert stray not in connected
         refused = daemon.cli("connect", stray, "--preset", "observe")
-        assert refused.returncode != 0 and "did not launch" in refused.stderr
+        assert refused.returncode != 0 and "runs no coding agent" in refused.stderr
         assert not any(c["pane"] in old_panes - connected for c in connections_of(daemon))
 
 

@@ -16,7 +16,9 @@ def test_every_pins_captures_read_as_captured_and_the_report_says_what_changed(
     out = capsys.readouterr().out
     lines = out.strip().splitlines()
     total = len(lines) - 2  # the header and the tally
-    assert lines[-1] == f"{total}/{total} read right" and total >= 20
+    # every state of a Claude Code or Codex pin, in three sizes; the newer harnesses' fewer
+    least = 20 if pin_id.startswith(("claude-", "codex-")) else 10
+    assert lines[-1] == f"{total}/{total} read right" and total >= least
     assert "WRONG" not in out
     if pin_id == "claude-2.1.332":  # compared with the pin in use, 2.1.197
         assert "screen changed" in out and "idle/True" in out
