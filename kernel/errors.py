@@ -9,6 +9,12 @@ outside the hierarchy is ``InvalidTransition``: a bug in the caller, never sent 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import TypeVar
+
+S = TypeVar("S")
+E = TypeVar("E")
+
 MAX_MESSAGE_CHARS = 500  # what a caller is told; a message quoting its input is cut here
 MAX_FIELD_CHARS = 100
 
@@ -141,3 +147,15 @@ class InvalidTransition(ValueError):
     plain 500 or internal error, audited ``error``). It stays a ``ValueError`` for callers
     that already treat a misuse of the book as one.
     """
+
+
+def along(moves: Mapping[tuple[S, E], S], state: S, event: E, subject: str) -> S:
+    """The state ``event`` takes ``subject`` in ``state`` to, along a state machine's
+    transition table; a move the table does not hold is ``InvalidTransition``."""
+    try:
+        return moves[state, event]
+    except KeyError:
+        name = getattr(event, "value", event)
+        raise InvalidTransition(
+            f"{subject}: no move {name!r} from {getattr(state, 'value', state)}"
+        ) from None

@@ -65,7 +65,7 @@ from typing import TypeAlias
 
 from openbus.daemon.core.message_text import check_message_id, check_text
 from openbus.kernel.clock import Clock
-from openbus.kernel.errors import Conflict, InvalidTransition, Refused
+from openbus.kernel.errors import Conflict, InvalidTransition, Refused, along
 from openbus.kernel.limits import BUILTIN_LIMITS, Limits
 
 ID_TTL_SECONDS = 3600.0
@@ -150,12 +150,7 @@ TYPING_ENDS = _ends(Phase.TYPING)  # delivered, unconfirmed
 
 def _next(message: Message, event: Event) -> Phase:
     """The phase ``event`` takes ``message`` to, along ``MOVES``; else ``InvalidTransition``."""
-    try:
-        return MOVES[message.phase, event]
-    except KeyError:
-        raise InvalidTransition(
-            f"message {message.message_id}: no move {event.value!r} from {message.phase.value}"
-        ) from None
+    return along(MOVES, message.phase, event, f"message {message.message_id}")
 
 
 def _move(message: Message, event: Event) -> None:

@@ -40,7 +40,7 @@ import json
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from openbus.kernel.errors import InvalidTransition
+from openbus.kernel.errors import along
 
 CARD_SUMMARY = "Restart this agent to connect it?"
 EXIT_COMMANDS = {"claude": "/exit", "codex": "/quit"}
@@ -118,9 +118,7 @@ class RestartRecord:
         return self.step is not Step.CLOSED
 
     def advance(self, event: Event, **changes: Any) -> RestartRecord:
-        target = MOVES.get((self.step, event))
-        if target is None:
-            raise InvalidTransition(f"restart of {self.pane}: no move {event} from {self.step}")
+        target = along(MOVES, self.step, event, f"restart of {self.pane}")
         if event is Event.FAIL:
             changes.setdefault("failed_at", self.step)
         return replace(self, step=target, **changes)

@@ -31,7 +31,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-from openbus.kernel.errors import BadRequest, InvalidTransition
+from openbus.kernel.errors import BadRequest, along
 
 MAX_REQUEST_CHARS = 8000
 
@@ -77,10 +77,7 @@ MOVES: dict[tuple[RequestState, RequestEvent], RequestState] = {
 
 def move(state: RequestState, event: RequestEvent) -> RequestState:
     """The state ``event`` takes a request in ``state`` to; else ``InvalidTransition``."""
-    try:
-        return MOVES[(state, event)]
-    except KeyError:
-        raise InvalidTransition(f"a {state.value} request cannot take {event.value}") from None
+    return along(MOVES, state, event, "a request")
 
 
 def may(state: RequestState, event: RequestEvent) -> bool:
