@@ -13,7 +13,7 @@ import pytest
 
 from tests.support.daemon import RunningDaemon, running_daemon
 
-pytest_plugins = ["pytester", "tests.support.require"]
+pytest_plugins = ["pytester", "tests.support.require", "tests.support.fixtures"]
 
 
 @pytest.fixture

@@ -16,8 +16,6 @@ import json
 import os
 import signal
 import sqlite3
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,31 +32,11 @@ from tests.support.harnesses import (
     submit_prompt,
     wait_for_codex_ready,
 )
-from tests.support.stub_model import StubModel, call_tool, reply, running_stub_model
-from tests.support.tmux import TmuxServer, tmux_server
+from tests.support.stub_model import StubModel, call_tool, reply
+from tests.support.tmux import TmuxServer
 from tests.support.wait import wait_until
 
 pytestmark = [pytest.mark.harness, pytest.mark.timeout(300)]
-
-
-@pytest.fixture
-def stub() -> Iterator[StubModel]:
-    with running_stub_model() as model:
-        yield model
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    path = tmp_path / "project"
-    path.mkdir()
-    subprocess.run(["git", "init", "-q", str(path)], check=True)
-    return path
-
-
-@pytest.fixture
-def tmux(tmp_path: Path) -> Iterator[TmuxServer]:
-    with tmux_server(tmp_path / "tmux") as server:
-        yield server
 
 
 def cli_json(daemon: RunningDaemon, *args: str) -> Any:

@@ -9,8 +9,6 @@ draft gets it only once the draft is gone; one whose pane is replaced never gets
 from __future__ import annotations
 
 import json
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,31 +24,11 @@ from tests.support.harnesses import (
     submit_prompt,
     wait_for_codex_ready,
 )
-from tests.support.stub_model import StubModel, call_tool, hold, reply, running_stub_model
-from tests.support.tmux import TmuxServer, tmux_server
+from tests.support.stub_model import StubModel, call_tool, hold, reply
+from tests.support.tmux import TmuxServer
 from tests.support.wait import wait_until
 
 pytestmark = [pytest.mark.harness, pytest.mark.timeout(240)]
-
-
-@pytest.fixture
-def stub() -> Iterator[StubModel]:
-    with running_stub_model() as model:
-        yield model
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    path = tmp_path / "project"
-    path.mkdir()
-    subprocess.run(["git", "init", "-q", str(path)], check=True)
-    return path
-
-
-@pytest.fixture
-def tmux(tmp_path: Path) -> Iterator[TmuxServer]:
-    with tmux_server(tmp_path / "tmux") as server:
-        yield server
 
 
 def claude_launcher(claude: ClaudeHarness) -> dict[str, Any]:
