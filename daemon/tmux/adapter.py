@@ -248,9 +248,16 @@ class Tmux:
         finally:
             await client.close()
 
-    def attach_argv(self, session_id: str, *, output: bool = True) -> list[str]:
+    def attach_argv(
+        self, session_id: str, *, output: bool = True, then: Sequence[Sequence[str]] = ()
+    ) -> list[str]:
+        """A control client's argv; ``then`` are commands tmux runs right after the attach, as
+        that client (one sent on its stdin may beat the attach and fail: "no current client")."""
         flags = "ignore-size" if output else "ignore-size,no-output"
-        return [*self.base_argv(), "-C", "attach-session", "-E", "-f", flags, "-t", session_id]
+        argv = [*self.base_argv(), "-C", "attach-session", "-E", "-f", flags, "-t", session_id]
+        for command in then:
+            argv += [";", *command]
+        return argv
 
     async def _read_command(self, *args: str) -> list[str]:
         client = self.control

@@ -25,7 +25,8 @@ again, output before it is on the captured screen). A pause whose answer has not
 by the capture marks the pane dirty again when it does. ``on``/``off`` are never used: on
 tmux 3.3a, toggling them under load crashes the server.
 
-Each client also subscribes (``refresh-client -B``) to its session's panes' process and dead
+Each client also subscribes (``refresh-client -B``, on its attach command line: sent on
+its stdin it can beat the attach and fail) to its session's panes' process and dead
 flag: tmux checks a subscription once a second and announces a change
 (``%subscription-changed``), so a pane whose process died (remain-on-exit) or was replaced
 (``respawn-pane -k``) has its metadata re-read and is captured within about a second, without
@@ -81,7 +82,8 @@ SHAPE_FORMAT = "\x1f".join(
 )
 
 # What each client subscribes to for every pane of its session (``%*``): its process and dead flag.
-PROCESS_SUBSCRIPTION = "openbus-process:%*:#{pane_pid}:#{pane_dead}"
+# Run by tmux right after the attach (on the attach's command line), as the new client.
+SUBSCRIBE = ("refresh-client", "-B", "openbus-process:%*:#{pane_pid}:#{pane_dead}")
 
 STRUCTURE_EVENTS = frozenset(
     {
@@ -293,12 +295,14 @@ class Watcher:
             if session in self._clients:
                 continue
             client = ControlClient(
-                self.tmux.attach_argv(session), self.tmux.env, self._on_event, label=session
+                self.tmux.attach_argv(session, then=[SUBSCRIBE]),
+                self.tmux.env,
+                self._on_event,
+                label=session,
             )
             self._clients[session] = client  # before the await: no second client for it
             try:
                 await client.start()
-                client.send_quietly([f"refresh-client -B {quote(PROCESS_SUBSCRIPTION)}"])
             except (OSError, ConnectionError):
                 log.exception("could not start a tmux control client")
                 self._clients.pop(session, None)
