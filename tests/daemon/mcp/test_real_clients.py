@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +20,8 @@ from tests.support.harnesses import (
     make_codex,
     submit_prompt,
 )
-from tests.support.stub_model import StubModel, call_tool, hold, reply, running_stub_model
-from tests.support.tmux import TmuxServer, tmux_server
+from tests.support.stub_model import StubModel, call_tool, hold, reply
+from tests.support.tmux import TmuxServer
 from tests.support.wait import wait_until
 
 pytestmark = [pytest.mark.harness, pytest.mark.timeout(180)]
@@ -41,12 +40,6 @@ def calls(stub: StubModel, *extra: Any) -> Any:
 
 
 @pytest.fixture
-def stub() -> Iterator[StubModel]:
-    with running_stub_model() as model:
-        yield model
-
-
-@pytest.fixture
 def project(tmp_path: Path) -> Path:
     path = tmp_path / "project"
     path.mkdir()
@@ -56,12 +49,6 @@ def project(tmp_path: Path) -> Path:
         check=True,
     )
     return path
-
-
-@pytest.fixture
-def tmux(tmp_path: Path) -> Iterator[TmuxServer]:
-    with tmux_server(tmp_path / "tmux") as server:
-        yield server
 
 
 def daemon_with(tmp_path: Path, tmux: TmuxServer, launchers: dict[str, dict[str, Any]]) -> Any:

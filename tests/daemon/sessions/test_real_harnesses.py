@@ -11,7 +11,6 @@ the folders anyone trusts is refused, and creates no card, pane or worktree."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,25 +33,13 @@ from tests.support.harnesses import (
     submit_prompt,
     wait_for_codex_ready,
 )
-from tests.support.stub_model import StubModel, call_tool, reply, running_stub_model
-from tests.support.tmux import TmuxServer, tmux_server
+from tests.support.stub_model import StubModel, call_tool, reply
+from tests.support.tmux import TmuxServer
 
 pytestmark = [pytest.mark.harness, pytest.mark.timeout(300)]
 
 PONG = "pong from the child session"
 KEY = "AKIAIOSFODNN7EXAMPLE"  # the shape of an AWS access key id (AWS's documented example)
-
-
-@pytest.fixture
-def stub() -> Iterator[StubModel]:
-    with running_stub_model() as model:
-        yield model
-
-
-@pytest.fixture
-def tmux(tmp_path: Path) -> Iterator[TmuxServer]:
-    with tmux_server(tmp_path / "tmux") as server:
-        yield server
 
 
 class Parent:
