@@ -16,7 +16,7 @@
   actions on the gate and each leaves an audit record. Expunge removes the entry and its
   transcript file(s).
 * ``history`` alone prints where the index is, its size and sources, and which harnesses are
-  not indexed yet (OpenCode, Gemini CLI).
+  not indexed yet (OpenCode).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from openbus.daemon.history.sources import Sources
 from openbus.kernel.clock import SystemClock
 from openbus.kernel.errors import BadRequest
 
-PENDING_NOTE = "not indexed yet: OpenCode, Gemini CLI"
+PENDING_NOTE = "not indexed yet: OpenCode"
 
 
 def _open(config: Config) -> HistoryIndex:
@@ -55,6 +55,7 @@ def _status(args: argparse.Namespace, config: Config) -> int:
             "claude_config_dirs": [str(p) for p in index.sources.claude_dirs],
             "codex_homes": [str(p) for p in index.sources.codex_homes],
             "omp_agent_dirs": [str(p) for p in index.sources.omp_dirs],
+            "gemini_dirs": [str(p) for p in index.sources.gemini_dirs],
             "pending_harnesses": list(PENDING_HARNESSES),
         }
     finally:
@@ -68,6 +69,7 @@ def _status(args: argparse.Namespace, config: Config) -> int:
                 "claude config dirs: " + (", ".join(d["claude_config_dirs"]) or "none"),
                 "codex homes: " + (", ".join(d["codex_homes"]) or "none"),
                 "omp agent dirs: " + (", ".join(d["omp_agent_dirs"]) or "none"),
+                "gemini dirs: " + (", ".join(d["gemini_dirs"]) or "none"),
                 PENDING_NOTE,
                 "verbs: reindex, push, search, get, expunge (openbus history VERB --help)",
             ]
@@ -139,7 +141,7 @@ def _entry_line(e: dict[str, Any]) -> str:
 def _search_text(data: dict[str, Any]) -> str:
     results = data.get("results", [])
     if not results:
-        return "no matching sessions (Claude Code, Codex and omp are indexed)"
+        return "no matching sessions (Claude Code, Codex, omp and Gemini CLI are indexed)"
     return "\n".join(_entry_line(e) for e in results)
 
 
@@ -209,7 +211,8 @@ def register(sub: Any) -> None:
     history = sub.add_parser(
         "history",
         help="search and manage the index of past agent sessions",
-        description="The index of past agent sessions (Claude Code, Codex, omp). " + PENDING_NOTE,
+        description="The index of past agent sessions (Claude Code, Codex, omp, Gemini CLI). "
+        + PENDING_NOTE,
     )
     add_common(history)
     history.set_defaults(handler=_status)
