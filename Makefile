@@ -1,5 +1,5 @@
-# openbus: two commands. `make run` starts the daemon in local mode; `make test` installs
-# everything the tests need and runs the gates and the suite.
+# openbus: two commands. `make run` installs the runtime and starts the daemon in local mode;
+# `make test` installs everything the tests need and runs the gates and the suite.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -25,16 +25,25 @@ required = $(filter $(1),$(subst $(comma), ,$(OPENBUS_REQUIRE)))
 # $(call or_skip,PART,WHAT): after a failed install of PART, fail if it is required, else go on
 or_skip = { echo "$(2); $(if $(call required,$(1)),OPENBUS_REQUIRE names $(1): failing,the tests that need it will skip and say why)"; $(if $(call required,$(1)),exit 1,true); }
 
-.PHONY: run test lint types layers unit wheel-check harnesses harness-bump system-deps bench clean
+.PHONY: run openbus test lint types layers unit wheel-check harnesses harness-bump system-deps bench clean
 
-$(VENV)/.installed: pyproject.toml
+# The runtime alone (what `make run` needs), and the runtime with the test extras.
+$(VENV)/.runtime: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e .
+	touch $@
+
+$(VENV)/.installed: $(VENV)/.runtime
 	$(PY) -m pip install -q -e '.[test]'
 	touch $@
 
-run: $(VENV)/.installed
+run: $(VENV)/.runtime
 	$(VENV)/bin/openbus serve
+
+# `make openbus ARGS="directory --json"`: the CLI without putting .venv/bin on PATH
+openbus: $(VENV)/.runtime
+	@$(VENV)/bin/openbus $(ARGS)
 
 system-deps:
 	@command -v tmux >/dev/null 2>&1 || { apt-get update -q && apt-get install -y -q tmux; }

@@ -217,6 +217,17 @@ class Cards:
         ).fetchone()
         return row is not None
 
+    def withdraw(self, approval: Approval) -> Write:
+        """The human takes one standing approval back."""
+
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "DELETE FROM approvals WHERE kind = ? AND subject = ? AND object = ?",
+                (approval.kind.value, approval.subject, approval.object),
+            )
+
+        return write
+
     def forget_principal(self, principal: str) -> Write:
         """Approvals die with either party's grant (the pair lives for the recipient's life)."""
 

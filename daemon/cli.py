@@ -7,8 +7,10 @@ line naming what went wrong and exit non-zero; no traceback reaches the user.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
 
 from openbus.daemon import (
     cli_ask,
@@ -46,10 +48,18 @@ def _serve(args: argparse.Namespace, config: Config) -> int:
     return 0  # not reached: serve replaces the process
 
 
+def _version() -> str:
+    try:
+        return version("openbus")
+    except PackageNotFoundError:  # run from a tree that was never installed
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="openbus", description="The daemon beside your tmux fleet of coding agents."
     )
+    parser.add_argument("--version", action="version", version=f"openbus {_version()}")
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
     sub.required = True
     p = sub.add_parser("serve", help="run the daemon (gunicorn, one worker)")
@@ -68,16 +78,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         handler: Handler = args.handler
         return handler(args, config)
     except ConfigError as exc:
-        print(f"openbus: config error: {exc.message}", file=sys.stderr)
+        _report(args, exc, f"config error: {exc.message}")
         return EXIT_USAGE
     except OpenbusError as exc:
         where = f" ({exc.field})" if exc.field else ""
-        print(f"openbus: {exc.message}{where}", file=sys.stderr)
+        _report(args, exc, exc.message + where)
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
         return 0
+
+
+def _report(args: argparse.Namespace, exc: OpenbusError, line: str) -> None:
+    """An error as one line on stderr; under ``--json`` as the API's one error shape on
+    stdout (where a script reads the answer), so the output is JSON either way."""
+    if getattr(args, "json", False):
+        json.dump(exc.to_dict(), sys.stdout, sort_keys=True)
+        sys.stdout.write("\n")
+    else:
+        print(f"openbus: {line}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 dispatcher (direct to the one matching pane) or to control; ``--wait`` waits for what it
 causes until control answers, at most 50 s. ``openbus thread [REQUEST]``: the
 requester's thread, or one request and every entry it caused. ``openbus control start``: the
-control session in tmux session ``control``, unless it already runs."""
+control session in tmux session ``control``, unless it already runs. ``openbus control
+allow-panes [--off]``: "control may open panes" (windows, resumed sessions) without a card."""
 
 from __future__ import annotations
 
@@ -92,6 +93,17 @@ def _control(args: argparse.Namespace, config: Config) -> int:
     return 0
 
 
+def _allow_panes(args: argparse.Namespace, config: Config) -> int:
+    client = DaemonClient(config)
+    try:
+        data = client.request("POST", "/api/control/allow-panes", json={"allow": not args.off})
+    finally:
+        client.close()
+    allowed = data["control_may_open_panes"]
+    emit(args, data, lambda d: "control may open panes" + ("" if allowed else ": no longer"))
+    return 0
+
+
 def register(sub: Any) -> None:
     p = sub.add_parser("ask", help="a request to the fleet: to the one matching pane, or control")
     add_common(p)
@@ -109,3 +121,9 @@ def register(sub: Any) -> None:
     start = verbs.add_parser("start", help="start the control session unless it runs")
     add_common(start)
     start.set_defaults(handler=_control)
+    allow = verbs.add_parser(
+        "allow-panes", help="let control open windows and resume sessions without a card"
+    )
+    allow.add_argument("--off", action="store_true", help="take the approval back")
+    add_common(allow)
+    allow.set_defaults(handler=_allow_panes)

@@ -15,6 +15,7 @@ from urllib.parse import quote
 from openbus.daemon.cli_common import add_common, emit
 from openbus.daemon.client import DaemonClient
 from openbus.daemon.config import Config
+from openbus.daemon.core.names import composer_words, event_words
 
 
 def _ago(then: float | None, now: float) -> str:
@@ -96,7 +97,7 @@ def format_pane(p: dict[str, Any], now: float | None = None) -> str:
         ("incarnation", p.get("incarnation")),
         ("harness", p.get("harness")),
         ("state", p.get("state")),
-        ("composer", _composer(p.get("composer_empty"))),
+        ("composer", composer_words(p.get("composer_empty"))),
         ("title", p.get("title") or "-"),
         ("summary", p.get("summary") or "-"),
         ("session", f"{p.get('session')}  window {window.get('index')} ({window.get('name')})"),
@@ -113,11 +114,7 @@ def format_pane(p: dict[str, Any], now: float | None = None) -> str:
         lines.append("events:")
         for event in events[-12:]:
             when = time.strftime("%H:%M:%S", time.localtime(event.get("time", 0)))
-            kind = event.get("kind")
-            if "from" in event or "to" in event:
-                lines.append(f"  {when}  {kind}: {event.get('from')} -> {event.get('to')}")
-            else:
-                lines.append(f"  {when}  {kind}")
+            lines.append(f"  {when}  {event.get('text') or event_words(event)}")
     family = p.get("family") or {}
     if family.get("parent"):
         lines.append(f"started by: {family['parent'].get('pane') or family['parent']['principal']}")
@@ -130,7 +127,7 @@ def format_pane(p: dict[str, Any], now: float | None = None) -> str:
         if items:
             lines.append(f"messages {direction}:")
             for m in items[-12:]:
-                peer = m.get("recipient") if direction == "sent" else m.get("sender")
+                peer = m.get("recipient_name") if direction == "sent" else m.get("sender_name")
                 lines.append(f"  {m.get('message_id')}  {m.get('outcome')}  {peer or ''}".rstrip())
     return "\n".join(lines)
 

@@ -14,7 +14,9 @@
   instead of stdin, for scripts.
 * ``history search``, ``history get`` and ``history expunge`` go through the daemon: they are
   actions on the gate and each leaves an audit record. Expunge removes the entry and its
-  transcript file(s).
+  transcript file(s), only once confirmed at a terminal or given ``--yes``, and says what it
+  removed; ``get`` takes a unique prefix of the session id; a search made while the index is
+  being refreshed says so.
 * ``history`` alone prints where the index is, its size and sources, and which harnesses are
   not indexed yet (OpenCode).
 """
@@ -111,12 +113,21 @@ def _push_body(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _push(args: argparse.Namespace, config: Config) -> int:
-    data = DaemonClient(config).request("POST", "/api/history/push", json=_push_body(args))
+    body = _push_body(args)
+    data = DaemonClient(config).request("POST", "/api/history/push", json=body)
     emit(
         args,
         data,
         lambda d: "\n".join(f"indexed {x['harness']} {x['session_id']}" for x in d["indexed"]),
     )
+    if not data["indexed"]:
+        what = body.get("transcript_path") or (body.get("hook") or {}).get("transcript_path")
+        where = f" from {what}" if what else ""
+        print(
+            f"openbus: nothing indexed{where}: the transcript holds no session yet",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 
@@ -140,9 +151,10 @@ def _entry_line(e: dict[str, Any]) -> str:
 
 def _search_text(data: dict[str, Any]) -> str:
     results = data.get("results", [])
+    note = f"\nnote: {data['refreshing']}" if data.get("refreshing") else ""
     if not results:
-        return "no matching sessions (Claude Code, Codex, omp and Gemini CLI are indexed)"
-    return "\n".join(_entry_line(e) for e in results)
+        return "no matching sessions (Claude Code, Codex, omp and Gemini CLI are indexed)" + note
+    return "\n".join(_entry_line(e) for e in results) + note
 
 
 def _search(args: argparse.Namespace, config: Config) -> int:
@@ -176,25 +188,32 @@ def _get(args: argparse.Namespace, config: Config) -> int:
     return 0
 
 
+def _expunge_text(d: dict[str, Any]) -> str:
+    files = len(d["removed"])
+    head = (
+        f"expunged {d['harness']} {d['session_id']}: its index entry and "
+        f"{files} transcript file{'' if files == 1 else 's'}"
+    )
+    return head + "".join(f"\nremoved {p}" for p in d["removed"])
+
+
 def _expunge(args: argparse.Namespace, config: Config) -> int:
-    if not args.yes and sys.stdin.isatty():
-        answer = input(
-            f"remove {args.harness} session {args.session_id} and its transcript? [y/N] "
-        )
+    what = f"{args.harness} session {args.session_id}"
+    if not args.yes:
+        if not sys.stdin.isatty():
+            raise BadRequest(
+                f"expunge deletes {what}'s transcript for good: confirm at a terminal, or pass "
+                "--yes",
+                field="yes",
+            )
+        answer = input(f"delete {what}: its index entry and its transcript file(s)? [y/N] ")
         if answer.strip().lower() not in ("y", "yes"):
             print("nothing removed", file=sys.stderr)
             return 1
     data = DaemonClient(config).request(
         "DELETE", f"/api/history/sessions/{args.harness}/{args.session_id}"
     )
-    emit(
-        args,
-        data,
-        lambda d: (
-            f"expunged {d['harness']} {d['session_id']}"
-            + "".join(f"\nremoved {p}" for p in d["removed"])
-        ),
-    )
+    emit(args, data, _expunge_text)
     return 0
 
 
@@ -233,9 +252,9 @@ def register(sub: Any) -> None:
 
     p = _sub(hs, "get", _get, "one session's full entry")
     p.add_argument("harness", metavar="HARNESS")
-    p.add_argument("session_id", metavar="ID")
+    p.add_argument("session_id", metavar="ID", help="the session id, or a unique prefix of it")
 
     p = _sub(hs, "expunge", _expunge, "remove a session's entry and its transcript (audited)")
     p.add_argument("harness", metavar="HARNESS")
     p.add_argument("session_id", metavar="ID")
-    p.add_argument("--yes", action="store_true", help="do not ask")
+    p.add_argument("--yes", action="store_true", help="do not ask (for scripts)")

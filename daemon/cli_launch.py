@@ -11,14 +11,27 @@ from openbus.daemon.cli_common import add_common, emit
 from openbus.daemon.client import DaemonClient
 from openbus.daemon.config import Config
 
+# The launch waits for the agent's first state and, for a connected TUI given a prompt, for
+# its tools/list (each bounded at 30 s by the daemon): more than the default client timeout.
+LAUNCH_TIMEOUT = 120.0
+
 
 def _text(data: dict[str, Any]) -> str:
     lines = [f"{data['pane']} {data['incarnation']}"]
+    state = data.get("state")
+    lines.append(
+        f"state: {state}"
+        if state and state != "unknown"
+        else "state: not read yet (the agent has drawn nothing openbus recognises)"
+    )
     connect = data.get("connect") or {}
     if connect.get("connected"):
         lines.append(f"connected: {data['preset']} as {connect.get('actor')}")
     elif connect.get("reason"):
         lines.append(f"not connected: {connect['reason']}")
+    prompt = data.get("prompt")
+    if prompt:
+        lines.append(f"prompt: {prompt}")
     return "\n".join(lines)
 
 
@@ -31,7 +44,7 @@ def _launch(args: argparse.Namespace, config: Config) -> int:
         body["cwd"] = os.getcwd()
     if args.prompt is not None:
         body["prompt"] = args.prompt
-    data = DaemonClient(config).request("POST", "/api/launch", json=body)
+    data = DaemonClient(config, timeout=LAUNCH_TIMEOUT).request("POST", "/api/launch", json=body)
     emit(args, data, _text)
     return 0
 

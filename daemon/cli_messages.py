@@ -8,17 +8,18 @@ from typing import Any
 from openbus.daemon.cli_common import add_common, emit
 from openbus.daemon.client import DaemonClient
 from openbus.daemon.config import Config
+from openbus.daemon.core.names import hop_words
 
 
 def _line(direction: str, row: dict[str, Any]) -> str:
-    other = (
-        row["recipient_pane"] if direction == "to" else (row.get("sender_pane") or row["sender"])
-    )
+    other = row.get("recipient_name") if direction == "to" else row.get("sender_name")
+    other = other or (row["recipient_pane"] if direction == "to" else row.get("sender_pane"))
     reason = f"  ({row['reason']})" if row.get("reason") else ""
     card = f"  card {row['card']}" if row.get("card") and row["outcome"] == "queued" else ""
+    words = row.get("hop_words") or hop_words(int(row.get("hop") or 0))
     return (
-        f"  {direction} {other:<6} {row['message_id']:<20} {row['outcome']:<11} "
-        f"hop {row['hop']}  {row.get('preview', '')}{card}{reason}"
+        f"  {direction} {other}  {row['message_id']}  {row['outcome']}, {words}  "
+        f"{row.get('preview', '')}{card}{reason}"
     )
 
 

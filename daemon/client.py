@@ -21,6 +21,7 @@ _BY_CODE: dict[str, type[errors.OpenbusError]] = {
         errors.NotFound,
         errors.Conflict,
         errors.Refused,
+        errors.LaunchFailed,
         errors.Unavailable,
         errors.AuditUnavailable,
     )

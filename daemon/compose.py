@@ -42,11 +42,13 @@ from openbus.daemon.agent_users import AgentUsers
 from openbus.daemon.audit.shipper import Exporter
 from openbus.daemon.audit_export import AuditExport
 from openbus.daemon.config import Config
+from openbus.daemon.control.charter import CHARTER
 from openbus.daemon.control.mcp_tools import CONTROL_TOOLS
 from openbus.daemon.control.service import ControlService
 from openbus.daemon.directory_service import DirectoryFeature, register_pane_detail
 from openbus.daemon.feature import Feature, Housekeeping
 from openbus.daemon.foundation import CardExpiry, Foundation, PolicyWatch
+from openbus.daemon.grants import CONTROL_ROLE
 from openbus.daemon.history.service import HistoryService, open_index
 from openbus.daemon.human_feed import HumanFeed
 from openbus.daemon.launch import LaunchService, LiveTokens
@@ -174,6 +176,7 @@ def build(
         connect=base.connect,
         tmux=directory.tmux,
         directory=directory.directory,
+        owners=owners,
         pool=AgentUsers.from_config(config, clock),
     )
     restarts = Restarts(
@@ -230,6 +233,7 @@ def build(
         owners=owners,
         messaging=messaging,
         launch=launch,
+        resumer=resumer,
         config=config,
         clock=clock,
         db=base.db,
@@ -262,6 +266,7 @@ def build(
         launches=launch,
         refusals=base.refusals,
         clock=clock,
+        role_instructions={CONTROL_ROLE: CHARTER},
     )
     features = (
         *sweeps,

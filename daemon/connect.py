@@ -3,10 +3,12 @@
 An agent holding a token (a structured launcher with a preset other than off) is set here at
 once. Turning an agent Off revokes its principal (seed 000: "Off invalidates the token at the
 daemon"): the token is refused from then on, and setting the pane back to Observe does not
-bring it back. Connecting an agent launched without a token, or one whose token was revoked,
-needs a new token: the registered ``on_unconnected`` handler (restart-to-connect) answers,
-raising its card or refusing with the reason; with none registered the refusal says how to
-launch it connected. A grant above
+bring it back. Connecting an agent that holds no token (launched Off, or its token revoked)
+needs a new token: a pane that can never take one (no such pane, a shell, an opaque launcher,
+a harness Connect is not offered for, a program that is no agent) is refused with the reason
+worded in ``connect_refusals``; any other goes to the registered ``on_unconnected`` handler
+(restart-to-connect), which raises its card or refuses naming why it cannot restart it.
+``connect.list`` gives the same reason for each pane it cannot honour. A grant above
 the org policy's cap, or to a harness outside its ``[harnesses] allowed``, is refused naming
 the cap or the harness and the rule. Narrowing or revoking takes
 effect on the agent's next call (scope is checked on every call); the registered revocation
@@ -20,12 +22,14 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from openbus.daemon.connect_refusals import ConnectFacts, PaneFacts, needs_new_token, refusal
 from openbus.daemon.core.actions import Action
+from openbus.daemon.core.actors import Actor
 from openbus.daemon.core.audit import AuditDraft
 from openbus.daemon.core.consent import Tier
 from openbus.daemon.gate import Call, Gate
 from openbus.daemon.grants import Grants, Principal
-from openbus.kernel.errors import BadRequest, Conflict, PolicyRefused
+from openbus.kernel.errors import BadRequest, PolicyRefused
 from openbus.kernel.ids import is_pane_id
 from openbus.kernel.scopes import Preset, parse_preset
 from openbus.policy.model import CapDecision
@@ -54,6 +58,7 @@ class Connect:
         self.check_harness = harness_check
         self._revocation_hooks: list[RevocationHook] = []
         self._unconnected: list[UnconnectedHandler] = []
+        self._facts: ConnectFacts | None = None
         gate.register(SET, self._set)
         gate.register(DISCONNECT_ALL, self._disconnect_all)
         gate.register(LIST_CONNECTIONS, self._connections)
@@ -66,6 +71,23 @@ class Connect:
     def on_unconnected(self, handler: UnconnectedHandler) -> None:
         """Let ``handler`` answer a preset set on an agent that holds no token."""
         self._unconnected.append(handler)
+
+    def explain_with(self, facts: ConnectFacts) -> None:
+        """Where the reasons for panes Connect cannot honour come from (the launch feature's
+        facts: the directory, the grants, the launches it made without a grant)."""
+        self._facts = facts
+
+    def _pane_facts(self, pane: str, call: Call) -> PaneFacts:
+        if self._facts is not None:
+            return self._facts.facts(pane, call.actor)
+        # no directory behind this Connect: what the grants alone say
+        revoked = self.grants.revoked_on_pane(pane, str(call.actor.user))
+        return PaneFacts(pane, shown=True, harness="claude", revoked=revoked)
+
+    def _refusal(self, facts: PaneFacts) -> Exception:
+        found = refusal(facts)
+        assert found is not None, "only a pane without the caller's grant is refused"
+        return found
 
     async def revoked(self, principal: Principal, preset: Preset) -> None:
         """Run every revocation hook for ``principal`` (one failing does not stop the rest)."""
@@ -95,25 +117,16 @@ class Connect:
             call.details["already"] = "revoked"
             return {"pane": pane, "preset": preset.value, "principals": []}
         if not principals and preset is not Preset.OFF:
+            facts = self._pane_facts(pane, call)
+            if not needs_new_token(facts):
+                raise self._refusal(facts)
             cap = self.check_cap(call.actor.user, preset)
             call.details["cap"] = cap.preset.value
             for handler in self._unconnected:
                 return await handler(call, pane, preset)
-        if revoked:
-            raise Conflict(
-                f"the token {pane} was launched with has been revoked (Connect was turned off, or "
-                "its process exited); a new grant needs a new launch token, and "
-                "restart-to-connect is not available yet: launch it again with `openbus launch "
-                "LAUNCHER --preset ...`",
-                field="pane",
-            )
+            raise self._refusal(facts)
         if not principals:
-            raise Conflict(
-                f"{pane} was not launched with an openbus token; connecting a running agent needs "
-                "restart-to-connect, which is not available yet: launch it with `openbus launch "
-                "LAUNCHER --preset ...`",
-                field="pane",
-            )
+            raise self._refusal(self._pane_facts(pane, call))
         if preset is not Preset.OFF:
             cap = self.check_cap(call.actor.user, preset)
             call.details["cap"] = cap.preset.value
@@ -178,14 +191,15 @@ class Connect:
 
     async def _connections(self, call: Call) -> Any:
         """The caller's connected agents by pane: preset granted, preset in effect, the cap."""
-        user = call.actor.user
-        assert user is not None
-        listing = self.connections_of(user)
+        listing = self.connections_of(call.actor)
         call.details["panes"] = len(listing["connections"])
         return listing
 
-    def connections_of(self, user: str) -> dict[str, Any]:
-        """``user``'s connected agents by pane (what ``connect.list`` answers)."""
+    def connections_of(self, actor: Actor) -> dict[str, Any]:
+        """The human ``actor``'s connected agents by pane, and why Connect cannot be honoured
+        on each other pane it sees (what ``connect.list`` answers)."""
+        user = actor.user
+        assert user is not None
         cap = self.cap_source(user).preset
         panes: dict[str, dict[str, Any]] = {}
         for principal in sorted(self.grants.active(), key=lambda p: p.created):
@@ -200,7 +214,15 @@ class Connect:
                 "preset": principal.preset.value,
                 "effective": principal.preset.at_most(cap).value,
             }
-        return {"cap": cap.value, "connections": sorted(panes.values(), key=_pane_order)}
+        unavailable = self._facts.unavailable(actor) if self._facts is not None else {}
+        return {
+            "cap": cap.value,
+            "connections": sorted(panes.values(), key=_pane_order),
+            "unavailable": sorted(
+                ({"pane": pane, "reason": reason} for pane, reason in unavailable.items()),
+                key=_pane_order,
+            ),
+        }
 
 
 def _pane_order(entry: dict[str, Any]) -> tuple[int, str]:

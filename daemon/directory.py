@@ -48,6 +48,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from openbus.daemon.core.names import event_words
 from openbus.daemon.directory_probe import Detected, ProcIdentity
 from openbus.daemon.screens import ClaudeStatus, Evidence, Reading, parse, parser_name, rule_of
 from openbus.daemon.screens.base import screen_lines
@@ -146,7 +147,8 @@ class Entry:
         return self._dict
 
     def detail(self, now: float | None = None) -> dict[str, Any]:
-        return {**self.to_dict(), "events": list(self.events), "explain": self.explain(now)}
+        events = [{**event, "text": event_words(event)} for event in self.events]
+        return {**self.to_dict(), "events": events, "explain": self.explain(now)}
 
     def explain(self, now: float | None = None) -> dict[str, Any]:
         """Why the pane reads as it does: the parser, its rule, the evidence that rule weighed

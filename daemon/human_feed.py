@@ -62,7 +62,7 @@ class HumanFeed(Feature):
         return {
             "directory": self.directory.snapshot_for(actor),
             "cards": card_list(self.cards, actor.user),
-            "connections": self.connect.connections_of(actor.user),
+            "connections": self.connect.connections_of(actor),
         }
 
     async def frames(self, actor: Actor) -> AsyncIterator[dict[str, Any] | None]:

@@ -23,8 +23,21 @@ executor:
    each agent has a uid of its own (``daemon.core.agent_pool``; held until its uid runs,
    given back when nothing of it runs) and cannot read another's environment, memory or files
    nor open the agents' tmux socket; ``shared`` mode runs every agent as the server's user;
-4. attaches the principal to the new pane and process and returns the pane id and the
-   incarnation (the directory's, once its watcher has seen the new pane).
+4. sets ``remain-on-exit`` on the new pane, so an agent that dies at once leaves its pane and
+   last screen behind, and waits (bounded) until the directory has seen the pane run the
+   harness; an agent already dead by then fails the launch (``LaunchFailed``: its exit status
+   and last screen), nothing of it committed, and its pane is closed once read;
+5. attaches the principal to the new pane and process and returns the pane id and the
+   incarnation (always the directory's ``inc_...``).
+
+After the launch's record is committed (the agent's token only works from then on), the call
+waits, still bounded, for the agent's first state (a recognised harness reading other than
+``unknown``): one that exits before it is reported failed the same way (its principal revoked),
+never as connected; then ``remain-on-exit`` is turned off again. A connected TUI's first prompt
+(``LaunchPlan.typed_prompt``) is typed only once that agent has been answered a ``tools/list``
+by the MCP endpoint (``tools_listed``), at an idle, empty composer, under the pane's send lock,
+and submitted; the answer's ``prompt`` says whether it was typed, and a ``launch.prompt``
+record says so too.
 
 The mint and the attach are queued on the gate call, so they commit with the launch's audit
 record or not at all (a window whose token was never committed simply fails to connect).
@@ -65,6 +78,7 @@ from typing import Any, Protocol
 
 from openbus.daemon.config import Config, Launcher
 from openbus.daemon.connect import Connect
+from openbus.daemon.connect_refusals import ConnectFacts, LaunchNote
 from openbus.daemon.core.actions import Action
 from openbus.daemon.core.agent_pool import PoolUser
 from openbus.daemon.core.audit import AuditDraft
@@ -80,21 +94,32 @@ from openbus.daemon.launch_plan import (
     check_cwd,
     check_prompt,
     gemini_settings_refusal,
+    one_shot,
     plan_launch,
 )
 from openbus.daemon.launch_proc import ProcessIdentity, find_codex_session, identity_of
 from openbus.daemon.launch_records import LaunchRecord, LaunchRecords
+from openbus.daemon.messaging.delivery import PASTE_BURST_SECONDS
+from openbus.daemon.pane_owners import PaneOwners
+from openbus.daemon.screens import PARSERS
 from openbus.daemon.tmux.adapter import Tmux
 from openbus.kernel.clock import Clock, Random
-from openbus.kernel.errors import BadRequest, OpenbusError
+from openbus.kernel.errors import BadRequest, LaunchFailed, OpenbusError, Unavailable
 from openbus.kernel.scopes import Preset, parse_preset
 
 log = logging.getLogger("openbus.launch")
 
 LAUNCH = Action("launch", tier=Tier.HUMAN, mutates=True)
 STALE_ENV_FILE_SECONDS = 60.0
-INCARNATION_POLLS = 100  # at most 2 s, re-probing the pane at each poll
-INCARNATION_POLL_SECONDS = 0.02
+POLL_SECONDS = 0.02
+HARNESS_SECONDS = 2.0  # the directory sees the new pane run the launcher's harness
+SEEN_SECONDS = 10.0  # ... or at least sees the pane at all (a wrapper, a fake harness)
+FIRST_STATE_SECONDS = 30.0  # a recognised harness draws its first screen
+TOOLS_LISTED_SECONDS = 30.0  # a connected TUI lists its openbus tools
+PROMPT_SHOWN_SECONDS = 5.0  # the typed prompt shows in the composer
+LAST_SCREEN_LINES = 8
+DEAD_CHECK_SECONDS = 0.25  # how often the waits ask tmux itself whether the pane died
+STATUS_POLLS = 100  # a dead pane's exit status shows within two seconds (a loaded box)
 
 
 class AgentUserPool(Protocol):
@@ -136,6 +161,7 @@ class LaunchService(Feature):
         connect: Connect,
         tmux: Tmux,
         directory: Directory,
+        owners: PaneOwners,
         pool: AgentUserPool | None = None,
     ) -> None:
         self.config = config
@@ -151,6 +177,9 @@ class LaunchService(Feature):
         self.launched: dict[str, Launched] = {}  # principal id -> what this daemon launched
         self.env_dir = config.daemon.state_dir / "launch"
         self._revoking: set[str] = set()
+        self._listed: dict[str, asyncio.Event] = {}  # principal id -> tools/list answered
+        self.facts = ConnectFacts(grants, directory, owners)
+        connect.explain_with(self.facts)
         gate.register(LAUNCH, self.execute)
 
     # ------------------------------------------------------------------ helpers
@@ -215,25 +244,175 @@ class LaunchService(Feature):
         """Where a connected launch's own settings file lives (Gemini CLI)."""
         return self.env_dir / f"agent-{principal_id}.json"
 
-    async def _incarnation(self, pane: str, identity: ProcessIdentity | None, harness: str) -> str:
+    def tools_listed(self, principal_id: str) -> None:
+        self._listed.setdefault(principal_id, asyncio.Event()).set()
+
+    def _seen(self, pane: str, pid: int) -> Any:
+        """The directory's entry for ``pane`` while it runs the launched process, else None."""
+        try:
+            entry = self.directory.entry(pane)
+        except OpenbusError:
+            return None
+        return entry if entry.info.pid == pid else None
+
+    async def _dead(self, pane: str, launcher: Launcher) -> tuple[int | None, str] | None:
+        """(exit status, last screen) when the pane's process has exited, else None. A one-shot
+        run (``claude -p``, ``codex exec``) that exited 0 has finished, not failed: None."""
+        try:
+            info = await self.tmux.pane_info(pane)
+        except OpenbusError:
+            return None, ""  # the pane itself is gone: nothing kept it
+        for _ in range(STATUS_POLLS):  # tmux may flag the pane dead before it has the status
+            if not info.dead or info.dead_status is not None:
+                break
+            await asyncio.sleep(POLL_SECONDS)
+            with contextlib.suppress(OpenbusError):
+                info = await self.tmux.pane_info(pane)
+        if not info.dead or (info.dead_status == 0 and one_shot(launcher)):
+            return None
+        screen = ""
+        with contextlib.suppress(OpenbusError):
+            screen = await self.tmux.capture(pane, history=LAST_SCREEN_LINES)
+        return info.dead_status, screen or " "
+
+    async def _failed(self, pane: str, launcher: Launcher, dead: tuple[int | None, str]) -> Any:
+        """The launch's failure, once the dead pane has been read: it is closed."""
+        status, screen = dead
+        with contextlib.suppress(OpenbusError):
+            await self.tmux.kill_pane(pane)
+        lines = [line.rstrip() for line in screen.splitlines() if line.strip()]
+        lines = [line for line in lines if not line.startswith("Pane is dead")]
+        last = "\n".join(lines[-LAST_SCREEN_LINES:]) or "(the screen was empty)"
+        if status is not None:
+            how = f"with status {status}"
+        else:
+            how = "(its pane closed)" if not screen else "(its exit status unknown)"
+        return LaunchFailed(
+            f"{launcher.name} ({launcher.argv[0] if launcher.argv else 'sh'}) exited at once "
+            f"{how} in {pane}; its last screen:\n{last}",
+            field="launcher",
+        )
+
+    async def _incarnation(self, pane: str, pid: int, launcher: Launcher) -> str:
         """The directory's incarnation for the new pane, once the watcher has seen it run the
-        harness (bounded wait); else a local one from the process identity."""
-        if identity is not None:
-            seen: str | None = None
-            for _ in range(INCARNATION_POLLS):
-                with contextlib.suppress(OpenbusError):
-                    entry = self.directory.entry(pane)
-                    if entry.info.pid == identity.pid:
-                        seen = entry.incarnation
-                        if entry.harness == harness:
-                            return str(seen)
-                await asyncio.sleep(INCARNATION_POLL_SECONDS)
-                self.directory.reprobe(pane)
-            if seen:
-                return seen
-        if identity is None:
-            return f"{pane}:unknown"
-        return f"{pane}:{identity.pid}:{identity.start}"
+        harness (bounded), or at least run the launched process. An agent already dead is the
+        launch's failure; a pane the directory never sees is closed and refused."""
+        deadline = self.clock.monotonic() + SEEN_SECONDS
+        harness_by = self.clock.monotonic() + HARNESS_SECONDS
+        ask_by = 0.0
+        while True:
+            entry = self._seen(pane, pid)
+            now = self.clock.monotonic()
+            ready = entry is not None and (entry.harness == launcher.harness or now >= harness_by)
+            if (entry is not None and entry.info.dead) or ready or now >= ask_by:
+                # tmux itself (the watcher may not have seen it yet), now and then, and always
+                # before the launch goes on
+                ask_by = now + DEAD_CHECK_SECONDS
+                dead = await self._dead(pane, launcher)
+                if dead is not None:
+                    raise await self._failed(pane, launcher, dead)
+            if ready and entry is not None:
+                return str(entry.incarnation)
+            if self.clock.monotonic() >= deadline:
+                break
+            await asyncio.sleep(POLL_SECONDS)
+            self.directory.reprobe(pane)
+        dead = await self._dead(pane, launcher)
+        if dead is not None:
+            raise await self._failed(pane, launcher, dead)
+        with contextlib.suppress(OpenbusError):
+            await self.tmux.kill_pane(pane)
+        raise Unavailable(
+            f"the directory did not see the new pane {pane} within {SEEN_SECONDS:.0f} s; "
+            "it was closed (is the tmux watcher running?)"
+        )
+
+    async def _first_state(
+        self, pane: str, pid: int, launcher: Launcher, principal_id: str | None
+    ) -> str:
+        """Wait (bounded) until the agent shows its first state; its death fails the launch
+        (its principal revoked). Returns the state seen ("unknown" if none in time)."""
+        deadline = self.clock.monotonic() + FIRST_STATE_SECONDS
+        state = "unknown"
+        ask_by = 0.0
+        while True:
+            entry = self._seen(pane, pid)
+            now = self.clock.monotonic()
+            dead = None
+            if entry is None or entry.info.dead or now >= ask_by:
+                ask_by = now + DEAD_CHECK_SECONDS
+                dead = await self._dead(pane, launcher)
+            if dead is not None:
+                if principal_id is not None:
+                    with contextlib.suppress(OpenbusError):
+                        await self.revoke(self.grants.get(principal_id), "it exited at once")
+                raise await self._failed(pane, launcher, dead)
+            if entry is not None:
+                state = str(entry.state)
+                if (
+                    entry.harness != launcher.harness
+                    or launcher.harness not in PARSERS
+                    or state != "unknown"
+                    or one_shot(launcher)
+                ):
+                    break  # a harness not read here, or a one-shot run: no more waiting
+            if self.clock.monotonic() >= deadline:
+                break
+            await asyncio.sleep(POLL_SECONDS)
+        with contextlib.suppress(OpenbusError):
+            await self.tmux.set_option(pane, "remain-on-exit", "off")
+        return state
+
+    async def _until(self, pane: str, pid: int, wanted: Any, seconds: float) -> bool:
+        deadline = self.clock.monotonic() + seconds
+        while self.clock.monotonic() < deadline:
+            entry = self._seen(pane, pid)
+            if entry is None or entry.info.dead:
+                return False
+            if wanted(entry):
+                return True
+            await asyncio.sleep(POLL_SECONDS)
+        return False
+
+    async def _type_prompt(
+        self, pane: str, pid: int, principal_id: str, prompt: str, launcher_harness: str
+    ) -> str:
+        """Type a connected TUI's first prompt once it listed its openbus tools, at an idle,
+        empty composer; "typed", or why not."""
+        entry = self._seen(pane, pid)
+        if entry is None or entry.harness != launcher_harness:
+            self._listed.pop(principal_id, None)
+            return f"not typed: the pane does not show {launcher_harness} running"
+        listed = self._listed.setdefault(principal_id, asyncio.Event())
+        try:
+            await asyncio.wait_for(listed.wait(), TOOLS_LISTED_SECONDS)
+        except TimeoutError:
+            return (
+                f"not typed: the agent did not list its openbus tools within "
+                f"{TOOLS_LISTED_SECONDS:.0f} s"
+            )
+        finally:
+            self._listed.pop(principal_id, None)
+
+        def ready(entry: Any) -> bool:
+            return bool(entry.state == "idle" and entry.reading.composer_empty is True)
+
+        if not await self._until(pane, pid, ready, FIRST_STATE_SECONDS):
+            return "not typed: the agent's composer was not seen idle and empty"
+        async with self.directory.send_lock(pane):
+            before = self.directory.entry(pane).revision
+            await self.tmux.send_literal(pane, prompt)
+
+            def shown(entry: Any) -> bool:
+                return bool(entry.revision != before and entry.reading.composer_empty is False)
+
+            if not await self._until(pane, pid, shown, PROMPT_SHOWN_SECONDS):
+                return "not typed: the pasted prompt did not show in the composer"
+            burst = PASTE_BURST_SECONDS.get(launcher_harness, 0.0)
+            if burst:
+                await asyncio.sleep(burst)  # Codex holds an Enter that follows a paste closely
+            await self.tmux.send_key(pane, "Enter")
+        return "typed"
 
     # ------------------------------------------------------------------ the action
 
@@ -329,8 +508,23 @@ class LaunchService(Feature):
             token=token,
             session=session,
         )
-        return {
+        pane, pid, incarnation = started["pane"], started["pid"], started["incarnation"]
+        if principal_id is None:
+            note = LaunchNote(
+                launcher.name,
+                launcher.harness,
+                launcher.structured,
+                preset.value,
+                incarnation,
+                plan.reason,
+            )
+            call.after_commit.append(lambda: self.facts.note(pane, note))
+        result: dict[str, Any] = {
             **started,
+            "state": "unknown",
+            "prompt": "on its command line"
+            if prompt is not None and plan.typed_prompt is None
+            else None,
             "preset": preset.value if plan.connect else Preset.OFF.value,
             "connect": {
                 "available": plan.reason is None and launcher.structured,
@@ -341,6 +535,56 @@ class LaunchService(Feature):
                 "actor": started["actor"],
             },
         }
+        call.after_commit_async.append(
+            lambda: self._confirm(
+                result,
+                launcher=launcher,
+                pid=pid,
+                principal_id=principal_id,
+                prompt=plan.typed_prompt,
+                actor=call.actor.name,
+            )
+        )
+        return result
+
+    async def _confirm(
+        self,
+        result: dict[str, Any],
+        *,
+        launcher: Launcher,
+        pid: int,
+        principal_id: str | None,
+        prompt: str | None,
+        actor: str,
+    ) -> None:
+        """After the launch is committed: its first state, then a connected TUI's prompt."""
+        pane = str(result["pane"])
+        try:
+            result["state"] = await self._first_state(pane, pid, launcher, principal_id)
+        except LaunchFailed as exc:
+            self.gate.record(
+                AuditDraft(
+                    actor=actor,
+                    action="launch.failed",
+                    outcome="error",
+                    target=pane,
+                    details={"launcher": launcher.name, "message": exc.message},
+                )
+            )
+            raise
+        if prompt is None or principal_id is None:
+            return
+        outcome = await self._type_prompt(pane, pid, principal_id, prompt, launcher.harness)
+        result["prompt"] = outcome
+        self.gate.record(
+            AuditDraft(
+                actor=actor,
+                action="launch.prompt",
+                outcome="ok" if outcome == "typed" else "error",
+                target=pane,
+                details={"principal": principal_id, "prompt_chars": len(prompt), "how": outcome},
+            )
+        )
 
     async def spawn(
         self,
@@ -383,8 +627,11 @@ class LaunchService(Feature):
             details=call.details,
             session=session,
         )
+        if respawn is None:  # (a restart keeps the pane's own remain-on-exit: its record does)
+            with contextlib.suppress(OpenbusError):  # best effort: a pane gone fails below
+                await self.tmux.set_option(pane, "remain-on-exit", "on")
         identity = identity_of(pid)
-        incarnation = await self._incarnation(pane, identity, launcher.harness)
+        incarnation = await self._incarnation(pane, pid, launcher)
         start = identity.start if identity is not None else None
         call.details.update({"pane": pane, "pid": pid, "incarnation": incarnation})
         launch_id, write = self.records.add(
@@ -554,6 +801,7 @@ class LaunchService(Feature):
         finally:
             self._revoking.discard(principal.id)
             self.launched.pop(principal.id, None)
+            self._listed.pop(principal.id, None)
             with contextlib.suppress(OSError):
                 self.settings_path(principal.id).unlink()
 

@@ -21,7 +21,10 @@ import json
 import os
 import stat
 import sys
+import time
 from collections.abc import Sequence
+
+EXEC_FAILURE_LINGER_SECONDS = 0.5
 
 
 def fail(message: str) -> int:
@@ -67,7 +70,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         os.execvpe(command[0], command, env)  # noqa: S606 - the launcher's own argv, no shell
     except OSError as exc:
-        return fail(f"cannot start {command[0]}: {exc.strerror}")
+        code = fail(f"cannot start {command[0]}: {exc.strerror}")
+        # The daemon sets remain-on-exit on the new pane just after tmux starts it; linger so
+        # that has landed and the pane, with this line and the status, is kept for the launch
+        # to report (it closes the pane once read).
+        time.sleep(EXEC_FAILURE_LINGER_SECONDS)
+        return code
 
 
 if __name__ == "__main__":

@@ -37,7 +37,11 @@ harness that has none) is refused naming the reason.
 
 The first prompt follows ``--`` as the harness's positional prompt (Claude Code and Codex),
 so a prompt starting with ``-`` is never read as an option. Variadic options such as
-``--allowedTools`` would otherwise swallow it.
+``--allowedTools`` would otherwise swallow it. A *connected interactive* launch (a TUI, not
+``claude -p`` or ``codex exec``) does not take it in argv: the TUI would send it as its first
+turn before it has loaded the openbus server, and the model would never see the tools it was
+launched to use. The plan hands it back as ``typed_prompt`` instead; the launch types it once
+the agent has listed its openbus tools.
 """
 
 from __future__ import annotations
@@ -82,9 +86,24 @@ class LaunchPlan:
     connect: bool = False  # a token is minted and injected
     reason: str | None = None  # why Connect is unavailable, when it is asked for and is
     session_id: str | None = None  # preset session id (Claude Code, Gemini CLI)
+    typed_prompt: str | None = None  # typed once the agent listed its tools (not in argv)
     # a per-launch settings file the caller writes (0600) and names in ``settings_env``
     settings: str | None = None
     settings_env: str | None = None
+
+
+def one_shot(launcher: Launcher) -> bool:
+    """Whether the launcher runs the harness non-interactively (``claude -p``/``--print``,
+    ``codex exec``, ``gemini -p``): its prompt can only be argv, and it loads its MCP servers
+    first."""
+    argv = launcher.argv[1:]
+    if launcher.harness == "claude":
+        return any(a in ("-p", "--print") for a in argv)
+    if launcher.harness == "codex":
+        return bool(argv) and argv[0] in ("exec", "e")
+    if launcher.harness == "gemini":
+        return any(a in ("-p", "--prompt") or a.startswith("--prompt=") for a in argv)
+    return False
 
 
 def connect_unavailable(launcher: Launcher) -> str | None:
@@ -192,7 +211,10 @@ def plan_launch(
         argv += ["--session-id", bound]
     if connect:
         argv += endpoint_override(launcher.harness, mcp_url)
-    if prompt is not None:
+    typed: str | None = None
+    if prompt is not None and connect and not one_shot(launcher):
+        typed = prompt
+    elif prompt is not None:
         argv += ["--", prompt]
     return LaunchPlan(
         tuple(argv),
@@ -200,6 +222,7 @@ def plan_launch(
         connect,
         reason if preset is not Preset.OFF else None,
         bound,
+        typed,
         **settings_for(launcher.harness, mcp_url, connect),
     )
 

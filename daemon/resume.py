@@ -253,12 +253,7 @@ class Resumer:
         owner = call.actor.user
         if owner is None:
             raise BadRequest("only a person can resume a session", field="actor")
-        harness = call.params.get("harness")
-        session_id = call.params.get("session_id")
-        if not isinstance(harness, str) or harness not in HARNESSES:
-            raise BadRequest(f"harness must be one of {', '.join(HARNESSES)}", field="harness")
-        if not isinstance(session_id, str) or not session_id or len(session_id) > 200:
-            raise BadRequest("a session id is required", field="session_id")
+        harness, session_id = session_ref(call.params)
         given = call.params.get("preset")
         preset = None if given in (None, "") else parse_preset(given)
         return await self.resume(
@@ -270,6 +265,17 @@ class Resumer:
         if owner is None:
             raise BadRequest("only a person can restore sessions", field="actor")
         return await self.restore(call, owner=owner, dry_run=bool(call.params.get("dry_run")))
+
+
+def session_ref(params: Any) -> tuple[str, str]:
+    """``(harness, session_id)`` of a resume's parameters, checked."""
+    harness = params.get("harness")
+    session_id = params.get("session_id")
+    if not isinstance(harness, str) or harness not in HARNESSES:
+        raise BadRequest(f"harness must be one of {', '.join(HARNESSES)}", field="harness")
+    if not isinstance(session_id, str) or not session_id or len(session_id) > 200:
+        raise BadRequest("a session id is required (search_history finds it)", field="session_id")
+    return harness, session_id
 
 
 def _runs(record: LaunchRecord) -> bool:

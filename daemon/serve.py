@@ -9,6 +9,7 @@ the tunnel's key).
 
 from __future__ import annotations
 
+import errno
 import grp
 import os
 import socket
@@ -37,6 +38,47 @@ def _clear_stale_socket(path: Path) -> None:
     finally:
         probe.close()
     raise Unavailable(f"another daemon is already listening on {path}")
+
+
+def _where(config: Config) -> str:
+    return str(config.path or "<defaults>")
+
+
+def _make_dir(config: Config, path: Path, key: str) -> None:
+    """Create a directory the daemon needs; one line naming the key that set it when the
+    path is a file, or cannot be made (never a ``FileExistsError`` traceback)."""
+    what = "the state directory" if key == "daemon.state_dir" else "the socket's directory"
+    if path.exists() and not path.is_dir():
+        raise ConfigError(
+            f"{what} {path} exists and is not a directory", path=_where(config), key=key
+        )
+    try:
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot create {what} {path}: {exc.strerror}", path=_where(config), key=key
+        ) from None
+
+
+def check_listen(config: Config) -> None:
+    """The agents' port must be free: a port another process holds is one line naming
+    ``daemon.listen`` here, instead of gunicorn's retries and its wall of errors."""
+    d = config.daemon
+    family = socket.AF_INET6 if ":" in d.listen_host else socket.AF_INET
+    probe = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gunicorn binds
+        probe.bind((d.listen_host, d.listen_port))
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            problem = f"{d.listen} is already in use (another daemon, or another program)"
+        else:
+            problem = f"cannot listen on {d.listen}: {exc.strerror}"
+        raise ConfigError(
+            f"{problem}; stop it, or set another port", path=_where(config), key="daemon.listen"
+        ) from None
+    finally:
+        probe.close()
 
 
 APP = "openbus.daemon.app:app_from_env()"  # what gunicorn's worker loads
@@ -150,9 +192,10 @@ def serve(config: Config, app: str = APP) -> None:
     """Replace this process with gunicorn serving the daemon (``app``: the app spec gunicorn
     loads; a caller that adds features to the daemon names its own factory)."""
     preflight(config)
-    config.daemon.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    config.daemon.socket.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    _make_dir(config, config.daemon.state_dir, "daemon.state_dir")
+    _make_dir(config, config.daemon.socket.parent, "daemon.socket")
     _clear_stale_socket(config.daemon.socket)
+    check_listen(config)
     if config.hosted.enabled:
         open_socket_directory(config)
     env = dict(os.environ)

@@ -96,6 +96,13 @@ class RateLimited(Refused):
     code = "rate_limited"
 
 
+class LaunchFailed(OpenbusError):
+    """A launched agent exited before it reached its first state (its status and last screen
+    are in the message)."""
+
+    code = "launch_failed"
+
+
 class Unavailable(OpenbusError):
     """A dependency the action needs is not there (tmux server down, audit store failing)."""
 

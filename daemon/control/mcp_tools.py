@@ -118,7 +118,8 @@ OPEN_WINDOW = McpTool(
     description=(
         "Ask to open a new tmux window running one of the configured launchers (never an "
         "arbitrary command), optionally in cwd and for a title. The human approves it on a "
-        "card; then the window opens."
+        'card, then the window opens; once they allowed "control may open panes" it opens '
+        "at once."
     ),
     source=SOURCE,
     input_schema=_schema(("launcher",), launcher=_TEXT, cwd=_TEXT, title=_TEXT),
@@ -126,4 +127,19 @@ OPEN_WINDOW = McpTool(
     read_only=False,
 )
 
-CONTROL_TOOLS = (WAIT_FOR_CHANGES, REPLY, HAND_OFF, PRESS_KEY, OPEN_WINDOW)
+RESUME_SESSION = McpTool(
+    name="resume_session",
+    action="control.resume_session",
+    title="Resume a past session in a new window",
+    description=(
+        "Ask to resume a past session (harness and session_id, from search_history) in a new "
+        "tmux window, with its old grant. The human approves it on a card, then it opens; "
+        'once they allowed "control may open panes" it opens at once.'
+    ),
+    source=SOURCE,
+    input_schema=_schema(("harness", "session_id"), harness=_TEXT, session_id=_TEXT),
+    params=_only("harness", "session_id"),
+    read_only=False,
+)
+
+CONTROL_TOOLS = (WAIT_FOR_CHANGES, REPLY, HAND_OFF, PRESS_KEY, OPEN_WINDOW, RESUME_SESSION)

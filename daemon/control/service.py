@@ -25,8 +25,14 @@ Theory of operation
     caller saw; a key that answers an agent's menu (a permission prompt) or goes to a shell
     pane is a card showing the question on screen, and nothing is typed until the human
     approves (then the incarnation is checked again);
-  - ``control.open_window``: a configured launcher only (no command); always a card, whose
-    approval launches it as the human who approved.
+  - ``control.open_window``: a configured launcher only (no command); a card, whose
+    approval launches it as the human who approved;
+  - ``control.resume_session``: a past session, reopened through the ``Resumer`` port as the
+    human who started control; a card, whose approval resumes it.
+
+  Both open a pane without a card once the human allowed "control may open panes"
+  (``control.allow_panes``, approval kind ``open_panes`` on ``control:<user>``: it outlives
+  control's re-seeds, and the human takes it back with ``allow: false``).
 
 * Re-seed (``tick``): control's transcript is read as it grows (``control.reseed``); past
   ``[control] reseed_tokens`` of context, or once it edited files or ran commands, control is
@@ -53,7 +59,7 @@ from openbus.daemon.control.threads import ThreadStore
 from openbus.daemon.core.actions import Action
 from openbus.daemon.core.actors import CONTROL, human
 from openbus.daemon.core.audit import AuditDraft
-from openbus.daemon.core.consent import Card, CardState, Tier
+from openbus.daemon.core.consent import Approval, ApprovalKind, Card, CardState, Tier
 from openbus.daemon.core.dispatch import PaneFacts, Route, RoutingIndex, decide
 from openbus.daemon.core.messaging import Outcome
 from openbus.daemon.core.threads import (
@@ -74,6 +80,7 @@ from openbus.daemon.grants import CONTROL_ROLE, Grants, Principal
 from openbus.daemon.launch import LaunchService
 from openbus.daemon.messaging.service import MessagingService
 from openbus.daemon.pane_owners import PaneOwners
+from openbus.daemon.resume import Resumer, session_ref
 from openbus.daemon.state import StateDB
 from openbus.daemon.tmux.adapter import Tmux
 from openbus.kernel.clock import Clock
@@ -93,11 +100,16 @@ START = Action("control.start", None, Tier.HUMAN, mutates=True)
 OPEN_WINDOW = Action(
     "control.open_window", Scope.ACT, Tier.NEVER_FOR_PEERS, mutates=True, humans=False
 )
+RESUME_SESSION = Action(
+    "control.resume_session", Scope.ACT, Tier.NEVER_FOR_PEERS, mutates=True, humans=False
+)
+ALLOW_PANES = Action("control.allow_panes", None, Tier.HUMAN, mutates=True)
 
 CONTROL_SESSION = "control"
 CONTROL_THREAD = "control"  # control's own thread: its starts and re-seeds
 KEY_CARD = "control_key"
 WINDOW_CARD = "control_window"
+RESUME_CARD = "control_resume"
 MAX_REPLY_CHARS = 8000
 MAX_THREAD_WAIT = 50.0
 FOLLOW_SECONDS = 3600.0  # a direct send's outcome is followed for the message's hour
@@ -131,6 +143,7 @@ class ControlService(Feature):
         owners: PaneOwners,
         messaging: MessagingService,
         launch: LaunchService,
+        resumer: Resumer,
         config: Config,
         clock: Clock,
         db: StateDB,
@@ -143,6 +156,7 @@ class ControlService(Feature):
         self.owners = owners
         self.messaging = messaging
         self.launch = launch
+        self.resumer = resumer
         self.config = config
         self.clock = clock
         self.threads = ThreadStore(db)
@@ -164,6 +178,8 @@ class ControlService(Feature):
         gate.register(HAND_OFF, self.hand_off)
         gate.register(PRESS_KEY, self.press_key)
         gate.register(OPEN_WINDOW, self.open_window)
+        gate.register(RESUME_SESSION, self.resume_session)
+        gate.register(ALLOW_PANES, self.allow_panes)
         gate.register(START, self.start_control)
 
     # ------------------------------------------------------------------ feature
@@ -698,37 +714,87 @@ class ControlService(Feature):
         title = params.get("title")
         if title is not None and not isinstance(title, str):
             raise BadRequest("title must be text", field="title")
-        current = self.grants.control()
-        if current is not None:
-            owner = current.owner  # the human who started control
-        else:
-            try:
-                owner = getpass.getuser()
-            except (KeyError, OSError):
-                raise Refused("cannot tell whose card this is") from None
+        owner = self._control_owner()
+        call.target = launcher
+        call.details["launcher"] = launcher
+        if self.cards.has(_open_panes(owner)):
+            call.details["allowed_by"] = "approval: control may open panes"
+            opened = await self.gate.run(human(owner), "launch", _launch_params(launcher, cwd))
+            return {"opened": True, **opened}
         where = f" in {cwd}" if cwd else ""
-        card, write = self.cards.new(
+        return self._card(
+            call,
             kind=WINDOW_CARD,
-            requester=call.actor.name,
             owner=owner,
             summary=f"control wants to open a {launcher} window{where}"
             + (f" for {title!r}" if title else ""),
             payload={"launcher": launcher, "cwd": cwd, "title": title},
         )
-        call.target = launcher
+
+    async def resume_session(self, call: Call) -> Any:
+        harness, session_id = session_ref(call.params)
+        owner = self._control_owner()
+        call.target = f"{harness}:{session_id}"
+        if self.cards.has(_open_panes(owner)):
+            call.details["allowed_by"] = "approval: control may open panes"
+            resumed = await self.resumer.resume(
+                call, harness=harness, session_id=session_id, owner=owner
+            )
+            return {"opened": True, **resumed}
+        return self._card(
+            call,
+            kind=RESUME_CARD,
+            owner=owner,
+            summary=f"control wants to resume the {harness} session {session_id}",
+            payload={"harness": harness, "session_id": session_id},
+        )
+
+    async def allow_panes(self, call: Call) -> Any:
+        """The human lets control open panes (windows, resumed sessions) without a card each
+        time, or (``allow: false``) takes that back."""
+        user = call.actor.user
+        if user is None:
+            raise BadRequest("only a person can allow this", field="actor")
+        allow = call.params.get("allow", True)
+        if not isinstance(allow, bool):
+            raise BadRequest("allow is true or false", field="allow")
+        approval = _open_panes(user)
+        call.target = approval.subject
+        call.write(self.cards.approve(approval) if allow else self.cards.withdraw(approval))
+        call.details["allow"] = allow
+        return {"control_may_open_panes": allow}
+
+    def _control_owner(self) -> str:
+        current = self.grants.control()
+        if current is not None:
+            return current.owner  # the human who started control
+        try:
+            return getpass.getuser()
+        except (KeyError, OSError):
+            raise Refused("cannot tell whose card this is") from None
+
+    def _card(
+        self, call: Call, *, kind: str, owner: str, summary: str, payload: dict[str, Any]
+    ) -> dict[str, Any]:
+        card, write = self.cards.new(
+            kind=kind, requester=call.actor.name, owner=owner, summary=summary, payload=payload
+        )
         call.write(write)
         call.outcome = "card"
-        call.details.update({"launcher": launcher, "card": card.id})
+        call.details["card"] = card.id
         call.after_commit.append(lambda: self.cards.notify(card))
         return {"opened": False, "card": card.id, "waiting_for": "the human's consent"}
 
     def _on_card(self, card: Card) -> None:
-        if card.kind not in (KEY_CARD, WINDOW_CARD) or card.state is not CardState.APPROVED:
+        if card.state is not CardState.APPROVED:
             return
         if card.kind == KEY_CARD:
             self._spawn(self._press_approved(card))
-        else:
-            self._spawn(self._open_approved(card))
+        elif card.kind == WINDOW_CARD:
+            self._spawn(self._as_owner(card, "launch", _launch_params(**card.payload)))
+        elif card.kind == RESUME_CARD:
+            params = {k: card.payload[k] for k in ("harness", "session_id")}
+            self._spawn(self._as_owner(card, "session.resume", params))
 
     async def _press_approved(self, card: Card) -> None:
         pane = str(card.payload["pane"])
@@ -755,12 +821,18 @@ class ControlService(Feature):
             )
         )
 
-    async def _open_approved(self, card: Card) -> None:
-        params = {"launcher": card.payload["launcher"]}
-        if card.payload.get("cwd"):
-            params["cwd"] = card.payload["cwd"]
+    async def _as_owner(self, card: Card, action: str, params: dict[str, Any]) -> None:
+        """An approved card's action, run as the human who approved it (its own audit)."""
         with contextlib.suppress(OpenbusError):
-            await self.gate.run(human(card.owner), "launch", params)
+            await self.gate.run(human(card.owner), action, params)
+
+
+def _open_panes(user: str) -> Approval:
+    return Approval(ApprovalKind.OPEN_PANES, f"control:{user}", "*")
+
+
+def _launch_params(launcher: object, cwd: object = None, **_: object) -> dict[str, Any]:
+    return {"launcher": launcher, **({"cwd": cwd} if cwd else {})}
 
 
 def _with_state(entry: Entry, state: RequestState) -> Entry:

@@ -81,6 +81,7 @@ CARD_KINDS = frozenset(
         "composer_left",
         "control_key",
         "control_window",
+        "control_resume",
     }
 )
 
@@ -186,6 +187,7 @@ def new_card(
 class ApprovalKind(enum.StrEnum):
     PAIR = "pair"
     SPAWN = "spawn"
+    OPEN_PANES = "open_panes"  # "control may open panes": subject control:<user>, object "*"
 
 
 @dataclass(frozen=True)

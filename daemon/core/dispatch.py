@@ -20,8 +20,13 @@ reason. The rule is two steps so a decision costs a few dictionary lookups:
 
 ``RoutingIndex.build(panes)`` turns the directory's panes (``PaneFacts``) into a map from
 identity key to panes (and multi-word titles by their first word), once per directory
-version; ``decide(text, index)`` scans the text once for words that keep it from going
-direct, then looks its words (and, where a title starts, the phrase) up. A ``Decision``
+version, with the direct decision each match makes on its own. ``decide(text, index)`` reads
+the text's words with one regex pass; the common case (no stop word, no phrase or PR, one
+identity word naming one agent pane) is then a few set operations in C and returns the
+prepared decision. Anything else takes one exact pass over the words (``scan``), which stops
+at the first word that keeps the request from going direct and otherwise collects every
+pane its words and phrases name. Both give the same answer for the same text and index.
+A ``Decision``
 names the route, the target with the incarnation and screen revision it was decided on
 (the sender checks the incarnation again, and falls back to control if the pane changed),
 the candidates and the reason.
@@ -30,6 +35,7 @@ the candidates and the reason.
 from __future__ import annotations
 
 import enum
+import operator
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -121,7 +127,7 @@ class PaneFacts:
         return self.harness in AGENT_HARNESSES and self.state not in NOT_TARGETS
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Match:
     pane: str
     kind: str  # "pr" | "branch" | "cwd" | "title"
@@ -172,26 +178,37 @@ def words(text: str) -> list[str]:
     return _WORD.findall(text.lower())
 
 
-def _alternatives(items: Iterable[str]) -> str:
-    return "|".join(sorted((re.escape(i) for i in items), key=len, reverse=True))
-
-
-# One scan of the lowered text finds the first word that keeps a request from going direct.
-_STOP = re.compile(
-    rf"(?<![a-z0-9_./#:~+-])(?:(?P<risky>(?:{_alternatives(RISKY)})[a-z0-9_]*"
-    rf"|(?:{_alternatives(RISKY_WORDS)})(?![a-z0-9_./#:~+-]))"
-    rf"|(?P<pane>(?:{_alternatives(PANE_WORK)})(?![a-z0-9_./#:~+-]))"
-    rf"|(?P<steps>(?:{_alternatives(MULTI_STEP)})(?![a-z0-9_./#:~+-])))"
-)
+# The words that keep a request from going direct, each with why: whole words, and risky stems
+# keyed by their first four letters (a word is risky when it starts with a stem).
+_STOP_WORDS: dict[str, str] = {
+    **{w: "steps" for w in MULTI_STEP},
+    **{w: "pane" for w in PANE_WORK},
+    **{w: "risky" for w in RISKY_WORDS},
+}
+_STEMS: dict[str, tuple[str, ...]] = {}
+for _stem in RISKY:
+    _STEMS.setdefault(_stem[:4], ())
+    _STEMS[_stem[:4]] += (_stem,)
+_HEAD = operator.itemgetter(slice(0, 4))
+_STOP_REASONS = {
+    "risky": "asks for something destructive or outward-facing ({!r})",
+    "pane": "pane or session management ({!r}) is control's work",
+    "steps": "several steps ({!r}): control sequences them",
+}
 
 
 @dataclass
 class RoutingIndex:
-    """Identity key -> the panes it names; built once per directory version."""
+    """Identity key -> the panes it names; built once per directory version.
+
+    Each match carries the direct decision it would make alone, made at build time, so a
+    request naming one pane costs its word scan and a dictionary lookup per word.
+    """
 
     panes: dict[str, PaneFacts] = field(default_factory=dict)
     keys: dict[str, list[Match]] = field(default_factory=dict)
     titles: dict[str, list[tuple[tuple[str, ...], Match]]] = field(default_factory=dict)
+    direct: dict[Match, Decision] = field(default_factory=dict)
 
     @classmethod
     def build(cls, panes: Iterable[PaneFacts]) -> RoutingIndex:
@@ -219,60 +236,102 @@ class RoutingIndex:
                 index._add(title[0], match)
             elif 1 < len(title) <= MAX_TITLE_WORDS:
                 index.titles.setdefault(title[0], []).append((title, match))
+                index._decide(match)
         return index
 
     def _add(self, key: str, match: Match) -> None:
         found = self.keys.setdefault(key, [])
         if all(m.pane != match.pane for m in found):
             found.append(match)
+            self._decide(match)
 
-    def lookup(self, tokens: list[str]) -> list[Match]:
-        """Every match of the text's words and phrases, one per pane (the first found)."""
-        keys = self.keys
+    def _decide(self, match: Match) -> None:
+        facts = self.panes[match.pane]
+        if facts.agent and match not in self.direct:
+            self.direct[match] = Decision(
+                Route.DIRECT,
+                f"one agent pane matches: {match.pane} by {match.kind} {match.value}",
+                pane=match.pane,
+                incarnation=facts.incarnation,
+                revision=facts.revision,
+                matched=(match,),
+                candidates=(match.pane,),
+            )
+
+    def quick(self, lowered: str, tokens: list[str]) -> Decision | None:
+        """The common case in a few set operations: no stop word, no phrase or PR to read,
+        and exactly one identity word naming one agent pane; None sends it to ``scan``."""
+        if not _STOP_WORDS.keys().isdisjoint(tokens) or not _STEMS.keys().isdisjoint(
+            map(_HEAD, tokens)
+        ):
+            return None
+        if "#" in lowered or "/pull/" in lowered or "/merge_requests/" in lowered:
+            return None
+        if not self.titles.keys().isdisjoint(tokens):
+            return None
+        hits = set(filter(self.keys.__contains__, tokens))
+        if len(hits) != 1:
+            return None
+        found = self.keys[hits.pop()]
+        return self.direct.get(found[0]) if len(found) == 1 else None
+
+    def scan(self, tokens: list[str]) -> tuple[str | None, list[Match]]:
+        """One pass over the text's words: the first that keeps it from going direct (why),
+        else every match of its words and phrases, one per pane (the first found)."""
+        keys, titles, stop, stems = self.keys, self.titles, _STOP_WORDS, _STEMS
         out: dict[str, Match] = {}
-        for token in [t for t in tokens if t in keys]:
-            for m in keys[token]:
-                out.setdefault(m.pane, m)
-        for token in [t for t in tokens if "#" in t or "/pull/" in t or "/merge_requests/" in t]:
-            for key in pr_keys(token):
-                for m in keys.get(key, ()):
+        for start, token in enumerate(tokens):
+            kind = stop.get(token)
+            if kind is not None:
+                return _STOP_REASONS[kind].format(token), []
+            risky = stems.get(token[:4])
+            if risky is not None and any(token.startswith(s) for s in risky):
+                return _STOP_REASONS["risky"].format(token), []
+            found = keys.get(token)
+            if found is not None:
+                for m in found:
                     out.setdefault(m.pane, m)
-        titles = self.titles
-        for start in [i for i, t in enumerate(tokens) if t in titles]:
-            for phrase, m in titles[tokens[start]]:
-                if tuple(tokens[start : start + len(phrase)]) == phrase:
-                    out.setdefault(m.pane, m)
-        return list(out.values())
+            if "#" in token or "/pull/" in token or "/merge_requests/" in token:
+                for key in pr_keys(token):
+                    for m in keys.get(key, ()):
+                        out.setdefault(m.pane, m)
+            phrases = titles.get(token)
+            if phrases is not None:
+                for phrase, m in phrases:
+                    if tuple(tokens[start : start + len(phrase)]) == phrase:
+                        out.setdefault(m.pane, m)
+        return None, list(out.values())
 
 
-def _text_refusal(text: str, lowered: str) -> str | None:
-    """Why ``text`` may not go direct, or None when it is plain and harmless."""
+def _text_refusal(text: str) -> str | None:
+    """Why the shape of ``text`` keeps it from going direct, or None."""
     if len(text) > MAX_DIRECT_CHARS:
         return f"longer than {MAX_DIRECT_CHARS} characters: control reads it"
     if "\n" in text.strip():
         return "more than one line: control reads it"
     if ";" in text or "&&" in text:
         return "several steps: control sequences them"
-    found = _STOP.search(lowered)
-    if found is None:
-        return None
-    word = found.group(0)
-    if found.group("risky"):
-        return f"asks for something destructive or outward-facing ({word!r})"
-    if found.group("pane"):
-        return f"pane or session management ({word!r}) is control's work"
-    return f"several steps ({word!r}): control sequences them"
+    return None
 
 
 def decide(text: object, index: RoutingIndex) -> Decision:
     """Where a front end's request goes: one agent pane, or control (the default)."""
     if not isinstance(text, str) or not text.strip():
         raise BadRequest("a request needs some text", field="text")
-    lowered = text.lower()
-    refusal = _text_refusal(text, lowered)
+    refusal = _text_refusal(text)
+    if refusal is None:
+        lowered = text.lower()
+        tokens = _WORD.findall(lowered)
+        known = index.quick(lowered, tokens)
+        if known is not None:
+            return known
+        refusal, matched = index.scan(tokens)
     if refusal is not None:
         return Decision(Route.CONTROL, refusal)
-    matched = index.lookup(_WORD.findall(lowered))
+    if len(matched) == 1:
+        known = index.direct.get(matched[0])
+        if known is not None:
+            return known
     agents = [m for m in matched if index.panes[m.pane].agent]
     if not agents:
         if matched:
@@ -292,13 +351,4 @@ def decide(text: object, index: RoutingIndex) -> Decision:
             candidates=tuple(m.pane for m in agents),
         )
     (only,) = agents
-    facts = index.panes[only.pane]
-    return Decision(
-        Route.DIRECT,
-        f"one agent pane matches: {only.pane} by {only.kind} {only.value}",
-        pane=only.pane,
-        incarnation=facts.incarnation,
-        revision=facts.revision,
-        matched=(only,),
-        candidates=(only.pane,),
-    )
+    return index.direct[only]

@@ -28,6 +28,7 @@ from openbus.kernel.errors import BadRequest
 __all__ = ["DB_NAME", "MAX_LIMIT", "HistoryIndex", "ReconcileStats", "in_repo"]
 
 MAX_LIMIT = 100
+MIN_PREFIX = 4  # the shortest session id prefix ``get_by_prefix`` resolves
 
 
 class HistoryIndex:
@@ -59,6 +60,24 @@ class HistoryIndex:
 
     def get(self, harness: str, session_id: str) -> SessionEntry:
         return self.store.get(harness, session_id)
+
+    def get_by_prefix(self, harness: str, prefix: str) -> SessionEntry:
+        """The session whose id is ``prefix``, or the one session whose id starts with it (at
+        least ``MIN_PREFIX`` characters); several is a ``BadRequest`` naming some."""
+        entry = self.store.find(harness, prefix)
+        if entry is not None or len(prefix) < MIN_PREFIX:
+            return entry or self.store.get(harness, prefix)
+        found = self.store.ids_starting(harness, prefix, limit=4)
+        if len(found) == 1:
+            return self.store.get(harness, found[0])
+        if not found:
+            return self.store.get(harness, prefix)  # not found, in the one wording
+        more = ", ..." if len(found) > 3 else ""
+        raise BadRequest(
+            f"{prefix!r} starts more than one {harness} session id ({', '.join(found[:3])}{more}); "
+            "give more of it",
+            field="session_id",
+        )
 
     def recent(self, limit: int = 20) -> list[SessionEntry]:
         return self.store.recent(limit)

@@ -2,11 +2,11 @@
 
 ``reconcile`` walks the sources and re-parses only the files whose (size, mtime_ns, inode)
 changed since the last pass, oldest first so the newest sessions get the highest rowids (the
-store ranks the most recently indexed first), ``WRITE_BATCH`` files parsed and then written in
-one transaction. A file that disappeared leaves its entry in
-place but without a transcript (so without a resume argv). Codex thread names are re-read from
-each home's ``session_index.jsonl`` and re-title the entries they name, whether or not their
-rollouts changed. One pass runs at a time; each file is its own transaction.
+store ranks the most recently indexed first), ``WRITE_BATCH`` files parsed (outside the
+store's lock) and then written in one transaction (a failing write costs only its own file). A
+file that disappeared leaves its entry in place but without a transcript (so without a resume
+argv). Codex thread names are re-read from each home's ``session_index.jsonl`` and re-title the
+entries they name, whether or not their rollouts changed. One pass runs at a time.
 
 A push indexes one transcript now, found by its path or by its harness and session id:
 Claude Code's Stop, SessionEnd and SubagentStop hooks pass its path as ``transcript_path`` /
@@ -213,11 +213,16 @@ class Reconciler:
                 paths.append(value)
         entries: list[SessionEntry] = []
         if paths:
-            for p in paths:
-                if Path(p).expanduser().is_file():
-                    entry = self.push_path(p)
-                    if entry is not None:
-                        entries.append(entry)
+            present = [p for p in paths if Path(p).expanduser().is_file()]
+            if not present:
+                raise NotFound(
+                    "no transcript at " + " nor at ".join(paths),
+                    field="transcript_path",
+                )
+            for p in present:
+                entry = self.push_path(p)
+                if entry is not None:
+                    entries.append(entry)
             return entries
         session_id = hook.get("session_id")
         if isinstance(session_id, str) and session_id:

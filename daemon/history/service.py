@@ -19,8 +19,11 @@ Actions (every call goes through the gate and leaves one audit record):
   index on someone's behalf leaves its audit record here.
 
 Reconcile runs in a worker thread: once at start, then whenever a search finds the last pass
-older than ``STALE_SECONDS``. The search does not wait for it (seed 000: "a reconcile that a
-search starts but does not wait for"); Claude Code entries arrive sooner through the hooks.
+older than ``STALE_SECONDS``. An agent's search does not wait for it (seed 000: "a reconcile
+that a search starts but does not wait for"); a person's waits up to
+``SEARCH_WAITS_SECONDS``, and any answer given while one still runs says the index is
+refreshing (``refreshing``). Claude Code entries arrive sooner through the hooks. A person's
+``history.get`` also takes a unique prefix of the session id.
 A search answers on the event loop (no thread hop) unless a reconcile is running, which may
 hold the index lock for a while: then it runs in one worker thread, query to projection.
 """
@@ -28,6 +31,7 @@ hold the index lock for a while: then it runs in one worker thread, query to pro
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -64,6 +68,7 @@ REINDEX = Action("history.reindex", scope=None, tier=Tier.HUMAN, mutates=True)
 Shape = Callable[[SessionEntry, Sequence[str], Liveness], dict[str, Any]]
 
 STALE_SECONDS = 30.0
+SEARCH_WAITS_SECONDS = 5.0  # a person's search waits this long for a running reconcile
 SOURCE = "openbus history index (lexical, from harness transcripts)"
 MAX_QUERY_CHARS = 1000
 
@@ -146,6 +151,12 @@ class HistoryService(Feature):
         limit = _limit(call.params.get("limit", 10))
         call.details.update({"query": q[:200], "repo": repo, "limit": limit})
         shape = full_for_human if call.actor.is_human else project_for_agent
+        running = self.kick()  # a stale index starts a reconcile now (or one already runs)
+        if running is not None and call.actor.is_human:
+            # a person's search waits for it, bounded (an agent's never does): a first search
+            # after start would otherwise see only what the reconcile had reached so far
+            with contextlib.suppress(Exception):  # timed out, or failed (it logs why)
+                await asyncio.wait_for(asyncio.shield(running), SEARCH_WAITS_SECONDS)
         if self.index.reconcile_running():
             # A reconcile takes the index lock in turns (its first read of the file table is
             # long): wait for it off the event loop, in one hop for the whole answer.
@@ -155,13 +166,19 @@ class HistoryService(Feature):
             # nothing holds the index for long: answer at once (an FTS query, milliseconds).
             results, keys = self._search(q, repo, limit, shape)
         call.details["results"] = keys
-        self.kick()  # starts a reconcile when the last is stale; never waits for it
-        return {
+        body: dict[str, Any] = {
             "source": SOURCE,
             "data_only": True,
             "pending_harnesses": list(PENDING_HARNESSES),
             "results": results,
         }
+        if self.index.reconcile_running():
+            call.details["refreshing"] = True
+            body["refreshing"] = (
+                "the index is being refreshed from the transcripts on disk: sessions it has not "
+                "reached yet are missing from these results; search again shortly"
+            )
+        return body
 
     def _search(
         self, q: str, repo: str | None, limit: int, shape: Shape
@@ -176,7 +193,10 @@ class HistoryService(Feature):
         repo = call.params.get("repo")
         if repo is not None and not isinstance(repo, str):
             raise BadRequest("repo must be text", field="repo")
-        entry = await asyncio.to_thread(self.index.get, harness, session_id)
+        # a person may give a unique prefix of the id (an agent names it whole: no guessing)
+        lookup = self.index.get_by_prefix if call.actor.is_human else self.index.get
+        entry = await asyncio.to_thread(lookup, harness, session_id)
+        call.target = f"{harness}:{entry.session_id}"
         if repo and not in_repo(entry, repo):
             # the same answer as for a session that does not exist: no existence leak
             raise NotFound(f"no {harness} session {session_id} in the history index")

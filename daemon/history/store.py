@@ -152,6 +152,16 @@ class HistoryStore:
             ).fetchone()
         return _row_entry(row) if row else None
 
+    def ids_starting(self, harness: str, prefix: str, limit: int = 2) -> list[str]:
+        """Session ids of ``harness`` that start with ``prefix`` (at most ``limit``)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT session_id FROM sessions "
+                "WHERE harness = ? AND substr(session_id, 1, ?) = ? ORDER BY session_id LIMIT ?",
+                (harness, len(prefix), prefix, limit),
+            ).fetchall()
+        return [str(r[0]) for r in rows]
+
     def recent(self, limit: int = 20) -> list[SessionEntry]:
         with self._lock:
             rows = self._db.execute(

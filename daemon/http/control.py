@@ -1,7 +1,9 @@
 """The human API for requests: ``POST /api/ask`` -> ``control.ask``; ``GET /api/threads``
 (the requester's thread) and ``GET /api/threads/{request}[?after=N&wait=S]`` (one request and
 what it caused, waiting at most 50 s for an entry newer than ``after``) -> ``threads.get``;
-``POST /api/control/start`` -> ``control.start`` (the control session, unless it runs)."""
+``POST /api/control/start`` -> ``control.start`` (the control session, unless it runs);
+``POST /api/control/allow-panes`` ``{allow}`` -> ``control.allow_panes`` ("control may open
+panes" without a card each time; ``allow: false`` takes it back)."""
 
 from __future__ import annotations
 
@@ -68,9 +70,20 @@ class ControlStartResource:
         resp.media = await self.gate.run(require_actor(req), "control.start", {})
 
 
+class AllowPanesResource:
+    def __init__(self, gate: Gate) -> None:
+        self.gate = gate
+
+    async def on_post(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
+        body = await read_json(req)
+        params = {"allow": body.get("allow", True)}
+        resp.media = await self.gate.run(require_actor(req), "control.allow_panes", params)
+
+
 def add_routes(app: falcon.asgi.App[Any, Any], gate: Gate) -> None:
     app.add_route("/api/ask", AskResource(gate))
     app.add_route("/api/control/start", ControlStartResource(gate))
+    app.add_route("/api/control/allow-panes", AllowPanesResource(gate))
     threads = ThreadsResource(gate)
     app.add_route("/api/threads", threads)
     app.add_route("/api/threads/{request}", threads, suffix="request")

@@ -29,6 +29,7 @@ STATUS: dict[type[errors.OpenbusError], int] = {
     errors.NotFound: 404,
     errors.Conflict: 409,
     errors.Refused: 429,
+    errors.LaunchFailed: 502,
     errors.AuditUnavailable: 503,
     errors.Unavailable: 503,
     errors.ConfigError: 500,

@@ -63,7 +63,7 @@ from openbus.daemon.core.audit import AuditDraft
 from openbus.daemon.feature import Feature
 from openbus.daemon.gate import Gate
 from openbus.daemon.grants import Grants, Principal
-from openbus.daemon.mcp.instructions import INSTRUCTIONS
+from openbus.daemon.mcp.instructions import SERVING_ROLE, RoleServer
 from openbus.daemon.mcp.tools import LaunchRecords, McpTool, ToolContext, ToolRegistry, frame
 from openbus.daemon.refusals import AnonymousRefusals
 from openbus.kernel.clock import Clock
@@ -162,6 +162,7 @@ class McpEndpoint(Feature):
         clock: Clock,
         max_body: int = MAX_BODY,
         max_sessions_per_agent: int = MAX_SESSIONS_PER_AGENT,
+        role_instructions: Mapping[str, str] | None = None,
     ) -> None:
         self.gate = gate
         self.grants = grants
@@ -173,12 +174,12 @@ class McpEndpoint(Feature):
         port = listen.listen_port
         self.hosts = allowed_hosts(listen.listen_host, port)
         self.origins = [f"http://{h}" for h in self.hosts]
-        self.server: Server[Any] = Server(
+        self.server: Server[Any] = RoleServer(
             SERVER_NAME,
             version="0.1.0",
             title="openbus",
-            instructions=INSTRUCTIONS,
             on_list_tools=self._list_tools,
+            by_role=role_instructions or {},
         )
         # ``tools/call`` is registered with the SDK's generic handler API so it can answer the
         # wire dict itself: a result built once (see ``_framed``) is not rebuilt per call.
@@ -306,7 +307,11 @@ class McpEndpoint(Feature):
         send_on = send
         if session is None:
             send_on = self._capturing(send, principal.id)
-        await self.manager.handle_request(inner, receive, send_on)  # type: ignore[arg-type]
+        role = SERVING_ROLE.set(principal.role)
+        try:
+            await self.manager.handle_request(inner, receive, send_on)  # type: ignore[arg-type]
+        finally:
+            SERVING_ROLE.reset(role)
 
     def _capturing(self, send: Send, principal_id: str) -> Send:
         header = MCP_SESSION_ID_HEADER.encode()
@@ -419,7 +424,9 @@ class McpEndpoint(Feature):
             return types.ListToolsResult(tools=[])
         actor = principal.actor()
         listed = self.tools.listed(self.gate, actor, self.grants.scopes_for(actor))
-        return types.ListToolsResult(tools=[_tool_model(tool) for tool in listed])
+        result = types.ListToolsResult(tools=[_tool_model(tool) for tool in listed])
+        self.launches.tools_listed(principal.id)
+        return result
 
     def _result(self, tool: McpTool, data: Any) -> dict[str, Any]:
         """The ``tools/call`` result for ``data`` in wire form: framed as data with its source,

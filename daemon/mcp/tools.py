@@ -43,6 +43,11 @@ class LaunchRecords(Protocol):
         """Where the agent holding ``principal_id`` was launched, if this daemon launched it."""
         ...
 
+    def tools_listed(self, principal_id: str) -> None:
+        """The agent holding ``principal_id`` was just answered a ``tools/list``: its openbus
+        tools are loaded (a launch's first prompt waits for this)."""
+        ...
+
 
 @dataclass(frozen=True)
 class ToolContext:

@@ -59,7 +59,7 @@ def build(
     book = MessageBook(clock, PolicyLimits(policy))
     addressing = Addressing(fleet, grants, cards, owners)
     held_ids = HeldIds(db)
-    outcomes = Outcomes(book, gate, cards, clock, held_ids)
+    outcomes = Outcomes(book, gate, cards, clock, held_ids, view=fleet.view)
     return MessagingService(
         gate=gate,
         grants=grants,

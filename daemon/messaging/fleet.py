@@ -36,6 +36,7 @@ class PaneView:
     text: str | None
     title: str | None = None
     pids: tuple[int, ...] = ()  # the pane's process and the harness process
+    branch: str | None = None
 
     @property
     def deliverable(self) -> bool:
@@ -125,6 +126,7 @@ class DirectoryFleet:
             text=entry.text,
             title=reading.title,
             pids=(entry.info.pid, entry.process.pid),
+            branch=entry.branch,
         )
 
     def view(self, pane: str) -> PaneView | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from openbus.daemon.cards import Cards
@@ -25,8 +26,10 @@ from openbus.daemon.core.messaging import (
     MessageBook,
     Outcome,
 )
+from openbus.daemon.core.names import actor_harness, agent_name, hop_words
 from openbus.daemon.gate import Gate
 from openbus.daemon.messaging.actions import SEND
+from openbus.daemon.messaging.fleet import PaneView
 from openbus.daemon.messaging.held_ids import HeldIds
 from openbus.kernel.clock import Clock
 from openbus.kernel.errors import NotFound
@@ -37,10 +40,21 @@ log = logging.getLogger("openbus.messaging")
 PREVIEW_CHARS = 200
 
 
+PaneLookup = Callable[[str], PaneView | None]
+
+
 class Outcomes:
     def __init__(
-        self, book: MessageBook, gate: Gate, cards: Cards, clock: Clock, held_ids: HeldIds
+        self,
+        book: MessageBook,
+        gate: Gate,
+        cards: Cards,
+        clock: Clock,
+        held_ids: HeldIds,
+        *,
+        view: PaneLookup | None = None,
     ) -> None:
+        self.view = view
         self.book = book
         self.held_ids = held_ids
         self.gate = gate
@@ -53,6 +67,14 @@ class Outcomes:
     def done(self, message: Message) -> asyncio.Event:
         """Set when ``message`` reaches its outcome."""
         return self._done.setdefault(message.key, asyncio.Event())
+
+    def name(self, pane: str | None, actor: str | None) -> str:
+        """An agent as a person reads it (``claude "auth review" %10 on fix/login``), from the
+        pane's directory entry; never its session UUID."""
+        found = self.view(pane) if pane and self.view is not None else None
+        if found is not None:
+            return agent_name(found.harness, found.title, found.pane, found.branch)
+        return agent_name(actor_harness(actor or ""), None, pane, None)
 
     def forget(self, message: Message) -> None:
         """Drop what is kept of a message whose id was released."""
@@ -159,13 +181,14 @@ class Outcomes:
         could not be cleared, and a pane holding a draft is offered no message. A card says
         so, written with a system record naming the pane and the message."""
         pane = message.recipient.pane
-        who = message.recipient.actor or f"the agent in {pane}"
+        who = self.name(pane, message.recipient.actor)
+        sender = self.name(message.sender_pane, message.sender_actor)
         card, write = self.cards.new(
             kind="composer_left",
             requester="system",
             owner=self.owners[message.key],
             summary=(
-                f"Message {message.message_id} from {message.sender_actor} to {who} ({pane}) "
+                f"Message {message.message_id} from {sender} to {who} "
                 "could not be confirmed, and its text could not be cleared from the composer: "
                 "clear or send it by hand; the pane gets no further messages while its "
                 "composer holds text."
@@ -213,14 +236,14 @@ class Outcomes:
 
     def new_card(self, message: Message, need: CardNeed, owner: str) -> tuple[Card, Any]:
         """A consent card for ``message`` (not yet written: the write commits with a record)."""
-        who = message.recipient.actor or f"the agent in {message.recipient.pane}"
+        who = self.name(message.recipient.pane, message.recipient.actor)
+        sender = self.name(message.sender_pane, message.sender_actor)
         if need is CardNeed.HOP:
-            why = f"hop {message.hop} of a conversation, past the hop limit"
+            why = f"{hop_words(message.hop)}, past the limit on replies"
         else:
-            why = "the first message of this pair"
+            why = "the first message between these two"
         summary = (
-            f"{message.sender_actor} wants to message {who} ({message.recipient.pane}): {why}. "
-            f"\u201c{preview(message.text, 160)}\u201d"
+            f"{sender} wants to message {who}: {why}. \u201c{preview(message.text, 160)}\u201d"
         )
         return self.cards.new(
             kind=need.value,

@@ -53,6 +53,7 @@ from openbus.daemon.core.messaging import (
     Outcome,
     Phase,
 )
+from openbus.daemon.core.names import hop_words
 from openbus.daemon.feature import Feature
 from openbus.daemon.gate import Call, Gate
 from openbus.daemon.grants import Grants, Principal
@@ -434,6 +435,10 @@ class MessagingService(Feature):
     def _row(self, message: Message) -> dict[str, Any]:
         row = message.to_dict()
         row["preview"] = self._preview.get(message.key, "")
+        # what a person reads: the agents by title, harness, pane and branch; the hop in words
+        row["sender_name"] = self.outcomes.name(message.sender_pane, message.sender_actor)
+        row["recipient_name"] = self.outcomes.name(message.recipient.pane, message.recipient.actor)
+        row["hop_words"] = hop_words(message.hop)
         return row
 
 

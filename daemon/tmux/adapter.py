@@ -295,9 +295,11 @@ class Tmux:
             raise NotFound(f"no such pane {pane_id}", field="pane")
         return info
 
-    async def capture(self, pane_id: str) -> str:
+    async def capture(self, pane_id: str, *, history: int = 0) -> str:
+        """The pane's screen, and ``history`` lines scrolled off above it."""
         check_pane_id(pane_id)
-        return "\n".join(await self._read_command("capture-pane", "-p", "-t", pane_id))
+        start = ("-S", str(-history)) if history > 0 else ()
+        return "\n".join(await self._read_command("capture-pane", "-p", *start, "-t", pane_id))
 
     async def server_pid(self) -> int | None:
         """The tmux server's pid, or None when no server runs on the socket."""

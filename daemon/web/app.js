@@ -29,6 +29,7 @@ const state = {
   panes: [],
   version: null,
   connections: new Map(),
+  unavailable: new Map(), // pane -> why Connect cannot be honoured there (no toggle)
   cap: null,
   cards: [],
   audit: [],
@@ -251,6 +252,8 @@ function indicator(preset) {
 function connectToggle(pane) {
   const current = presetOf(pane);
   const found = connectionOf(pane);
+  const reason = found ? null : state.unavailable.get(pane.pane);
+  if (reason) return h("p", { class: "small", dataset: { unavailable: pane.pane }, text: reason });
   const group = h("div", {
     class: "toggle",
     role: "radiogroup",
@@ -300,6 +303,7 @@ async function setConnect(pane, preset) {
 async function refreshConnections() {
   const data = await api("GET", "/api/connections");
   state.connections = new Map(data.connections.map((c) => [c.pane, c]));
+  state.unavailable = new Map((data.unavailable || []).map((u) => [u.pane, u.reason]));
   state.cap = data.cap;
   state.needConnections = false;
 }
@@ -313,8 +317,8 @@ function stateBadge(value) {
 
 function composer(value) {
   if (value === true) return "composer empty";
-  if (value === false) return "draft in composer";
-  return "composer unknown";
+  if (value === false) return "draft in the composer";
+  return "composer not visible on this screen";
 }
 
 function prLinks(links) {
@@ -521,6 +525,26 @@ function refusalReason(record) {
   return why ? h("span", { class: "rec-why", text: String(why) }) : null;
 }
 
+// An agent as a person reads it: claude "auth review" %10 on fix/login (never its session id).
+function paneName(pane) {
+  const harness = pane.harness && pane.harness !== "unknown" ? pane.harness : "agent";
+  const title = pane.title ? ` "${pane.title}"` : "";
+  return `${harness}${title} ${pane.pane}${pane.branch ? ` on ${pane.branch}` : ""}`;
+}
+
+function actorName(actor) {
+  if (!actor || !actor.startsWith("agent:")) return actor;
+  for (const c of state.connections.values()) {
+    if (c.actor !== actor) continue;
+    const pane = state.panes.find((p) => p.pane === c.pane);
+    if (!pane) return `${c.harness} ${c.pane}`;
+    return paneName({ ...pane, harness: c.harness }); // the launched harness, as granted
+  }
+  const harness = actor.split(":")[1] || "agent";
+  const pane = /:pane:(%\d+):/.exec(actor);
+  return pane ? `${harness} ${pane[1]}` : `${harness} agent (no longer connected)`;
+}
+
 function auditItem(record) {
   return h(
     "li",
@@ -528,7 +552,7 @@ function auditItem(record) {
     h("span", { class: "rec-time mono", text: clock(record.time) }),
     h("span", { class: "rec-action", text: record.action }),
     h("span", { class: "rec-outcome", text: record.outcome }),
-    h("span", { class: "rec-actor", text: record.actor }),
+    h("span", { class: "rec-actor", title: record.actor, text: actorName(record.actor) }),
     record.target ? h("span", { class: "rec-target mono", text: record.target }) : null,
     record.message_id ? h("span", { class: "rec-msg mono", text: `msg ${record.message_id}` }) : null,
     refusalReason(record),
@@ -641,7 +665,7 @@ function sleep(ms) {
 
 function messageItem(message, direction) {
   const peer = direction === "sent" ? message.recipient_pane || message.target : message.sender_pane;
-  const who = direction === "sent" ? message.recipient : message.sender;
+  const who = direction === "sent" ? message.recipient_name : message.sender_name;
   return h(
     "li",
     { class: `msg outcome-${message.outcome}`, dataset: { message: message.message_id } },
@@ -657,7 +681,8 @@ function messageItem(message, direction) {
     h(
       "p",
       { class: "small mono" },
-      `${message.message_id} · ${who || ""}${message.reason ? ` · ${message.reason}` : ""}`,
+      `${message.message_id} · ${who || ""}${message.hop_words ? ` · ${message.hop_words}` : ""}` +
+        `${message.reason ? ` · ${message.reason}` : ""}`,
     ),
   );
 }
@@ -705,7 +730,6 @@ function renderDetail() {
     h("span", { class: "indicator" }, indicator(preset)),
     `${pane.pane} ${pane.title || pane.window?.name || ""}`,
   );
-  const found = connectionOf(listed);
   const rows = [
     ["Harness", pane.harness],
     ["State", pane.state],
@@ -713,7 +737,8 @@ function renderDetail() {
     ["Branch", pane.branch || "—"],
     ["Directory", pane.cwd || "—"],
     ["Summary", pane.summary || "—"],
-    ["Connect", preset + (found ? ` (${found.actor})` : "")],
+    ["Connect", preset],
+    ["Named", paneName(listed)],
     ["Last activity", pane.last_activity ? ago(pane.last_activity) : "—"],
     ["Incarnation", pane.incarnation],
   ];
@@ -738,7 +763,7 @@ function renderDetail() {
       "ul",
       { class: "events" },
       (pane.events || []).slice(-20).reverse().map((e) =>
-        h("li", { class: "small" }, `${clock(e.time)} ${e.kind}${e.state ? ` ${e.state}` : ""}`)),
+        h("li", { class: "small" }, `${clock(e.time)} ${e.text || e.kind}`)),
     ),
   ];
   $("detail-body").replaceChildren(...parts.filter(Boolean));
@@ -825,9 +850,14 @@ function redraw(part, inputs, draw) {
 function render() {
   const connections = [...state.connections.values()];
   const errors = [...state.errors];
+  const unavailable = [...state.unavailable.entries()];
   redraw("cards", [state.cards, asking(), errors], renderCards);
-  redraw("fleet", [state.panes, connections, errors], renderFleet);
-  redraw("detail", [state.detail, state.detailData, connections, state.panes, errors], renderDetail);
+  redraw("fleet", [state.panes, connections, unavailable, errors], renderFleet);
+  redraw(
+    "detail",
+    [state.detail, state.detailData, connections, unavailable, state.panes, errors],
+    renderDetail,
+  );
 }
 
 // The page follows the daemon's feed (/api/follow: one audited subscription, then a frame of
@@ -849,6 +879,7 @@ async function apply(directory, cards, connections) {
   if (connections) {
     state.connections = new Map(connections.connections.map((c) => [c.pane, c]));
     state.cap = connections.cap;
+    state.unavailable = new Map((connections.unavailable || []).map((u) => [u.pane, u.reason]));
     state.needConnections = false;
   } else if (state.needConnections || state.ticks % CONNECTIONS_EVERY === 0) {
     await refreshConnections();

@@ -71,9 +71,9 @@ def test_connecting_what_openbus_cannot_relaunch_is_refused_naming_the_reason(
         assert answer.status_code == 409, (name, answer.text)
         assert answer.json()["field"] == "pane"
         reasons[name] = answer.json()["message"]
-    assert "did not launch" in reasons["typed"]
+    assert "runs no coding agent" in reasons["typed"]
     assert "opaque" in reasons["opaque"]
-    assert "(opencode) has no resume command" in reasons["opencode"]
+    assert reasons["opencode"].startswith("Connect is unavailable for OpenCode")
     assert "session id is not known" in reasons["codex"]
     with fleet.daemon.human() as client:
         assert client.get("/api/cards").json()["cards"] == []
@@ -95,3 +95,37 @@ def test_an_agent_launched_off_is_offered_a_restart_and_its_card_raised(fleet: F
         [card] = client.get("/api/cards").json()["cards"]
     assert card["kind"] == "restart_to_connect" and card["id"] == answer.json()["restart"]["card"]
     assert card["summary"].startswith("Restart this agent to connect it?")
+
+
+def test_each_pane_connect_cannot_honour_is_refused_with_its_own_reason(fleet: Fleet) -> None:
+    opaque = fleet.launch("opaque", "off")
+    pure = fleet.launch("fakeclaude", "off")
+    connected = fleet.launch("fakeclaude", "observe")
+    shell = fleet.tmux.run("list-panes", "-t", "main:0", "-F", "#{pane_id}").split()[0]
+    answers = {
+        name: put_connect(fleet, pane, "observe")
+        for name, pane in (
+            ("missing", "%99"),
+            ("shell", shell),
+            ("opaque", opaque["pane"]),
+        )
+    }
+    assert {n: a.status_code for n, a in answers.items()} == {
+        "missing": 404,
+        "shell": 409,
+        "opaque": 409,
+    }
+    messages = {n: a.json()["message"] for n, a in answers.items()}
+    assert messages["missing"] == "no pane %99 in the fleet"
+    assert messages["shell"] == "Connect is unavailable for a shell: it is not an agent"
+    assert "opaque command launcher" in messages["opaque"]
+    # the page's source: every pane it must not offer a toggle for, with that same reason
+    with fleet.daemon.human() as client:
+        listing = client.get("/api/connections").json()
+    unavailable = {u["pane"]: u["reason"] for u in listing["unavailable"]}
+    assert unavailable[shell] == messages["shell"]
+    assert unavailable[opaque["pane"]] == messages["opaque"]
+    # launched Off, it holds no token: the toggle is a restart (its card), and the line says so
+    assert "launched with preset Off" in unavailable[pure["pane"]]
+    assert connected["pane"] not in unavailable
+    assert [c["pane"] for c in listing["connections"]] == [connected["pane"]]

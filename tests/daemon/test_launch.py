@@ -61,7 +61,20 @@ def test_a_connected_claude_launch_gets_its_session_id_the_endpoint_and_the_allo
     }
     assert argv[argv.index("--allowedTools") + 1] == "mcp__openbus"
     assert "--strict-mcp-config" not in argv
-    assert argv[-2:] == ["--", "hi"]
+    # the TUI would send an argv prompt before loading the openbus server: it is typed instead
+    assert "hi" not in argv and plan.typed_prompt == "hi"
+
+
+def test_a_one_shot_or_unconnected_launch_takes_its_prompt_in_argv() -> None:
+    printing = Launcher("p", "claude", ("claude", "-p"))
+    executing = Launcher("x", "codex", ("codex", "exec"))
+    for launcher, preset in (
+        (printing, Preset.OBSERVE),
+        (executing, Preset.OBSERVE),
+        (builtin_launchers()["claude"], Preset.OFF),
+    ):
+        plan = plan_launch(launcher, preset=preset, prompt="hi", mcp_url=URL, session_id=SID)
+        assert plan.argv[-2:] == ("--", "hi") and plan.typed_prompt is None, launcher
 
 
 def test_a_connected_codex_launch_reads_its_token_from_the_environment() -> None:
@@ -182,9 +195,10 @@ def test_the_cli_prints_the_pane_and_incarnation_and_why_connect_is_unavailable(
     done = fleet.daemon.cli(
         "launch", "fakeopencode", "--preset", "observe", "--cwd", str(fleet.project), check=True
     )
-    first, second = done.stdout.strip().splitlines()
+    first, state, second = done.stdout.strip().splitlines()
     pane, incarnation = first.split(" ")
-    assert pane.startswith("%") and incarnation
+    assert pane.startswith("%") and incarnation.startswith("inc_")
+    assert state.startswith("state: ")
     assert second.startswith("not connected: Connect is unavailable for OpenCode")
     bad = fleet.daemon.cli("launch", "fakeclaude", "--cwd", "/no/such/dir")
     assert bad.returncode == 1 and "(cwd)" in bad.stderr and "Traceback" not in bad.stderr
@@ -267,3 +281,30 @@ def test_gemini_settings_are_refused_unless_root_owns_every_directory_and_none_i
     )
     mine = [("/", 0, 0o40755), ("/home/ann", 1000, 0o40755)]
     assert "/home/ann is not (owner uid 1000" in (gemini_settings_refusal(mine, root=True) or "")
+
+
+def test_an_agent_that_dies_at_once_is_reported_failed_with_its_status_and_last_screen(
+    tmp_path: Path,
+) -> None:
+    missing = {"harness": "claude", "argv": ["openbus-no-such-harness"]}
+    with make_fleet(tmp_path, {"launchers.missing": missing}) as fleet:
+        done = fleet.daemon.cli(
+            "launch", "missing", "--preset", "observe", "--cwd", str(fleet.project)
+        )
+        assert done.returncode == 1 and "Traceback" not in done.stderr
+        assert "connected" not in done.stdout + done.stderr
+        assert "exited at once with status 127" in done.stderr
+        assert "cannot start openbus-no-such-harness" in done.stderr  # its last screen
+        as_json = fleet.daemon.cli(
+            "launch", "missing", "--preset", "observe", "--cwd", str(fleet.project), "--json"
+        )
+        assert json.loads(as_json.stdout)["error"] == "launch_failed"
+        failed = [r for r in fleet.audit() if r["action"] == "launch"]
+        assert [(r["outcome"], r["details"]["reason"]) for r in failed] == [
+            ("refused", "launch_failed")
+        ] * 2
+        with fleet.daemon.human() as client:  # no token was committed for it
+            assert client.get("/api/connections").json()["connections"] == []
+        # the dead pane was read, then closed
+        panes = fleet.tmux.run("list-panes", "-a", "-F", "#{pane_dead}").split()
+        assert "1" not in panes

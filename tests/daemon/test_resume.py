@@ -83,4 +83,4 @@ def test_a_new_agent_in_the_pane_of_one_that_exited_inherits_nothing(fleet: Flee
     with fleet.daemon.human() as client:
         assert client.get("/api/connections").json()["connections"] == []
         answer = client.put("/api/connect", json={"pane": pane, "preset": "observe"})
-    assert answer.status_code == 409 and "did not launch" in answer.json()["message"]
+    assert answer.status_code == 409 and "runs no coding agent" in answer.json()["message"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -38,3 +39,53 @@ def test_a_bad_config_key_stops_start_up_naming_key_and_file(tmp_path: Path) -> 
     assert result.returncode != 0
     assert "daemon.colour" in result.stderr and str(config) in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def _serve(config: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "openbus.daemon.cli", "serve", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+
+def test_a_port_already_in_use_is_one_line_naming_the_listen_key(tmp_path: Path) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        config = write_config(
+            tmp_path / "busy.toml",
+            {
+                "daemon": {
+                    "listen": f"127.0.0.1:{port}",
+                    "state_dir": str(tmp_path / "state"),
+                    "socket": str(tmp_path / "run" / "d.sock"),
+                }
+            },
+        )
+        result = _serve(config)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"openbus: config error: {config}: daemon.listen: 127.0.0.1:{port} is already in use "
+        "(another daemon, or another program); stop it, or set another port"
+    ]
+
+
+def test_a_state_dir_that_is_a_file_is_one_line_naming_the_key(tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("")
+    config = write_config(
+        tmp_path / "file.toml",
+        {
+            "daemon": {
+                "listen": "127.0.0.1:1",
+                "state_dir": str(tmp_path / "afile"),
+                "socket": str(tmp_path / "run" / "d.sock"),
+            }
+        },
+    )
+    result = _serve(config)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "daemon.state_dir" in lines[0] and "not a directory" in lines[0]

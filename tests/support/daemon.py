@@ -25,10 +25,15 @@ from openbus.daemon.config import load_config
 from tests.support.wait import wait_until
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def free_port(other_than: int | None = None) -> int:
+    """A port free on 127.0.0.1 now, never ``other_than`` (a port already picked, not yet
+    bound, which the kernel may hand out again)."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port != other_than:
+            return port
 
 
 def toml_value(value: Any) -> str:
@@ -202,7 +207,7 @@ def start_daemon(
             "listen": f"127.0.0.1:{port}",
             "socket": str(sock),
             "state_dir": str(state),
-            "web_listen": f"127.0.0.1:{free_port()}",
+            "web_listen": f"127.0.0.1:{free_port(other_than=port)}",
         },
     }
     for name, values in (extra or {}).items():

@@ -127,8 +127,16 @@ def test_real_claude_code_as_control_hands_off_ambiguous_requests_and_replies(
             )
             assert entry["session"] == "control"
             assert cli_json(daemon, "control", "start")["started"] is False  # one control
+            allowed = cli_json(daemon, "control", "allow-panes")
+            assert allowed == {"control_may_open_panes": True}
+            taken = cli_json(daemon, "control", "allow-panes", "--off")
+            assert taken == {"control_may_open_panes": False}
             asked = asking.result(timeout=90)
         assert MARK in json.dumps(stub.turns()[0].body)
+        # the charter also came at MCP initialize, after the common rules (Claude Code shows
+        # a server's instructions to the model as that server's section)
+        given = json.dumps(f"Do not work around it; tell the user.\n\n{MARK}")[1:-1]
+        assert any(given in json.dumps(t.body) for t in stub.turns())
         assert asked["request"]["id"] == "r1"
         assert asked["sent_to"] is None  # to control
         assert asked["request"]["state"] == "answered"

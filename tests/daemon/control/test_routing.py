@@ -20,7 +20,7 @@ from openbus.daemon.core.actors import CONTROL
 from openbus.daemon.core.audit import AuditDraft
 from openbus.daemon.core.threads import RequestState
 from openbus.daemon.mcp.tools import ToolRegistry
-from openbus.kernel.errors import BadRequest, Conflict, Forbidden
+from openbus.kernel.errors import BadRequest, Conflict, Forbidden, NotFound
 from openbus.kernel.scopes import Preset
 from tests.daemon.messaging.conftest import Agent, Scenario, World
 
@@ -205,6 +205,7 @@ def test_act_actions_are_controls_alone(run_world: Run) -> None:
             ("control.reply", {"thread": answer["request"]["id"], "text": "hi"}),
             ("control.press_key", {"pane": agent.pane}),
             ("control.open_window", {"launcher": "claude"}),
+            ("control.resume_session", {"harness": "claude", "session_id": "s1"}),
             ("control.hand_off", {"thread": answer["request"]["id"]}),
         ):
             with pytest.raises(Forbidden):
@@ -302,5 +303,51 @@ def test_opening_a_window_is_a_card_for_configured_launchers_only(run_world: Run
         assert asked["opened"] is False
         [card] = [c for c in await world.cards() if c["id"] == asked["card"]]
         assert card["summary"] == "control wants to open a shell window for 'docs'"
+
+    run_world(scenario)
+
+
+def test_once_control_may_open_panes_a_window_opens_without_a_card(run_world: Run) -> None:
+    async def scenario(world: World) -> None:
+        before = {e.pane_id for e in world.directory.entries()}
+        allowed = await world.gate.run(world.human, "control.allow_panes", {})
+        assert allowed == {"control_may_open_panes": True}
+        opened = await world.gate.run(CONTROL, "control.open_window", {"launcher": "shell"})
+        assert opened["opened"] is True
+        await world.until(
+            lambda: {e.pane_id for e in world.directory.entries()} - before, "the new window"
+        )
+        [record] = [r for r in world.audit() if r["action"] == "control.open_window"]
+        assert "control may open panes" in record["details"]
+        await world.gate.run(world.human, "control.allow_panes", {"allow": False})
+        asked = await world.gate.run(CONTROL, "control.open_window", {"launcher": "shell"})
+        assert asked["opened"] is False and asked["card"]
+
+    run_world(scenario)
+
+
+def test_resuming_a_session_is_a_card_and_goes_through_the_resumer_once_allowed(
+    run_world: Run,
+) -> None:
+    async def scenario(world: World) -> None:
+        with pytest.raises(BadRequest):
+            await world.gate.run(
+                CONTROL, "control.resume_session", {"harness": "vi", "session_id": "s1"}
+            )
+        params = {"harness": "claude", "session_id": "sess-unknown"}
+        asked = await world.gate.run(CONTROL, "control.resume_session", params)
+        assert asked["opened"] is False
+        [card] = [c for c in await world.cards() if c["id"] == asked["card"]]
+        assert card["summary"] == "control wants to resume the claude session sess-unknown"
+        await world.decide(asked["card"], "approve")
+        await world.until(
+            lambda: [r for r in world.audit() if r["action"] == "session.resume"],
+            "the approved resume, run as the human",
+        )
+        [resumed] = [r for r in world.audit() if r["action"] == "session.resume"]
+        assert resumed["actor"] == f"human:{world.user}" and resumed["outcome"] != "ok"
+        await world.gate.run(world.human, "control.allow_panes", {})
+        with pytest.raises(NotFound, match="no session claude:sess-unknown is known"):
+            await world.gate.run(CONTROL, "control.resume_session", params)
 
     run_world(scenario)

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from openbus.daemon.core.dispatch import PaneFacts, Route, RoutingIndex, decide, pr_keys
+from openbus.daemon.core.dispatch import (
+    PaneFacts,
+    Route,
+    RoutingIndex,
+    decide,
+    pr_keys,
+    words,
+)
 from openbus.kernel.errors import BadRequest
 
 
@@ -98,6 +105,7 @@ def test_a_request_no_pane_matches_goes_to_control() -> None:
         "auth-review should publish the package",
         "auth-review, force the update",
         "auth-review: rm the build dir",
+        "auth-review: ship.",
     ],
 )
 def test_destructive_or_outward_facing_requests_go_to_control(text: str) -> None:
@@ -152,3 +160,34 @@ def test_a_risky_word_inside_an_identity_is_no_risk() -> None:
     fleet = RoutingIndex.build([pane("%1", branch="fix-release-notes")])
     assert decide("on fix-release-notes, reword the intro", fleet).route is Route.DIRECT
     assert decide("fix-release-notes: release it", fleet).route is Route.CONTROL
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "tell auth-review to add a test",
+        "on auth-review, add a test",
+        "tell auth-review to push it",
+        "reword the intro in shared",
+        "check example-app#12 please",
+        "the docs pass needs a table",
+        "billing: run the tests",
+        "old-work: rerun it",
+        "auth-review and docs-two: sync up",
+        "no pane here",
+    ],
+)
+def test_the_quick_path_gives_what_the_full_scan_gives(text: str) -> None:
+    tokens = words(text)
+    quick = FLEET.quick(text.lower(), tokens)
+    refusal, matched = FLEET.scan(tokens)
+    if quick is not None:
+        assert refusal is None and matched == [quick.matched[0]]
+        assert quick == FLEET.direct[matched[0]]
+
+
+def test_a_request_naming_one_agent_pane_takes_the_quick_path() -> None:
+    decision = FLEET.quick(
+        "tell auth-review to add a test", words("tell auth-review to add a test")
+    )
+    assert decision is not None and decision.pane == "%1"

@@ -161,8 +161,12 @@ def test_search_get_and_expunge_go_through_the_daemon_and_are_audited(tmp_path: 
             assert absent.status_code == 404
 
         transcript = Path(results[0]["transcript"])
-        gone = daemon.cli("history", "expunge", "claude", "c-1", check=True)
-        assert "expunged claude c-1" in gone.stdout
+        unconfirmed = daemon.cli("history", "expunge", "claude", "c-1")  # no terminal, no --yes
+        assert unconfirmed.returncode == 1 and "--yes" in unconfirmed.stderr
+        assert transcript.exists()
+        gone = daemon.cli("history", "expunge", "claude", "c-1", "--yes", check=True)
+        assert gone.stdout.startswith("expunged claude c-1: its index entry and 2 transcript files")
+        assert f"removed {transcript}" in gone.stdout
         assert not transcript.exists()
         after = daemon.cli("history", "get", "claude", "c-1")
         assert after.returncode == 1 and "no claude session c-1" in after.stderr
@@ -181,3 +185,45 @@ def test_search_get_and_expunge_go_through_the_daemon_and_are_audited(tmp_path: 
 
 def _user() -> str:
     return pwd.getpwuid(os.getuid()).pw_name
+
+
+def test_push_of_a_transcript_path_that_does_not_exist_exits_1_naming_it(tmp_path: Path) -> None:
+    _, _, section = _homes(tmp_path)
+    with running_daemon(tmp_path, {"history": section}) as daemon:
+        missing = str(tmp_path / "claude" / "projects" / "-w-app" / "gone.jsonl")
+        for args, stdin in (
+            ((), json.dumps({"session_id": "gone", "transcript_path": missing})),
+            (("--transcript", missing), None),
+        ):
+            done = _run(daemon.config_path, "push", *args, stdin=stdin)
+            assert done.returncode == 1, (args, done.stdout, done.stderr)
+            assert missing in done.stderr and "Traceback" not in done.stderr
+
+
+def test_get_takes_a_unique_prefix_of_the_session_id(tmp_path: Path) -> None:
+    claude, _, section = _homes(tmp_path)
+    claude.session("7f3c0a11-aaaa", "/w/app", ["first of two"])
+    claude.session("7f3c0a22-bbbb", "/w/app", ["second of two"])
+    with running_daemon(tmp_path, {"history": section}) as daemon:
+        with daemon.human() as human:
+            wait_until(
+                lambda: human.get("/healthz").json()["history"]["sessions"] == 5,
+                what="the start-up reconcile",
+            )
+        got = daemon.cli("history", "get", "claude", "7f3c0a2", "--json", check=True)
+        assert json.loads(got.stdout)["session"]["session_id"] == "7f3c0a22-bbbb"
+        ambiguous = daemon.cli("history", "get", "claude", "7f3c")
+        assert ambiguous.returncode == 1
+        assert "7f3c0a11-aaaa" in ambiguous.stderr and "7f3c0a22-bbbb" in ambiguous.stderr
+        short = daemon.cli("history", "get", "claude", "7f3")  # under four characters: whole ids
+        assert short.returncode == 1 and "no claude session 7f3" in short.stderr
+
+
+def test_a_search_during_a_reconcile_waits_for_it_and_finds_every_session(tmp_path: Path) -> None:
+    """The first search after start, while the start-up reconcile may still run, finds all."""
+    _, _, section = _homes(tmp_path)
+    with running_daemon(tmp_path, {"history": section}) as daemon:
+        found = daemon.cli("history", "search", "login billing", "--json", check=True)
+        body = json.loads(found.stdout)
+        ids = {r["session_id"] for r in body["results"]}
+        assert {"c-1", "x-1"} <= ids or "refreshing" in body, body

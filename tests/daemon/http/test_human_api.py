@@ -137,10 +137,10 @@ def test_an_unknown_card_is_404(daemon: RunningDaemon) -> None:
     assert result.returncode == 1 and "no such card" in result.stderr
 
 
-def test_connecting_an_agent_launched_without_a_token_says_why(daemon: RunningDaemon) -> None:
+def test_connecting_a_pane_that_is_not_in_the_fleet_says_so(daemon: RunningDaemon) -> None:
     result = daemon.cli("connect", "%3", "--preset", "observe")
     assert result.returncode == 1
-    assert "restart-to-connect" in result.stderr
+    assert result.stderr == "openbus: no pane %3 in the fleet (pane)\n"
 
 
 def test_disconnect_all_is_audited(daemon: RunningDaemon) -> None:

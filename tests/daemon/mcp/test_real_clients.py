@@ -18,7 +18,6 @@ from tests.support.harnesses import (
     CodexHarness,
     make_claude,
     make_codex,
-    submit_prompt,
 )
 from tests.support.stub_model import StubModel, call_tool, hold, reply
 from tests.support.tmux import TmuxServer
@@ -63,7 +62,7 @@ def launch(daemon: RunningDaemon, launcher: str, cwd: Path, prompt: str | None) 
     args = ["launch", launcher, "--preset", "observe", "--cwd", str(cwd), "--json"]
     if prompt is not None:
         args += ["--prompt", prompt]
-    done = daemon.cli(*args, check=True)
+    done = daemon.cli(*args, check=True, timeout=150)
     result: dict[str, Any] = json.loads(done.stdout)
     return result
 
@@ -123,10 +122,11 @@ def test_claude_tui_launched_with_observe_calls_the_tools_without_asking_the_hum
     claude = make_claude(tmp_path / "c", stub, project)
     script = calls(stub)
     with daemon_with(tmp_path, tmux, {"claudetui": claude_launcher(claude)}) as daemon:
-        launched = launch(daemon, "claudetui", project, None)
+        # the prompt is typed by the launch once Claude Code has listed its openbus tools (a
+        # prompt typed at the first idle screen can beat the MCP server's loading)
+        launched = launch(daemon, "claudetui", project, f"please run {SCRIPT_WORD}")
         actor = launched["connect"]["actor"]
-        tmux.wait_for(launched["pane"], CLAUDE_IDLE, timeout=60)
-        submit_prompt(tmux, launched["pane"], f"please run {SCRIPT_WORD}")
+        assert launched["prompt"] == "typed"
         # The turn's final text is the stub's business; what matters here is that both calls
         # ran without a permission prompt (the pane shows them done, no "Do you want to proceed?").
         tmux.wait_for(launched["pane"], "Called openbus 2 times", CLAUDE_IDLE, timeout=90)
@@ -149,10 +149,10 @@ def test_claude_tui_launched_with_observe_calls_the_tools_without_asking_the_hum
             ) from None
         assert [a for _, a, _ in got] == ["directory.list", "history.search"]
         tmux.kill_pane(launched["pane"])
-        wait_until(
-            lambda: any(r["action"] == "agent.revoked" for r in audit(daemon)),
+        wait_until(  # bound to its session, its grant is suspended (a resume brings it back)
+            lambda: any(r["action"] == "agent.suspended" for r in audit(daemon)),
             timeout=15,
-            what="the exit revocation",
+            what="the exit suspension",
         )
 
 
@@ -192,3 +192,40 @@ def test_codex_exec_launched_with_observe_calls_the_tools_and_gets_bound_to_its_
         assert bound[-1]["details"]["from"].startswith(f"agent:codex:pane:{launched['pane']}:")
         script.release()
         script.wait_finished(timeout=60)
+
+
+def test_the_readme_launch_example_types_its_prompt_once_claude_listed_the_openbus_tools(
+    tmp_path: Path, stub: StubModel, project: Path, tmux: TmuxServer
+) -> None:
+    """`openbus launch claude --preset observe --prompt "list the fleet"`: the model's first
+    request already offers the openbus tools (the prompt waited for Claude Code's tools/list)."""
+    claude = make_claude(tmp_path / "c", stub, project)
+    script = stub.script(reply("FLEET-LISTED"), match="list the fleet")
+    launcher = {"harness": "claude", "argv": ["claude"], "env": claude.env()}
+    with daemon_with(tmp_path, tmux, {"claude": launcher}) as daemon:
+        done = daemon.cli(
+            "launch",
+            "claude",
+            "--preset",
+            "observe",
+            "--prompt",
+            "list the fleet",
+            "--cwd",
+            str(project),
+            timeout=150,
+            check=True,
+        )
+        first, state, connected, prompt = done.stdout.strip().splitlines()
+        pane, incarnation = first.split(" ")
+        assert incarnation.startswith("inc_") and state == "state: idle"
+        assert connected.startswith("connected: observe as agent:claude:")
+        assert prompt == "prompt: typed"
+        script.wait_finished(timeout=60)
+        turns = [t for t in stub.turns("anthropic") if "list the fleet" in t.prompt]
+        assert turns, "the prompt never reached the model"
+        assert "mcp__openbus__list_panes" in turns[0].offered_tools
+        assert [r["action"] for r in audit(daemon) if r["action"].startswith("launch")] == [
+            "launch",
+            "launch.prompt",
+        ]
+        tmux.kill_pane(pane)

@@ -245,7 +245,9 @@ def test_a_ping_pong_past_the_hop_limit_raises_a_card(run_world: Run) -> None:
         assert hops == list(range(1, limit + 2))
         [card] = await w.cards()
         assert card["kind"] == "hop_limit"
-        assert "past the hop limit" in card["summary"]
+        assert f"reply {limit + 1} in a conversation, past the limit on replies" in card["summary"]
+        # the agents are named by what a person sees of them, never by their session ids
+        assert "agent:" not in card["summary"] and b.pane in card["summary"]
 
     run_world(scenario)
 

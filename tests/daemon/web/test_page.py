@@ -55,5 +55,5 @@ def test_connections_list_the_humans_agents_through_the_gate(daemon: RunningDaem
     with daemon.human() as client:
         response = client.get("/api/connections")
     assert response.status_code == 200
-    assert response.json() == {"cap": "collaborate", "connections": []}
+    assert response.json() == {"cap": "collaborate", "connections": [], "unavailable": []}
     assert audit_actions(daemon)[-1] == "connect.list"
