@@ -25,8 +25,9 @@ harness process and says whether Connect is available and, if not, why:
   (``httpUrl``, ``trust: true`` so the harness does not ask a second time, and an
   ``Authorization`` header of ``Bearer $OPENBUS_TOKEN``: Gemini CLI expands variables in its
   settings from its own environment, so the file holds no secret). The caller writes the file
-  0600 and removes it when the agent ends. A system settings file outranks the user's and the
-  workspace's, and ``mcpServers`` from each are merged, so the user's own servers stay.
+  0600 and removes it when the agent ends. The file takes the place of the host's own system
+  settings file for that process; Gemini CLI 0.61 reads it only where it and every directory
+  above it are root's and writable by no one else (``gemini_settings_refusal``).
 * **OpenCode, omp, shell, unknown, and every opaque ``command`` launcher**: launched
   as configured; Connect is unavailable, with the reason.
 
