@@ -18,7 +18,7 @@
   removed; ``get`` takes a unique prefix of the session id; a search made while the index is
   being refreshed says so.
 * ``history`` alone prints where the index is, its size and sources, and which harnesses are
-  not indexed yet (OpenCode, Gemini CLI).
+  not indexed yet (OpenCode).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from openbus.daemon.history.sources import Sources
 from openbus.kernel.clock import SystemClock
 from openbus.kernel.errors import BadRequest
 
-PENDING_NOTE = "not indexed yet: OpenCode, Gemini CLI"
+PENDING_NOTE = "not indexed yet: OpenCode"
 
 
 def _open(config: Config) -> HistoryIndex:
@@ -57,6 +57,7 @@ def _status(args: argparse.Namespace, config: Config) -> int:
             "claude_config_dirs": [str(p) for p in index.sources.claude_dirs],
             "codex_homes": [str(p) for p in index.sources.codex_homes],
             "omp_agent_dirs": [str(p) for p in index.sources.omp_dirs],
+            "gemini_dirs": [str(p) for p in index.sources.gemini_dirs],
             "pending_harnesses": list(PENDING_HARNESSES),
         }
     finally:
@@ -70,6 +71,7 @@ def _status(args: argparse.Namespace, config: Config) -> int:
                 "claude config dirs: " + (", ".join(d["claude_config_dirs"]) or "none"),
                 "codex homes: " + (", ".join(d["codex_homes"]) or "none"),
                 "omp agent dirs: " + (", ".join(d["omp_agent_dirs"]) or "none"),
+                "gemini dirs: " + (", ".join(d["gemini_dirs"]) or "none"),
                 PENDING_NOTE,
                 "verbs: reindex, push, search, get, expunge (openbus history VERB --help)",
             ]
@@ -151,7 +153,7 @@ def _search_text(data: dict[str, Any]) -> str:
     results = data.get("results", [])
     note = f"\nnote: {data['refreshing']}" if data.get("refreshing") else ""
     if not results:
-        return "no matching sessions (Claude Code, Codex and omp are indexed)" + note
+        return "no matching sessions (Claude Code, Codex, omp and Gemini CLI are indexed)" + note
     return "\n".join(_entry_line(e) for e in results) + note
 
 
@@ -228,7 +230,8 @@ def register(sub: Any) -> None:
     history = sub.add_parser(
         "history",
         help="search and manage the index of past agent sessions",
-        description="The index of past agent sessions (Claude Code, Codex, omp). " + PENDING_NOTE,
+        description="The index of past agent sessions (Claude Code, Codex, omp, Gemini CLI). "
+        + PENDING_NOTE,
     )
     add_common(history)
     history.set_defaults(handler=_status)

@@ -11,7 +11,8 @@ one line that says why not, each case its own:
 * a token that was revoked (turned Off, or its process exited);
 * a shell: not an agent;
 * an opaque ``command`` launcher: openbus cannot inject into a shell string;
-* a harness Connect is not offered for (OpenCode, omp, Gemini CLI, ...);
+* a harness Connect is not offered for (OpenCode, omp, ...), or one this host could not
+  connect at launch (Gemini CLI where it would ignore its settings file);
 * a launch with preset Off: it holds no token;
 * an agent started outside openbus.
 
@@ -45,6 +46,7 @@ class LaunchNote:
     structured: bool
     preset: str  # what was asked for: "off", or a preset Connect could not honour
     incarnation: str
+    reason: str | None = None  # why Connect could not be honoured at launch, if it was asked
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,8 @@ def why_not(facts: PaneFacts) -> str | None:
         return f"{pane} runs the launcher {note.launcher!r}: {OPAQUE_REASON}"
     if note is not None and note.harness in UNAVAILABLE:
         return UNAVAILABLE[note.harness]
+    if note is not None and note.reason is not None:  # this host's refusal (Gemini CLI's)
+        return note.reason
     if note is not None:  # how openbus launched it outranks what the screen looks like
         return (
             f"{pane} was launched with preset Off, so it holds no openbus token; connecting it "
@@ -104,7 +108,7 @@ def needs_new_token(facts: PaneFacts) -> bool:
         return False
     note = facts.launch if facts.launch and facts.launch.incarnation == facts.incarnation else None
     if note is not None:
-        return note.structured and note.harness not in UNAVAILABLE
+        return note.structured and note.harness not in UNAVAILABLE and note.reason is None
     return facts.harness in ("claude", "codex")
 
 

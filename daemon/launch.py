@@ -55,7 +55,11 @@ request):
 * a Codex principal is bound to its session id once its rollout's ``session_meta`` is seen
   (``agent.bind``), found from the rollout file its process tree holds open, else the newest
   rollout under its ``CODEX_HOME`` whose cwd and time match the launch;
-* launch environment files the wrapper never consumed are removed after a minute.
+* launch environment files the wrapper never consumed are removed after a minute;
+* a connected Gemini CLI's per-launch settings file (``agent-<principal>.json``, 0600, beside
+  the environment files; it holds the endpoint and ``$OPENBUS_TOKEN``, never the token) is
+  removed when its principal is revoked or suspended, and at the next sweep once its
+  principal is no longer active (a daemon restarted in between).
 """
 
 from __future__ import annotations
@@ -89,6 +93,7 @@ from openbus.daemon.launch_plan import (
     as_pool_user,
     check_cwd,
     check_prompt,
+    gemini_settings_refusal,
     one_shot,
     plan_launch,
 )
@@ -206,14 +211,38 @@ class LaunchService(Feature):
             return False
 
     def _write_env_file(self, env: Mapping[str, str]) -> Path:
+        name = "env-" + self.random.token_bytes(12).hex() + ".json"
+        return self._write_private(self.env_dir / name, json.dumps({"env": dict(env)}))
+
+    def _write_private(self, path: Path, text: str) -> Path:
+        """Write a new 0600 file in the 0700 launch directory."""
         self.env_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         os.chmod(self.env_dir, 0o700)
-        name = "env-" + self.random.token_bytes(12).hex() + ".json"
-        path = self.env_dir / name
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "w") as handle:
-            json.dump({"env": dict(env)}, handle)
+            handle.write(text)
         return path
+
+    def settings_refusal(self, harness: str) -> str | None:
+        """Why a connected launch of ``harness`` could not read its settings file here."""
+        if harness != "gemini":
+            return None
+        chain: list[tuple[str, int, int]] = []
+        for folder in reversed([self.env_dir, *self.env_dir.parents]):
+            try:
+                found = folder.stat()
+            except FileNotFoundError:
+                break  # made by the daemon, as its own user, 0700
+            except OSError as exc:
+                chain.append((str(folder), -1, 0))
+                log.warning("cannot look at %s: %s", folder, exc)
+                break
+            chain.append((str(folder), found.st_uid, found.st_mode))
+        return gemini_settings_refusal(chain, root=os.getuid() == 0)
+
+    def settings_path(self, principal_id: str) -> Path:
+        """Where a connected launch's own settings file lives (Gemini CLI)."""
+        return self.env_dir / f"agent-{principal_id}.json"
 
     def tools_listed(self, principal_id: str) -> None:
         self._listed.setdefault(principal_id, asyncio.Event()).set()
@@ -450,7 +479,12 @@ class LaunchService(Feature):
         it): the ``launch`` action's second half, and how a session start opens its child."""
         session_id = str(uuid.UUID(bytes=self.random.token_bytes(16), version=4))
         plan = plan_launch(
-            launcher, preset=preset, prompt=prompt, mcp_url=self.mcp_url, session_id=session_id
+            launcher,
+            preset=preset,
+            prompt=prompt,
+            mcp_url=self.mcp_url,
+            session_id=session_id,
+            refusal=self.settings_refusal(launcher.harness),
         )
         principal_id: str | None = None
         token: str | None = None
@@ -482,7 +516,12 @@ class LaunchService(Feature):
         pane, pid, incarnation = started["pane"], started["pid"], started["incarnation"]
         if principal_id is None:
             note = LaunchNote(
-                launcher.name, launcher.harness, launcher.structured, preset.value, incarnation
+                launcher.name,
+                launcher.harness,
+                launcher.structured,
+                preset.value,
+                incarnation,
+                plan.reason,
             )
             call.after_commit.append(lambda: self.facts.note(pane, note))
         result: dict[str, Any] = {
@@ -571,6 +610,19 @@ class LaunchService(Feature):
         env = dict(plan.env)
         if token is not None:
             env[TOKEN_ENV] = token
+        if plan.settings is not None and plan.settings_env is not None:
+            if principal_id is None:
+                raise BadRequest("a settings file is written for a connected launch only")
+            if self._server_is_another_users():
+                raise BadRequest(
+                    f"cannot connect {launcher.harness} here: its per-launch settings file is "
+                    "readable by the daemon's user only, and this tmux server runs as another "
+                    "user; launch it with preset off",
+                    field="preset",
+                )
+            env[plan.settings_env] = str(
+                self._write_private(self.settings_path(principal_id), plan.settings)
+            )
         pane, pid, agent_user = await self._open(
             plan.argv,
             env,
@@ -755,6 +807,8 @@ class LaunchService(Feature):
             self._revoking.discard(principal.id)
             self.launched.pop(principal.id, None)
             self._listed.pop(principal.id, None)
+            with contextlib.suppress(OSError):
+                self.settings_path(principal.id).unlink()
 
     def bind(self, principal: Principal, session_id: str, how: str) -> None:
         before = principal.actor().name
@@ -866,6 +920,13 @@ class LaunchService(Feature):
         now = self.clock.now()
         for path in self.env_dir.glob("env-*.json"):
             with contextlib.suppress(OSError):
+                if now - path.stat().st_mtime > STALE_ENV_FILE_SECONDS:
+                    path.unlink()
+        active = {p.id for p in self.grants.active()}
+        for path in self.env_dir.glob("agent-*.json"):
+            if path.stem.removeprefix("agent-") in active:
+                continue
+            with contextlib.suppress(OSError):  # old enough: not a launch still committing
                 if now - path.stat().st_mtime > STALE_ENV_FILE_SECONDS:
                     path.unlink()
 

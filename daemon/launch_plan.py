@@ -19,7 +19,16 @@ harness process and says whether Connect is available and, if not, why:
   mcp_servers.openbus.bearer_token_env_var="OPENBUS_TOKEN"`` and ``-c
   mcp_servers.openbus.default_tools_approval_mode="approve"``; its session id is bound later,
   from its rollout's session_meta.
-* **OpenCode, omp, Gemini, shell, unknown, and every opaque ``command`` launcher**: launched
+* **Gemini CLI** (structured): ``--session-id <uuid>`` on every launch, as for Claude Code,
+  and when connected a system settings file for this launch (``settings``, named to the
+  harness by ``GEMINI_CLI_SYSTEM_SETTINGS_PATH``) holding one MCP server ``openbus``
+  (``httpUrl``, ``trust: true`` so the harness does not ask a second time, and an
+  ``Authorization`` header of ``Bearer $OPENBUS_TOKEN``: Gemini CLI expands variables in its
+  settings from its own environment, so the file holds no secret). The caller writes the file
+  0600 and removes it when the agent ends. The file takes the place of the host's own system
+  settings file for that process; Gemini CLI 0.61 reads it only where it and every directory
+  above it are root's and writable by no one else (``gemini_settings_refusal``).
+* **OpenCode, omp, shell, unknown, and every opaque ``command`` launcher**: launched
   as configured; Connect is unavailable, with the reason.
 
 ``plan_resume`` is the same for a session being resumed: the launcher's ``resume`` template
@@ -50,15 +59,18 @@ TOKEN_ENV = "OPENBUS_TOKEN"  # noqa: S105 - the variable's name, not a token
 SERVER_NAME = "openbus"
 MAX_PROMPT_CHARS = 32 * 1024
 MAX_PATH_BYTES = 4096  # PATH_MAX on Linux, counting the terminating NUL
-CONNECTABLE = ("claude", "codex")
+CONNECTABLE = ("claude", "codex", "gemini")
+PRESET_SESSION = ("claude", "gemini")  # given ``--session-id <uuid>`` at launch
+GEMINI_SETTINGS_ENV = "GEMINI_CLI_SYSTEM_SETTINGS_PATH"
 PROMPTABLE = ("claude", "codex")
 
 UNAVAILABLE = {
-    "opencode": "Connect is unavailable for OpenCode: binding its launch token to a stable session "
-    "identity is not designed yet",
-    "omp": "Connect is unavailable for omp: its per-launch MCP injection is not settled yet",
-    "gemini": "Connect is unavailable for Gemini CLI: "
-    "no per-launch MCP override has been found yet",
+    "opencode": "Connect is unavailable for OpenCode: it takes the endpoint per launch "
+    "(OPENCODE_CONFIG_CONTENT, its header read from the environment), but it has no way to be "
+    "given its session id at launch, so the launch token cannot be bound to a session",
+    "omp": "Connect is unavailable for omp: it has no per-launch MCP server option (no flag or "
+    "environment variable naming an MCP config), and no way to be given its session id at "
+    "launch",
     "shell": "Connect is unavailable for a shell: it is not an agent",
     "unknown": "Connect is unavailable for a launcher of unknown harness",
 }
@@ -74,18 +86,24 @@ class LaunchPlan:
     env: dict[str, str] = field(default_factory=dict)  # secret-free; the token is added apart
     connect: bool = False  # a token is minted and injected
     reason: str | None = None  # why Connect is unavailable, when it is asked for and is
-    session_id: str | None = None  # preset session id (Claude Code)
+    session_id: str | None = None  # preset session id (Claude Code, Gemini CLI)
     typed_prompt: str | None = None  # typed once the agent listed its tools (not in argv)
+    # a per-launch settings file the caller writes (0600) and names in ``settings_env``
+    settings: str | None = None
+    settings_env: str | None = None
 
 
 def one_shot(launcher: Launcher) -> bool:
     """Whether the launcher runs the harness non-interactively (``claude -p``/``--print``,
-    ``codex exec``): its prompt can only be argv, and it loads its MCP servers first."""
+    ``codex exec``, ``gemini -p``): its prompt can only be argv, and it loads its MCP servers
+    first."""
     argv = launcher.argv[1:]
     if launcher.harness == "claude":
         return any(a in ("-p", "--print") for a in argv)
     if launcher.harness == "codex":
         return bool(argv) and argv[0] in ("exec", "e")
+    if launcher.harness == "gemini":
+        return any(a in ("-p", "--prompt") or a.startswith("--prompt=") for a in argv)
     return False
 
 
@@ -122,6 +140,40 @@ def claude_mcp_config(url: str) -> str:
     return json.dumps({"mcpServers": {SERVER_NAME: server}}, separators=(",", ":"))
 
 
+def gemini_settings(url: str) -> str:
+    server = {
+        "httpUrl": url,
+        "headers": {"Authorization": f"Bearer ${TOKEN_ENV}"},
+        "trust": True,
+    }
+    return json.dumps({"mcpServers": {SERVER_NAME: server}}, separators=(",", ":"))
+
+
+def settings_for(harness: str, mcp_url: str, connect: bool) -> dict[str, str | None]:
+    """The per-launch settings file a connected harness reads the endpoint from, if any."""
+    if connect and harness == "gemini":
+        return {"settings": gemini_settings(mcp_url), "settings_env": GEMINI_SETTINGS_ENV}
+    return {}
+
+
+def gemini_settings_refusal(chain: list[tuple[str, int, int]], *, root: bool) -> str | None:
+    """Why Gemini CLI would ignore a settings file in the last directory of ``chain``
+    (``(path, owner uid, mode)`` from ``/`` down), or None. Gemini CLI 0.61 skips a system
+    settings file unless the daemon, the file and every directory above it are root's and
+    writable by no one else."""
+    head = (
+        "Connect is unavailable for Gemini CLI on this host: it reads the per-launch settings "
+        "file only when that file and every directory above it are owned by root and writable "
+        "by no one else"
+    )
+    if not root:
+        return f"{head}, and this daemon does not run as root"
+    for path, uid, mode in chain:
+        if uid != 0 or mode & 0o022:
+            return f"{head}; {path} is not (owner uid {uid}, mode {mode & 0o7777:o})"
+    return None
+
+
 def codex_overrides(url: str) -> list[str]:
     prefix = f"mcp_servers.{SERVER_NAME}"
     return [
@@ -142,19 +194,20 @@ def plan_launch(
     mcp_url: str,
     session_id: str | None,
     shell: str = "/bin/sh",
+    refusal: str | None = None,
 ) -> LaunchPlan:
     """The harness command for one launch. ``session_id`` is the preset id to give Claude Code
-    when it is connected (made by the caller from its injected randomness)."""
+    or Gemini CLI (made by the caller from its injected randomness)."""
     env = dict(launcher.env)
     if not launcher.structured:
         assert launcher.command is not None
         reason = OPAQUE_REASON if preset is not Preset.OFF else None
         return LaunchPlan((shell, "-c", launcher.command), env, False, reason)
-    reason = connect_unavailable(launcher)
+    reason = connect_unavailable(launcher) or refusal
     connect = preset is not Preset.OFF and reason is None
     argv = list(launcher.argv)
     bound: str | None = None
-    if launcher.harness == "claude" and session_id is not None:
+    if launcher.harness in PRESET_SESSION and session_id is not None:
         bound = session_id
         argv += ["--session-id", bound]
     if connect:
@@ -165,7 +218,13 @@ def plan_launch(
     elif prompt is not None:
         argv += ["--", prompt]
     return LaunchPlan(
-        tuple(argv), env, connect, reason if preset is not Preset.OFF else None, bound, typed
+        tuple(argv),
+        env,
+        connect,
+        reason if preset is not Preset.OFF else None,
+        bound,
+        typed,
+        **settings_for(launcher.harness, mcp_url, connect),
     )
 
 
@@ -211,7 +270,14 @@ def plan_resume(launcher: Launcher, *, session_id: str, preset: Preset, mcp_url:
     connect = preset is not Preset.OFF and unavailable is None
     if connect:
         argv += endpoint_override(launcher.harness, mcp_url)
-    return LaunchPlan(tuple(argv), dict(launcher.env), connect, unavailable, session_id)
+    return LaunchPlan(
+        tuple(argv),
+        dict(launcher.env),
+        connect,
+        unavailable,
+        session_id,
+        **settings_for(launcher.harness, mcp_url, connect),
+    )
 
 
 # Kept across the switch to the pool user besides the launch's own variables: what tmux gives a

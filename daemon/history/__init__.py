@@ -12,7 +12,9 @@ behind a topic, a branch or a PR, then resume it or address its live pane), neve
   ``<session id>/subagents/agent-<id>.jsonl`` or, older, ``agent-<id>.jsonl``) and Codex
   (``$CODEX_HOME/sessions/YYYY/MM/DD/rollout-*.jsonl`` plus ``session_index.jsonl`` for thread
   names) and omp (``<agent dir>/sessions/<cwd, / replaced by ->/<time>_<session id>.jsonl``,
-  the agent dir ``$PI_CODING_AGENT_DIR`` or ``~/.omp/agent``).
+  the agent dir ``$PI_CODING_AGENT_DIR`` or ``~/.omp/agent``) and Gemini CLI
+  (``<home>/.gemini/tmp/<project>/chats/session-*.jsonl``, the home ``$GEMINI_CLI_HOME`` or
+  ``~``, and a Gemini launcher's ``HOME``). OpenCode is not indexed yet.
 * ``repo``: the git toplevel and origin of a cwd, read from the ``.git`` files directly.
 * ``sources``: where the harnesses keep transcripts, and finding one by session id.
 * ``query``: the pure search language: words, stopwords, quoted FTS5 terms, repo keys.

@@ -29,6 +29,14 @@ opens with a ``title`` line (rewritten in place when the session gets a title) a
 text blocks, the human's prompts being ``role: user`` with ``attribution: user``. A session
 line naming a ``parentSession`` marks a subagent (not observed: omp's tasks were not run here).
 omp records no git branch; the branch comes from the repository lookup.
+
+Gemini CLI (observed on 0.59.0 and 0.61.0): ``<home>/.gemini/tmp/<project>/chats/
+session-<time>-<first 8 of the id>.jsonl`` opens with a header line (``sessionId``,
+``startTime``, ``lastUpdated``, ``kind``: ``main`` or a subagent's); then message lines
+(``type``: ``user`` or ``gemini``, ``content`` a string or ``text`` parts) and ``$set`` lines
+updating the header (the context Gemini CLI injects at start is such a ``$set`` of messages,
+not a prompt). The session's cwd is the project's ``.project_root`` file beside ``chats/``,
+which the caller reads. No git branch is recorded.
 """
 
 from __future__ import annotations
@@ -403,8 +411,9 @@ def parse_codex(
 # --------------------------------------------------------------------------- omp
 
 
-def _omp_texts(message: Mapping[str, Any]) -> list[str]:
-    content = message.get("content")
+def _text_parts(content: object) -> list[str]:
+    """The text of a message's content: a string, or its text blocks (omp's ``type: text``,
+    Gemini CLI's untyped ``{"text": ...}`` parts)."""
     if isinstance(content, str):
         return [content]
     if not isinstance(content, list):
@@ -413,7 +422,7 @@ def _omp_texts(message: Mapping[str, Any]) -> list[str]:
         block["text"]
         for block in content
         if isinstance(block, dict)
-        and block.get("type") == "text"
+        and block.get("type", "text") == "text"
         and isinstance(block.get("text"), str)
     ]
 
@@ -434,7 +443,7 @@ def parse_omp(lines: Iterable[str | bytes]) -> ParsedSession | None:
                 acc.cwd = rec["cwd"]
         elif kind == "message" and isinstance(rec.get("message"), dict):
             message = rec["message"]
-            texts = _omp_texts(message)
+            texts = _text_parts(message.get("content"))
             if message.get("role") == "user" and message.get("attribution", "user") == "user":
                 acc.prompt("\n".join(texts))
             elif message.get("role") == "assistant":
@@ -462,6 +471,55 @@ def parse_omp(lines: Iterable[str | bytes]) -> ParsedSession | None:
     )
 
 
+# --------------------------------------------------------------------------- Gemini CLI
+
+
+def parse_gemini(lines: Iterable[str | bytes], *, cwd: str | None) -> ParsedSession | None:
+    """One Gemini CLI chat file as a ParsedSession (None without a header line)."""
+    acc = _Acc()
+    acc.cwd = cwd
+    header: dict[str, Any] | None = None
+    summary: str | None = None
+    for rec in _records(lines):
+        if header is None:
+            if not isinstance(rec.get("sessionId"), str):
+                return None
+            header = rec
+            acc.time(rec.get("startTime"))
+            acc.time(rec.get("lastUpdated"))
+            continue
+        update = rec.get("$set")
+        if isinstance(update, dict):
+            acc.time(update.get("lastUpdated"))
+            if isinstance(update.get("summary"), str):
+                summary = update["summary"].strip() or summary
+            continue
+        acc.time(rec.get("timestamp"))
+        texts = _text_parts(rec.get("content"))
+        if rec.get("type") == "user":
+            acc.prompt("\n".join(texts))
+        elif rec.get("type") == "gemini":
+            for text in texts:
+                acc.text(text)
+    if header is None or not header["sessionId"]:
+        return None
+    kind = header.get("kind")
+    prompts = cap_prompts(acc.prompts)
+    return ParsedSession(
+        harness="gemini",
+        session_id=header["sessionId"],
+        cwd=acc.cwd,
+        branches=tuple(acc.branches),
+        prs=tuple(acc.prs),
+        title=make_title(summary, prompts),
+        prompts=prompts,
+        started=acc.first,
+        last_active=acc.last,
+        subagent=isinstance(kind, str) and kind != "main",
+        parent_session_id=None,
+    )
+
+
 def resume_argv(harness: str, session_id: str, *, subagent: bool) -> tuple[str, ...] | None:
     """The exact command that resumes a top-level session; subagents have none."""
     if subagent:
@@ -472,4 +530,6 @@ def resume_argv(harness: str, session_id: str, *, subagent: bool) -> tuple[str, 
         return ("codex", "resume", session_id)
     if harness == "omp":
         return ("omp", "--resume", session_id)
+    if harness == "gemini":  # run in the session's cwd: Gemini CLI looks in that project
+        return ("gemini", "--resume", session_id)
     return None

@@ -30,11 +30,12 @@ from openbus.daemon.history.parse import (
     parse_claude,
     parse_codex,
     parse_codex_thread_names,
+    parse_gemini,
     parse_omp,
     resume_argv,
 )
 from openbus.daemon.history.repo import RepoInfo, RepoResolver
-from openbus.daemon.history.sources import CLAUDE, CODEX, OMP, Sources, Transcript
+from openbus.daemon.history.sources import CLAUDE, CODEX, GEMINI, OMP, Sources, Transcript
 from openbus.daemon.history.store import FileKey, HistoryStore, KnownFile
 from openbus.kernel.clock import Clock
 from openbus.kernel.errors import BadRequest, NotFound
@@ -284,11 +285,23 @@ def parse_transcript(
         parsed = parse_claude(lines, file_name=t.path.name)
     elif t.harness == OMP:
         parsed = parse_omp(lines)
+    elif t.harness == GEMINI:
+        parsed = parse_gemini(lines, cwd=gemini_project_root(t.path))
     else:
         parsed = parse_codex(lines, thread_names=names)
     if parsed is not None and parsed.last_active is None:
         parsed = replace(parsed, last_active=st.st_mtime, started=parsed.started or st.st_mtime)
     return parsed, _file_key(st)
+
+
+def gemini_project_root(chat: Path) -> str | None:
+    """The cwd of a Gemini CLI chat: its project's ``.project_root`` (beside ``chats/``)."""
+    try:
+        with (chat.parent.parent / ".project_root").open("rb") as handle:
+            text = handle.read(8192).decode("utf-8", "replace").strip()
+    except OSError:
+        return None
+    return text if text.startswith("/") and "\n" not in text else None
 
 
 def thread_names(home: Path) -> dict[str, str]:

@@ -1,5 +1,5 @@
-"""Where transcripts live: the Claude Code config dirs, Codex homes and omp agent dirs the
-index reads.
+"""Where transcripts live: the Claude Code config dirs, Codex homes, omp agent dirs and Gemini
+CLI dirs the index reads.
 
 ``[history] claude_config_dirs`` and ``codex_homes`` when set, else the harnesses' own
 defaults (``$CLAUDE_CONFIG_DIR`` or ``~/.claude``; ``$CODEX_HOME`` or ``~/.codex``), plus every
@@ -9,12 +9,16 @@ Under a config dir, Claude Code keeps ``projects/<project>/<session id>.jsonl`` 
 ``<session id>/subagents/agent-<id>.jsonl`` or, older, ``agent-<id>.jsonl``); under a Codex
 home, Codex keeps ``sessions/`` and ``archived_sessions/`` of ``rollout-*<session id>.jsonl``.
 An omp agent dir (``$PI_CODING_AGENT_DIR`` or ``~/.omp/agent``, plus a launcher's
-``PI_CODING_AGENT_DIR``) keeps ``sessions/<cwd>/<time>_<session id>.jsonl``. A transcript
-outside every root is known by its name alone.
+``PI_CODING_AGENT_DIR``) keeps ``sessions/<cwd>/<time>_<session id>.jsonl``. A Gemini CLI dir
+(``$GEMINI_CLI_HOME/.gemini`` or ``~/.gemini``, plus ``.gemini`` under a launcher's
+``GEMINI_CLI_HOME`` or a Gemini launcher's ``HOME``) keeps
+``tmp/<project>/chats/session-<time>-<first 8 of the id>.jsonl``. A transcript outside every
+root is known by its name alone.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -25,6 +29,7 @@ from openbus.daemon.config import Config
 CLAUDE = "claude"
 CODEX = "codex"
 OMP = "omp"
+GEMINI = "gemini"
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,7 @@ class Sources:
     claude_dirs: tuple[Path, ...] = ()
     codex_homes: tuple[Path, ...] = ()
     omp_dirs: tuple[Path, ...] = ()
+    gemini_dirs: tuple[Path, ...] = ()
 
     @classmethod
     def from_config(
@@ -68,14 +74,24 @@ class Sources:
             if env.get("PI_CODING_AGENT_DIR")
             else base / ".omp" / "agent"
         ]
+        gemini = [
+            Path(env["GEMINI_CLI_HOME"]) / ".gemini"
+            if env.get("GEMINI_CLI_HOME")
+            else base / ".gemini"
+        ]
         for launcher in config.launchers.values():
+            gemini_home = launcher.env.get("GEMINI_CLI_HOME") or (
+                launcher.env.get("HOME") if launcher.harness == GEMINI else None
+            )
+            if gemini_home:
+                gemini.append(Path(gemini_home) / ".gemini")
             if launcher.env.get("CLAUDE_CONFIG_DIR"):
                 claude.append(Path(launcher.env["CLAUDE_CONFIG_DIR"]))
             if launcher.env.get("CODEX_HOME"):
                 codex.append(Path(launcher.env["CODEX_HOME"]))
             if launcher.env.get("PI_CODING_AGENT_DIR"):
                 omp.append(Path(launcher.env["PI_CODING_AGENT_DIR"]))
-        return cls(_dedupe(claude), _dedupe(codex), _dedupe(omp))
+        return cls(_dedupe(claude), _dedupe(codex), _dedupe(omp), _dedupe(gemini))
 
     def roots(self) -> Iterator[tuple[str, Path]]:
         for path in self.claude_dirs:
@@ -84,6 +100,8 @@ class Sources:
             yield CODEX, path
         for path in self.omp_dirs:
             yield OMP, path
+        for path in self.gemini_dirs:
+            yield GEMINI, path
 
     def transcripts(self) -> Iterator[Transcript]:
         """Every transcript file under every root, in a stable order."""
@@ -99,6 +117,9 @@ class Sources:
         for root in self.omp_dirs:
             for path in _walk(root / "sessions", _is_omp_session):
                 yield Transcript(OMP, path, root)
+        for root in self.gemini_dirs:
+            for path in _gemini_chats(root):
+                yield Transcript(GEMINI, path, root)
 
     def root_of(self, path: Path) -> tuple[str, Path] | None:
         """The harness and root a transcript path belongs to, if it is under one."""
@@ -149,7 +170,31 @@ class Sources:
                 if base.is_dir():
                     for candidate in sorted(base.glob(f"*/*_{session_id}.jsonl")):
                         return Transcript(OMP, candidate, root)
+        elif harness == GEMINI:
+            for root in self.gemini_dirs:
+                for candidate in _gemini_chats(root, session_id[:8]):
+                    if _gemini_session_id(candidate) == session_id:
+                        return Transcript(GEMINI, candidate, root)
         return None
+
+
+def _gemini_chats(root: Path, short_id: str = "") -> list[Path]:
+    """Gemini CLI's chat files under a ``.gemini`` dir (``tmp/<project>/chats/session-*``)."""
+    tmp = root / "tmp"
+    if not tmp.is_dir():
+        return []
+    return sorted(tmp.glob(f"*/chats/session-*{short_id}.jsonl"))
+
+
+def _gemini_session_id(path: Path) -> str | None:
+    """The session id on a chat file's header line."""
+    try:
+        with path.open("rb") as handle:
+            first = json.loads(handle.readline(65536) or b"{}")
+    except (OSError, ValueError):
+        return None
+    found = first.get("sessionId") if isinstance(first, dict) else None
+    return found if isinstance(found, str) else None
 
 
 def _is_omp_session(name: str) -> bool:

@@ -39,6 +39,9 @@ PARSERS: dict[str, Parser] = {
 RULES: dict[str, dict[str, Rule]] = {
     "claude": claude.RULES,
     "codex": codex.RULES,
+    "opencode": opencode.RULES,
+    "omp": omp.RULES,
+    "gemini": gemini.RULES,
     "shell": generic.RULES,
 }
 
@@ -48,7 +51,7 @@ def parse(text: str, evidence: Evidence) -> Reading:
 
 
 def parser_name(harness: str) -> str:
-    """Which parser reads a harness's screen (``claude``, ``codex``, ``shell``, ``generic``)."""
+    """Which parser reads a harness's screen (its own name, ``shell``, or ``generic``)."""
     return harness if harness in PARSERS else "generic"
 
 

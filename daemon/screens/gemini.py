@@ -27,13 +27,14 @@ from __future__ import annotations
 import re
 
 from openbus.daemon.screens.base import (
+    EXITED,
     Evidence,
     Menu,
     MenuOption,
     Reading,
-    State,
-    one_line,
+    Rule,
     pr_links,
+    reader,
     screen_lines,
     shows_exit,
 )
@@ -79,27 +80,54 @@ def _composer(lines: list[str]) -> int | None:
     return None
 
 
+RULES = {
+    "exited": EXITED,
+    "menu-box": Rule(
+        "a box ending the screen with numbered options (● 1. Allow once …) under its question",
+        "answering it (the digit of an option, or Esc), after which the composer returns",
+    ),
+    "unknown-no-composer": Rule(
+        "no composer (a ' > ' line with a ─ rule just above it near the bottom) and no option "
+        "box: a dialog or screen this parser does not recognise",
+        "the screen redrawn with the composer",
+    ),
+    "busy-esc-to-cancel": Rule(
+        "'(esc to cancel' on a line just above the composer's rule (⠹ Thinking... (esc to "
+        "cancel, 6s))",
+        "the turn ending: that line leaves the screen",
+    ),
+    "idle-composer": Rule(
+        "the composer with no busy line above its rule; it is empty when it holds only the "
+        f"placeholder ({PLACEHOLDER})",
+        "a submitted prompt (busy), a confirmation box (menu), or text typed in (a draft)",
+    ),
+}
+
+
 def parse(text: str, ev: Evidence) -> Reading:
     lines = screen_lines(text)
-    links = pr_links(text)
-
-    def reading(state: State, composer_empty: bool | None, summary: str) -> Reading:
-        return Reading(state, composer_empty, None, one_line(summary), links)
+    reading = reader(None, pr_links(text))
 
     if ev.dead or shows_exit(lines):
-        return reading("exited", None, "exited")
+        return reading("exited", None, "exited", "exited", lines[-1:])
     menu = _menu(lines)
     if menu is not None:
-        return Reading("menu", None, None, one_line(menu.question or "a menu is open"), links, menu)
+        shown = lines[-len(menu.options) - 2 :]
+        return reading(
+            "menu", None, menu.question or "a menu is open", "menu-box", shown, menu=menu
+        )
     index = _composer(lines)
     if index is None:
-        return reading("unknown", None, "")
+        return reading("unknown", None, "", "unknown-no-composer", lines[-3:])
     m = _PROMPT.match(lines[index])
     draft = (m.group(1) if m else "").strip()
     composer_empty = not draft or draft == PLACEHOLDER
     rule = max(i for i in range(max(0, index - _RULE_DISTANCE), index) if _is_rule(lines[i]))
     for line in lines[max(0, rule - 3) : rule]:
         if "(esc to cancel" in line:
-            return reading("busy", composer_empty, "working: " + line.strip())
+            return reading(
+                "busy", composer_empty, "working: " + line.strip(), "busy-esc-to-cancel", [line]
+            )
     replies = [line[1:].strip() for line in lines[:rule] if line.startswith("✦")]
-    return reading("idle", composer_empty, replies[-1] if replies else "ready")
+    summary = replies[-1] if replies else "ready"
+    return reading("idle", composer_empty, summary, "idle-composer", [lines[index]])

@@ -25,13 +25,14 @@ from __future__ import annotations
 import re
 
 from openbus.daemon.screens.base import (
+    EXITED,
     Evidence,
     Menu,
     MenuOption,
     Reading,
-    State,
-    one_line,
+    Rule,
     pr_links,
+    reader,
     screen_lines,
     shows_exit,
 )
@@ -81,34 +82,60 @@ def _menu(lines: list[str]) -> Menu | None:
     return Menu(question, tuple(options))
 
 
+RULES = {
+    "exited": EXITED,
+    "menu-selector": Rule(
+        f"a box ending the screen (╭─ QUESTION ─ … ╰) whose hint says '{_MENU_HINT}'",
+        "picking an option (Enter the selected one, Escape the one that denies), after which "
+        "the input line returns",
+    ),
+    "unknown-no-input": Rule(
+        "the last line is not omp's input line (╰─) and no selector box ends the screen",
+        "the screen redrawn with the input line",
+    ),
+    "busy-status": Rule(
+        "the status line above the input shows a spinner and elapsed time (⠹ 3s), or "
+        "'Working…' just above it",
+        "the turn ending: the status line shows the π > prompt again",
+    ),
+    "idle-status": Rule(
+        "the input line under a status line starting ' π > '; the input is empty when nothing "
+        "follows ╰─",
+        "a submitted prompt (busy), a selector box (menu), or text typed in (a draft)",
+    ),
+    "unknown-status": Rule(
+        "the input line, but the status line above it is neither the idle π > nor a spinner",
+        "the status line redrawn",
+    ),
+}
+
+
 def parse(text: str, ev: Evidence) -> Reading:
     lines = screen_lines(text)
-    links = pr_links(text)
-    title = _title(ev)
-
-    def reading(state: State, composer_empty: bool | None, summary: str) -> Reading:
-        return Reading(state, composer_empty, title, one_line(summary), links)
+    reading = reader(_title(ev), pr_links(text))
 
     if ev.dead or shows_exit(lines):
-        return reading("exited", None, "exited")
+        return reading("exited", None, "exited", "exited", lines[-1:])
     if len(lines) < 2:
-        return reading("unknown", None, "")
+        return reading("unknown", None, "", "unknown-no-input", lines)
     menu = _menu(lines)
     if menu is not None:
-        return Reading("menu", None, title, one_line(menu.question), links, menu)
+        shown = [line for line in lines if _BOX_TOP.match(line)][-1:]
+        return reading("menu", None, menu.question, "menu-selector", shown, menu=menu)
     m = _INPUT.match(lines[-1])
     status = lines[-2]
     if m is None:
-        return reading("unknown", None, "")
+        return reading("unknown", None, "", "unknown-no-input", lines[-2:])
     composer_empty = not (m.group(1) or "").strip()
     working = len(lines) > 2 and "Working…" in lines[-3]
     if _STATUS_BUSY.match(status) or working:
-        return reading("busy", composer_empty, "working")
+        return reading("busy", composer_empty, "working", "busy-status", lines[-3:-1])
     if _STATUS_IDLE.match(status):
         said = [
             line.strip()
             for line in lines[:-2]
             if _MESSAGE.match(line) and not line.startswith(_TURN_FOOTER)
         ]
-        return reading("idle", composer_empty, said[-1] if said else "ready")
-    return reading("unknown", None, "")
+        summary = said[-1] if said else "ready"
+        return reading("idle", composer_empty, summary, "idle-status", lines[-2:])
+    return reading("unknown", None, "", "unknown-status", lines[-2:])

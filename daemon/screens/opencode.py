@@ -22,13 +22,14 @@ The pane title is ``OpenCode`` until the session has a title, then ``OC | TITLE`
 from __future__ import annotations
 
 from openbus.daemon.screens.base import (
+    EXITED,
     Evidence,
     Menu,
     MenuOption,
     Reading,
-    State,
-    one_line,
+    Rule,
     pr_links,
+    reader,
     screen_lines,
     shows_exit,
 )
@@ -59,34 +60,55 @@ def _title(ev: Evidence) -> str | None:
     return title[len(_TITLE_PREFIX) :].strip() or None if title.startswith(_TITLE_PREFIX) else None
 
 
+RULES = {
+    "exited": EXITED,
+    "menu-permission": Rule(
+        f"'{_PERMISSION}' near the bottom with its '{_CONFIRM}' line",
+        "answering it (Enter confirms; the other keys its line names), after which the "
+        "composer returns",
+    ),
+    "unknown-no-composer": Rule(
+        "no composer box (┃ lines closed by ╹▀ near the bottom) and no permission prompt: "
+        "nothing this parser recognises",
+        "the screen redrawn with the composer box",
+    ),
+    "busy-esc-interrupt": Rule(
+        "'esc interrupt' in the line under the composer box",
+        "the turn ending: the hint leaves the screen",
+    ),
+    "idle-composer": Rule(
+        "the composer box with no 'esc interrupt' under it; it is empty when it shows only "
+        f"the placeholder ({PLACEHOLDER})",
+        "a submitted prompt (busy), a permission prompt (menu), or text typed in (a draft)",
+    ),
+}
+
+
 def parse(text: str, ev: Evidence) -> Reading:
     lines = screen_lines(text)
-    links = pr_links(text)
-    title = _title(ev)
-
-    def reading(state: State, composer_empty: bool | None, summary: str) -> Reading:
-        return Reading(state, composer_empty, title, one_line(summary), links)
+    reading = reader(_title(ev), pr_links(text))
 
     if ev.dead or shows_exit(lines):
-        return reading("exited", None, "exited")
+        return reading("exited", None, "exited", "exited", lines[-1:])
     menu = _menu(lines)
     if menu is not None:
-        return Reading("menu", None, title, one_line(menu.question), links, menu)
+        shown = [line for line in lines[-16:] if _PERMISSION in line or _CONFIRM in line]
+        return reading("menu", None, menu.question, "menu-permission", shown, menu=menu)
     bottom = next(
         (i for i in range(len(lines) - 1, -1, -1) if lines[i].lstrip().startswith("╹▀")), None
     )
     if bottom is None or bottom < 2:
-        return reading("unknown", None, "")
+        return reading("unknown", None, "", "unknown-no-composer", lines[-3:])
     box: list[str] = []
     for line in reversed(lines[:bottom]):
         if not line.lstrip().startswith("┃"):
             break
         box.insert(0, line.lstrip()[1:].strip())
     if len(box) < 2:
-        return reading("unknown", None, "")
+        return reading("unknown", None, "", "unknown-no-composer", lines[-3:])
     draft = [line for line in box[:-1] if line]
     composer_empty = not draft or draft[0].startswith(PLACEHOLDER)
-    footer = " ".join(lines[bottom + 1 : bottom + 3])
-    if "esc interrupt" in footer:
-        return reading("busy", composer_empty, "working")
-    return reading("idle", composer_empty, "ready")
+    under = lines[bottom + 1 : bottom + 3]
+    if "esc interrupt" in " ".join(under):
+        return reading("busy", composer_empty, "working", "busy-esc-interrupt", under)
+    return reading("idle", composer_empty, "ready", "idle-composer", lines[bottom - 1 : bottom])

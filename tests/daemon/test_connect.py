@@ -58,13 +58,13 @@ def test_connecting_what_openbus_cannot_relaunch_is_refused_naming_the_reason(
 ) -> None:
     typed = fleet.tmux.run("new-window", "-d", "-P", "-F", "#{pane_id}", "sleep 600").strip()
     opaque = fleet.launch("opaque", "off")
-    gemini = fleet.launch("fakegemini", "off")
+    opencode = fleet.launch("fakeopencode", "off")
     codex = fleet.launch("fakecodex", "off")  # its session was never reported
     reasons = {}
     for name, pane in (
         ("typed", typed),
         ("opaque", opaque["pane"]),
-        ("gemini", gemini["pane"]),
+        ("opencode", opencode["pane"]),
         ("codex", codex["pane"]),
     ):
         answer = put_connect(fleet, pane, "observe")
@@ -73,14 +73,14 @@ def test_connecting_what_openbus_cannot_relaunch_is_refused_naming_the_reason(
         reasons[name] = answer.json()["message"]
     assert "runs no coding agent" in reasons["typed"]
     assert "opaque" in reasons["opaque"]
-    assert "Gemini" in reasons["gemini"] or "gemini" in reasons["gemini"]
+    assert reasons["opencode"].startswith("Connect is unavailable for OpenCode")
     assert "session id is not known" in reasons["codex"]
     with fleet.daemon.human() as client:
         assert client.get("/api/cards").json()["cards"] == []
         offers = {o["pane"]: o for o in client.get("/api/restart-offers").json()["offers"]}
     # the page is told which toggles a restart can honour: none of these, each with its reason
     assert typed not in offers
-    assert {offers[p["pane"]]["restartable"] for p in (opaque, gemini, codex)} == {False}
+    assert {offers[p["pane"]]["restartable"] for p in (opaque, opencode, codex)} == {False}
     assert offers[codex["pane"]]["reason"] == reasons["codex"]
 
 

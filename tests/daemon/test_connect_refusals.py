@@ -31,7 +31,15 @@ def test_each_pane_connect_cannot_honour_gets_its_own_reason() -> None:
         "opaque": why_not(
             facts(harness="unknown", launch=note("legacy", "codex", structured=False))
         ),
-        "gemini": why_not(facts(harness="gemini", launch=note("g", "gemini", preset="observe"))),
+        "opencode": why_not(
+            facts(harness="opencode", launch=note("o", "opencode", preset="observe"))
+        ),
+        "gemini here": why_not(
+            facts(
+                harness="gemini",
+                launch=LaunchNote("g", "gemini", True, "observe", INC, "Gemini CLI refused here"),
+            )
+        ),
         "off": why_not(facts(harness="claude", launch=note("claude", "claude"))),
         "by hand": why_not(facts(harness="claude")),
         "not an agent": why_not(facts(harness="unknown")),
@@ -40,7 +48,8 @@ def test_each_pane_connect_cannot_honour_gets_its_own_reason() -> None:
     assert "revoked" in reasons["revoked"]
     assert reasons["shell"] == "Connect is unavailable for a shell: it is not an agent"
     assert "'legacy'" in reasons["opaque"] and "opaque command launcher" in reasons["opaque"]
-    assert reasons["gemini"].startswith("Connect is unavailable for Gemini CLI")
+    assert reasons["opencode"].startswith("Connect is unavailable for OpenCode")
+    assert reasons["gemini here"] == "Gemini CLI refused here"  # the launch's own reason
     assert "launched with preset Off" in reasons["off"]
     assert "not launched with an openbus token" in reasons["by hand"]
     assert "no coding agent openbus recognises" in reasons["not an agent"]

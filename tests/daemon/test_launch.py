@@ -18,6 +18,7 @@ from openbus.daemon.launch_plan import (
     as_pool_user,
     check_cwd,
     check_prompt,
+    gemini_settings_refusal,
     plan_launch,
     plan_resume,
 )
@@ -93,7 +94,7 @@ def test_a_connected_codex_launch_reads_its_token_from_the_environment() -> None
     ]
 
 
-@pytest.mark.parametrize("name", ["opencode", "gemini", "omp", "shell"])
+@pytest.mark.parametrize("name", ["opencode", "omp", "shell"])
 def test_other_harnesses_launch_unconnected_and_say_why(name: str) -> None:
     plan = plan_launch(
         builtin_launchers()[name], preset=Preset.OBSERVE, prompt=None, mcp_url=URL, session_id=SID
@@ -192,13 +193,13 @@ def test_the_cli_prints_the_pane_and_incarnation_and_why_connect_is_unavailable(
     fleet: Fleet,
 ) -> None:
     done = fleet.daemon.cli(
-        "launch", "fakegemini", "--preset", "observe", "--cwd", str(fleet.project), check=True
+        "launch", "fakeopencode", "--preset", "observe", "--cwd", str(fleet.project), check=True
     )
     first, state, second = done.stdout.strip().splitlines()
     pane, incarnation = first.split(" ")
     assert pane.startswith("%") and incarnation.startswith("inc_")
     assert state.startswith("state: ")
-    assert second.startswith("not connected: Connect is unavailable for Gemini CLI")
+    assert second.startswith("not connected: Connect is unavailable for OpenCode")
     bad = fleet.daemon.cli("launch", "fakeclaude", "--cwd", "/no/such/dir")
     assert bad.returncode == 1 and "(cwd)" in bad.stderr and "Traceback" not in bad.stderr
 
@@ -252,6 +253,34 @@ def test_the_pool_command_is_sudo_running_the_harness_itself_with_the_named_vari
     keep = next(a for a in argv if a.startswith("--preserve-env="))
     assert "OPENBUS_TOKEN" in keep.split("=", 1)[1].split(",")
     assert argv[argv.index("--") + 1 :] == ["claude", "--x"]
+
+
+def test_a_connected_gemini_gets_its_session_id_and_a_settings_file_naming_the_endpoint() -> None:
+    gemini = builtin_launchers()["gemini"]
+    plan = plan_launch(gemini, preset=Preset.OBSERVE, prompt=None, mcp_url=URL, session_id=SID)
+    assert plan.connect and plan.session_id == SID
+    assert plan.argv == (*gemini.argv, "--session-id", SID)
+    assert plan.settings_env == "GEMINI_CLI_SYSTEM_SETTINGS_PATH" and plan.settings is not None
+    server = json.loads(plan.settings)["mcpServers"]["openbus"]
+    assert server == {
+        "httpUrl": URL,
+        "headers": {"Authorization": f"Bearer ${TOKEN_ENV}"},
+        "trust": True,
+    }
+    off = plan_launch(gemini, preset=Preset.OFF, prompt=None, mcp_url=URL, session_id=SID)
+    assert off.settings is None and not off.connect and off.argv == plan.argv
+
+
+def test_gemini_settings_are_refused_unless_root_owns_every_directory_and_none_is_shared() -> None:
+    good = [("/", 0, 0o40755), ("/var", 0, 0o40755), ("/var/lib/openbus", 0, 0o40700)]
+    assert gemini_settings_refusal(good, root=True) is None
+    assert "does not run as root" in (gemini_settings_refusal(good, root=False) or "")
+    shared = [("/", 0, 0o40755), ("/tmp", 0, 0o41777)]
+    assert "/tmp is not (owner uid 0, mode 1777)" in (
+        gemini_settings_refusal(shared, root=True) or ""
+    )
+    mine = [("/", 0, 0o40755), ("/home/ann", 1000, 0o40755)]
+    assert "/home/ann is not (owner uid 1000" in (gemini_settings_refusal(mine, root=True) or "")
 
 
 def test_an_agent_that_dies_at_once_is_reported_failed_with_its_status_and_last_screen(

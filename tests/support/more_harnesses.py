@@ -27,6 +27,7 @@ call that raises the permission prompt, ``EXIT`` the command that quits.
 from __future__ import annotations
 
 import json
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -188,6 +189,21 @@ MARKERS = {
 }
 SHELL_TOOL = {"opencode": "bash", "omp": "bash", "gemini": "run_shell_command"}
 EXIT = {"opencode": "/exit", "omp": "/exit", "gemini": "/quit"}
+
+
+def run_print(harness: Harness, prompt: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    """Run one prompt in print mode in the harness's cwd; fail with its stderr if it fails."""
+    done = subprocess.run(
+        harness.print_argv(prompt, *extra),
+        env=harness.env(),
+        cwd=harness.cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done
 
 
 def shell_call(name: Name, command: str) -> tuple[str, dict[str, Any]]:

@@ -59,7 +59,8 @@ def test_history_alone_names_its_sources_and_the_harnesses_not_indexed(tmp_path:
     result = _run(_offline_config(tmp_path, section))
     assert result.returncode == 0, result.stderr
     assert "omp agent dirs: " in result.stdout
-    assert "not indexed yet: OpenCode, Gemini CLI" in result.stdout
+    assert "gemini dirs: " in result.stdout
+    assert "not indexed yet: OpenCode" in result.stdout
     assert str(tmp_path / "claude") in result.stdout
 
 

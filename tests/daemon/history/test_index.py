@@ -80,5 +80,5 @@ def test_get_of_an_unknown_session_or_an_unindexed_harness_says_so(world: World)
         world.index.get("claude", "nope")
     with pytest.raises(NotFound):
         world.index.get("omp", "nope")
-    with pytest.raises(BadRequest, match="must be one of claude, codex, omp"):
-        world.index.get("gemini", "x")
+    with pytest.raises(BadRequest, match="must be one of claude, codex, omp, gemini"):
+        world.index.get("opencode", "x")

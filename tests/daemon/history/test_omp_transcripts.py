@@ -3,7 +3,6 @@ agent dir and read as one history entry each."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -11,7 +10,7 @@ import pytest
 from openbus.daemon.history.parse import parse_omp, resume_argv
 from openbus.daemon.history.sources import OMP, Sources
 from tests.support.harnesses import Pin, pin_params, workdir
-from tests.support.more_harnesses import make_harness
+from tests.support.more_harnesses import make_harness, run_print
 from tests.support.stub_model import StubModel, reply
 
 pytestmark = pytest.mark.harness
@@ -24,15 +23,7 @@ def test_an_omp_session_is_found_and_read_with_its_id_cwd_prompt_pr_and_times(
     cwd = workdir(tmp_path)
     harness = make_harness("omp", tmp_path, stub_model, cwd, pin.version)
     stub_model.script(reply("opened https://github.com/acme/widgets/pull/42"), match="index")
-    done = subprocess.run(
-        harness.print_argv("index this omp session please"),
-        env=harness.env(),
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
+    run_print(harness, "index this omp session please")
 
     sources = Sources(omp_dirs=(harness.data_dir,))
     [found] = list(sources.transcripts())

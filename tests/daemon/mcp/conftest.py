@@ -96,6 +96,7 @@ def make_fleet(tmp_path: Path, config: dict[str, dict[str, Any]] | None = None) 
             },
             "launchers.fakeclaude": {"harness": "claude", "argv": SLEEPER},
             "launchers.fakecodex": {"harness": "codex", "argv": SLEEPER},
+            "launchers.fakeopencode": {"harness": "opencode", "argv": SLEEPER},
             "launchers.fakegemini": {"harness": "gemini", "argv": SLEEPER},
             "launchers.opaque": {"command": "exec sleep 600"},
             **(config or {}),

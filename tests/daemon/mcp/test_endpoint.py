@@ -245,11 +245,23 @@ def test_find_sessions_searches_the_callers_own_repo_and_frames_data(fleet: Flee
     assert search[0]["details"]["repo"] == "github.com/acme/widget"
 
 
-def test_connect_is_unavailable_for_gemini_and_opaque_launchers_and_says_why(fleet: Fleet) -> None:
-    gemini = fleet.launch("fakegemini", "observe")
-    assert gemini["connect"]["connected"] is False and "Gemini" in gemini["connect"]["reason"]
+def test_connect_is_unavailable_for_opencode_and_opaque_launchers_and_says_why(
+    fleet: Fleet,
+) -> None:
+    opencode = fleet.launch("fakeopencode", "observe")
+    assert opencode["connect"]["connected"] is False
+    assert "session id at launch" in opencode["connect"]["reason"]
     opaque = fleet.launch("opaque", "observe")
     assert opaque["connect"]["connected"] is False and "opaque" in opaque["connect"]["reason"]
+    assert read_nothing(opencode["pid"])
+
+
+def test_gemini_is_not_connected_where_it_would_ignore_its_settings_file_and_says_why(
+    fleet: Fleet,
+) -> None:
+    gemini = fleet.launch("fakegemini", "observe")  # the state dir is under /tmp
+    assert gemini["connect"]["connected"] is False and gemini["connect"]["principal"] is None
+    assert "owned by root and writable by no one else; /tmp is not" in gemini["connect"]["reason"]
     assert read_nothing(gemini["pid"])
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from openbus.daemon.screens import ClaudeStatus, Evidence, parse
+from openbus.daemon.screens import ClaudeStatus, Evidence, parse, rule_of
 
 HERE = Path(__file__).parent
 SETS = ("cases", "captured")
@@ -67,8 +67,13 @@ def test_screen_reads_as_expected(case_id: str, screen: Path) -> None:
     expect: dict[str, Any] = doc.get("expect") or {
         k: v for k, v in doc.items() if k in (*CHECKED, *MENU_KEYS, "summary_contains")
     }
-    reading = parse(screen.read_text(encoding="utf-8", errors="replace"), _evidence(doc, screen))
+    evidence = _evidence(doc, screen)
+    reading = parse(screen.read_text(encoding="utf-8", errors="replace"), evidence)
     got = reading.to_dict()
+    # what `openbus explain` shows: the reading names one of its parser's rules
+    assert rule_of(evidence.harness, reading.rule) is not None, (
+        f"{case_id}: rule {reading.rule!r} is not one of the {evidence.harness} parser's RULES"
+    )
     for key in CHECKED:
         if key in expect:
             assert got[key] == expect[key], (
