@@ -126,7 +126,7 @@ def make_title(explicit: str | None, prompts: Iterable[str]) -> str | None:
 
 
 class _Acc:
-    """Accumulates the facts both parsers share."""
+    """Accumulates the facts every parser shares, and makes the session of them."""
 
     def __init__(self) -> None:
         self.branches: list[str] = []
@@ -159,6 +159,34 @@ class _Acc:
         if text:
             self.prompts.append(text)
             self.text(text)
+
+    def session(
+        self,
+        harness: str,
+        session_id: str,
+        *,
+        title: str | None,
+        parent: str | None = None,
+        subagent: bool | None = None,
+        origin: str | None = None,
+    ) -> ParsedSession:
+        """The session read: the title given, else the first prompt; a subagent when it has a
+        parent, unless the transcript says otherwise."""
+        prompts = cap_prompts(self.prompts)
+        return ParsedSession(
+            harness=harness,
+            session_id=session_id,
+            cwd=self.cwd,
+            branches=tuple(self.branches),
+            prs=tuple(self.prs),
+            title=make_title(title, prompts),
+            prompts=prompts,
+            started=self.first,
+            last_active=self.last,
+            subagent=bool(parent) if subagent is None else subagent,
+            parent_session_id=parent or None,
+            origin=origin,
+        )
 
 
 # --------------------------------------------------------------------------- Claude Code
@@ -271,19 +299,12 @@ def parse_claude(lines: Iterable[str | bytes], *, file_name: str) -> ParsedSessi
         parent = None
     if not own_id:
         return None
-    prompts = cap_prompts(acc.prompts)
-    return ParsedSession(
-        harness="claude",
-        session_id=own_id,
-        cwd=acc.cwd,
-        branches=tuple(acc.branches),
-        prs=tuple(acc.prs),
-        title=make_title(custom_title or ai_title or summary, prompts),
-        prompts=prompts,
-        started=acc.first,
-        last_active=acc.last,
+    return acc.session(
+        "claude",
+        own_id,
+        title=custom_title or ai_title or summary,
+        parent=parent,
         subagent=subagent,
-        parent_session_id=parent,
     )
 
 
@@ -390,21 +411,9 @@ def parse_codex(
     for prompt in event_prompts or item_prompts:
         acc.prompt(prompt)
     subagent, parent = _codex_subagent(meta)
-    prompts = cap_prompts(acc.prompts)
     name = (thread_names or {}).get(session_id)
-    return ParsedSession(
-        harness="codex",
-        session_id=session_id,
-        cwd=acc.cwd,
-        branches=tuple(acc.branches),
-        prs=tuple(acc.prs),
-        title=make_title(name, prompts),
-        prompts=prompts,
-        started=acc.first,
-        last_active=acc.last,
-        subagent=subagent,
-        parent_session_id=parent,
-        origin=origin,
+    return acc.session(
+        "codex", session_id, title=name, parent=parent, subagent=subagent, origin=origin
     )
 
 
@@ -455,19 +464,8 @@ def parse_omp(lines: Iterable[str | bytes]) -> ParsedSession | None:
     if not isinstance(session_id, str) or not session_id:
         return None
     parent = session.get("parentSession")
-    prompts = cap_prompts(acc.prompts)
-    return ParsedSession(
-        harness="omp",
-        session_id=session_id,
-        cwd=acc.cwd,
-        branches=tuple(acc.branches),
-        prs=tuple(acc.prs),
-        title=make_title(title, prompts),
-        prompts=prompts,
-        started=acc.first,
-        last_active=acc.last,
-        subagent=isinstance(parent, str) and bool(parent),
-        parent_session_id=parent if isinstance(parent, str) and parent else None,
+    return acc.session(
+        "omp", session_id, title=title, parent=parent if isinstance(parent, str) else None
     )
 
 
@@ -504,19 +502,11 @@ def parse_gemini(lines: Iterable[str | bytes], *, cwd: str | None) -> ParsedSess
     if header is None or not header["sessionId"]:
         return None
     kind = header.get("kind")
-    prompts = cap_prompts(acc.prompts)
-    return ParsedSession(
-        harness="gemini",
-        session_id=header["sessionId"],
-        cwd=acc.cwd,
-        branches=tuple(acc.branches),
-        prs=tuple(acc.prs),
-        title=make_title(summary, prompts),
-        prompts=prompts,
-        started=acc.first,
-        last_active=acc.last,
+    return acc.session(
+        "gemini",
+        header["sessionId"],
+        title=summary,
         subagent=isinstance(kind, str) and kind != "main",
-        parent_session_id=None,
     )
 
 
