@@ -1000,8 +1000,9 @@ async function refreshDetail() {
   const pane = state.detail;
   try {
     const data = await api("GET", `/api/panes/${encodeURIComponent(pane)}?masked=true`);
+    // what openbus launched there decides an offer, not what the screen reads as (a shell)
     const listed = state.panes.find((p) => p.pane === pane) || data;
-    if (data.harness !== "shell" && !connectionOf(listed)) {
+    if (!connectionOf(listed)) {
       try {
         await refreshOffers();
         state.errors.delete(`restart:${pane}`);

@@ -39,7 +39,7 @@ def open_detail(page: sync_api.Page, pane: str) -> Any:
 
 
 def test_the_detail_offers_a_restart_where_one_can_connect_and_says_why_not_elsewhere(
-    fleet: Fleet,
+    fleet: Fleet, tmp_path: Path
 ) -> None:
     off = fleet.launch("fakeclaude", "off")
     opaque = fleet.launch("opaque", "off")
@@ -88,6 +88,7 @@ def test_the_detail_offers_a_restart_where_one_can_connect_and_says_why_not_else
         expect(
             offer.locator('button[data-restart-connect] svg[data-icon="restart"]')
         ).to_have_count(1)
+        page.screenshot(path=str(tmp_path / "restart-offer.png"), full_page=True)
         offer.locator("button[data-restart-connect]").click()
 
         # the request raised the consent card; the detail waits for it
@@ -96,6 +97,7 @@ def test_the_detail_offers_a_restart_where_one_can_connect_and_says_why_not_else
         expect(offer.locator("[data-pending]")).to_contain_text("Needs you", timeout=WAIT_MS)
         expect(offer.locator("button[data-restart-connect]")).to_have_count(0)
         expect(page.locator("#notice")).to_contain_text("Approve its card")
+        page.screenshot(path=str(tmp_path / "restart-card.png"), full_page=True)
         browser.close()
 
     assert problems == [], problems
