@@ -78,6 +78,7 @@ ICONS = {
     "clock": "clock",
     "terminal": "terminal",
     "send": "send",
+    "restart": "rotate-ccw",
 }
 ICONS_MARK = b"/*LUCIDE-ICONS*/ {}"
 

@@ -21,6 +21,7 @@ const OWN_READS = new Set([
   "human.follow",
   "messages.list",
   "sessions.families",
+  "restart.offers",
 ]);
 // Records after which the Connect presets may have changed.
 const CONNECT_CHANGES = /^(connect\.|launch$|policy\.|principal\.|grant)/;
@@ -33,6 +34,8 @@ const state = {
   version: null,
   connections: new Map(),
   unavailable: new Map(), // pane -> why Connect cannot be honoured there (no toggle)
+  offers: new Map(), // pane -> whether a restart can connect it, and why not (restart-offers)
+  restartPreset: new Map(), // pane -> the preset chosen for its restart-to-connect
   cap: null,
   cards: [],
   audit: [],
@@ -290,6 +293,133 @@ function connectToggle(pane) {
         })
       : null;
   return h("div", { class: "connect" }, group, note, inlineError(`pane:${pane.pane}`));
+}
+
+// ---- restart-to-connect: an agent without a token, offered a restart where the daemon says
+// one can connect it (GET /api/restart-offers), through the same PUT /api/connect the CLI
+// uses: that raises the card "Restart this agent to connect it?", approved in Needs you.
+
+async function refreshOffers() {
+  const data = await api("GET", "/api/restart-offers");
+  state.offers = new Map(data.offers.map((o) => [o.pane, o]));
+}
+
+function allowedPresets() {
+  const cap = PRESETS.indexOf(state.cap || "collaborate");
+  return PRESETS.filter((p, rank) => p !== "off" && rank <= cap);
+}
+
+function restartCard(pane) {
+  return state.cards.find((c) => c.kind === "restart_to_connect" && c.target === pane);
+}
+
+// The pane detail's Connect section: the toggle where Connect can be honoured, the restart
+// offer where a restart can connect it, else the reason it cannot.
+function detailConnect(pane) {
+  const offer = connectionOf(pane) ? null : state.offers.get(pane.pane);
+  if (!offer) return [connectToggle(pane), inlineError(`restart:${pane.pane}`)];
+  if (!offer.restartable) {
+    return h("p", {
+      class: "small",
+      dataset: { unavailable: pane.pane, restartable: "false" },
+      text: offer.reason || "a restart cannot connect this agent",
+    });
+  }
+  return restartOffer(pane, offer);
+}
+
+function restartOffer(pane, offer) {
+  const id = pane.pane;
+  const place = `restart:${id}`;
+  const box = (...children) =>
+    h("div", { class: "connect restart", dataset: { restart: id } }, ...children,
+      inlineError(place));
+  const about = h("p", {
+    class: "small",
+    text: `${id} holds no openbus token. Restarting it quits ${offer.harness} and resumes the ` +
+      `same session${offer.session_id ? ` (${offer.session_id})` : ""} connected, once it is ` +
+      "idle with an empty composer.",
+  });
+  if (offer.restarting) {
+    return box(h("p", {
+      class: "small",
+      dataset: { restarting: id },
+      text: `${id} is restarting to connect it…`,
+    }));
+  }
+  const pending = restartCard(id);
+  if (pending) {
+    return box(about, h("p", {
+      class: "small",
+      dataset: { pending: pending.id },
+      text: "Waiting for your approval: its card is in Needs you.",
+    }));
+  }
+  const allowed = allowedPresets();
+  if (!allowed.length) {
+    return box(about, h("p", {
+      class: "small",
+      dataset: { unavailable: id },
+      text: `The org policy caps Connect at ${state.cap}: no restart can connect it.`,
+    }));
+  }
+  const chosen = allowed.includes(state.restartPreset.get(id))
+    ? state.restartPreset.get(id)
+    : allowed[0];
+  const group = h("div", {
+    class: "toggle",
+    role: "radiogroup",
+    "aria-label": `Connect ${id} with`,
+  });
+  for (const preset of allowed) {
+    group.append(h(
+      "button",
+      {
+        type: "button",
+        role: "radio",
+        "aria-checked": String(chosen === preset),
+        class: chosen === preset ? "on" : "",
+        dataset: { restartPreset: preset },
+        onclick: () => {
+          state.restartPreset.set(id, preset);
+          drawn.delete("detail");
+          renderDetail();
+        },
+      },
+      icon(preset),
+      preset[0].toUpperCase() + preset.slice(1),
+    ));
+  }
+  const go = h(
+    "button",
+    {
+      type: "button",
+      class: "primary",
+      dataset: { restartConnect: id },
+      onclick: () => restartToConnect(id, chosen),
+    },
+    icon("restart"),
+    "Restart to connect",
+  );
+  return box(about, group, h("div", { class: "actions" }, go));
+}
+
+async function restartToConnect(pane, preset) {
+  await act(`restart:${pane}`, async () => {
+    const result = await api("PUT", "/api/connect", { pane, preset });
+    const restart = result && result.restart;
+    if (restart) {
+      notify(`${pane}: ${restart.summary} Approve its card to restart it with ${preset}.`);
+      if (!state.cards.some((c) => c.id === restart.card)) {
+        state.cards = (await api("GET", "/api/cards")).cards;
+      }
+    } else {
+      notify(`${pane} is connected: ${preset}.`);
+    }
+    await refreshConnections();
+    await refreshOffers();
+    render();
+  }, `restart:${pane}`);
 }
 
 async function setConnect(pane, preset) {
@@ -842,7 +972,7 @@ function renderDetail() {
       : h("p", { class: "empty", text: "No screen captured yet." }),
     h("dl", { class: "fields" }, rows.map(([k, v]) => [h("dt", { text: k }), h("dd", { text: String(v) })])),
     pane.pr_links && pane.pr_links.length ? h("p", { class: "prs" }, prLinks(pane.pr_links)) : null,
-    pane.harness === "shell" ? null : connectToggle(listed),
+    detailConnect(listed),
     familySection(pane.family),
     h("h3", { text: "Messages" }),
     messageList("Sent", messages.sent || [], "sent"),
@@ -870,6 +1000,16 @@ async function refreshDetail() {
   const pane = state.detail;
   try {
     const data = await api("GET", `/api/panes/${encodeURIComponent(pane)}?masked=true`);
+    // what openbus launched there decides an offer, not what the screen reads as (a shell)
+    const listed = state.panes.find((p) => p.pane === pane) || data;
+    if (!connectionOf(listed)) {
+      try {
+        await refreshOffers();
+        state.errors.delete(`restart:${pane}`);
+      } catch (error) {
+        state.errors.set(`restart:${pane}`, error.message || "the restart offers could not be read");
+      }
+    }
     if (state.detail === pane) {
       state.detailData = data;
       state.errors.delete("detail");
@@ -944,7 +1084,8 @@ function render() {
   redraw("fleet", [state.panes, connections, unavailable, errors, state.families], renderFleet);
   redraw(
     "detail",
-    [state.detail, state.detailData, connections, unavailable, state.panes, errors],
+    [state.detail, state.detailData, connections, unavailable, state.panes, errors,
+      [...state.offers.values()], [...state.restartPreset], state.cards, state.cap],
     renderDetail,
   );
 }
