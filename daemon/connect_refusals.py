@@ -17,7 +17,8 @@ one line that says why not, each case its own:
 * an agent started outside openbus.
 
 A revoked token, a launch with preset Off and a Claude Code or Codex agent started outside
-openbus need a new launch token (``needs_new_token``): ``Connect`` hands those to
+openbus (``RESTARTABLE``; a Gemini CLI started so is told to launch it again) need a new
+launch token (``needs_new_token``): ``Connect`` hands those to
 restart-to-connect, which raises its card or says why it cannot restart that agent. The rest
 ``Connect`` raises as its refusals (``refusal``), and ``/api/connections`` lists every reason
 per pane (``unavailable``), so the page shows it where it would otherwise offer a toggle.
@@ -30,11 +31,14 @@ from dataclasses import dataclass
 from openbus.daemon.core.actors import Actor
 from openbus.daemon.directory import Directory
 from openbus.daemon.grants import Grants
-from openbus.daemon.launch_plan import OPAQUE_REASON, UNAVAILABLE
+from openbus.daemon.launch_plan import CONNECTABLE, OPAQUE_REASON, UNAVAILABLE
 from openbus.daemon.pane_owners import PaneOwners
 from openbus.kernel.errors import Conflict, NotFound, OpenbusError
 
 RELAUNCH = "launch it again with `openbus launch LAUNCHER --preset observe` (or collaborate)"
+# The harnesses a restart can connect when they run without a token (quit, then resumed with
+# the endpoint); Gemini CLI is connected only at launch.
+RESTARTABLE = ("claude", "codex")
 
 
 @dataclass(frozen=True)
@@ -89,8 +93,13 @@ def why_not(facts: PaneFacts) -> str | None:
         return UNAVAILABLE["shell"]
     if facts.harness in UNAVAILABLE and facts.harness != "unknown":
         return UNAVAILABLE[facts.harness]
-    if facts.harness not in ("claude", "codex"):
+    if facts.harness not in CONNECTABLE:
         return f"{pane} runs no coding agent openbus recognises: Connect is offered to agents only"
+    if facts.harness not in RESTARTABLE:
+        return (
+            f"{pane} was not launched with an openbus token, and a running {facts.harness} "
+            f"is connected only at launch: {RELAUNCH}"
+        )
     return (
         f"{pane} was not launched with an openbus token; connecting a running agent needs "
         f"restart-to-connect, or {RELAUNCH}"
@@ -109,7 +118,7 @@ def needs_new_token(facts: PaneFacts) -> bool:
     note = facts.launch if facts.launch and facts.launch.incarnation == facts.incarnation else None
     if note is not None:
         return note.structured and note.harness not in UNAVAILABLE and note.reason is None
-    return facts.harness in ("claude", "codex")
+    return facts.harness in RESTARTABLE
 
 
 def refusal(facts: PaneFacts) -> OpenbusError | None:

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from openbus.daemon.connect_refusals import LaunchNote, PaneFacts, refusal, why_not
+from openbus.daemon.connect_refusals import (
+    LaunchNote,
+    PaneFacts,
+    needs_new_token,
+    refusal,
+    why_not,
+)
 from openbus.kernel.errors import Conflict, NotFound
 
 INC = "inc_1"
@@ -42,6 +48,7 @@ def test_each_pane_connect_cannot_honour_gets_its_own_reason() -> None:
         ),
         "off": why_not(facts(harness="claude", launch=note("claude", "claude"))),
         "by hand": why_not(facts(harness="claude")),
+        "gemini by hand": why_not(facts(harness="gemini")),
         "not an agent": why_not(facts(harness="unknown")),
     }
     assert reasons["missing"] == "no pane %4 in the fleet"
@@ -52,6 +59,7 @@ def test_each_pane_connect_cannot_honour_gets_its_own_reason() -> None:
     assert reasons["gemini here"] == "Gemini CLI refused here"  # the launch's own reason
     assert "launched with preset Off" in reasons["off"]
     assert "not launched with an openbus token" in reasons["by hand"]
+    assert "a running gemini is connected only at launch" in reasons["gemini by hand"]
     assert "no coding agent openbus recognises" in reasons["not an agent"]
     assert len(set(reasons.values())) == len(reasons)
     assert all("\n" not in r for r in reasons.values() if r)
@@ -74,3 +82,10 @@ def test_how_openbus_launched_a_pane_outranks_what_its_screen_looks_like() -> No
     assert "launched with preset Off" in str(
         why_not(facts(harness="shell", launch=note("claude", "claude")))
     )
+
+
+def test_only_a_claude_code_or_codex_started_outside_openbus_goes_to_restart_to_connect() -> None:
+    assert needs_new_token(facts(harness="claude"))
+    assert needs_new_token(facts(harness="codex"))
+    assert not needs_new_token(facts(harness="gemini"))
+    assert not needs_new_token(facts(harness="shell"))
