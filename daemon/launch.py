@@ -40,7 +40,12 @@ and submitted; the answer's ``prompt`` says whether it was typed, and a ``launch
 record says so too.
 
 The mint and the attach are queued on the gate call, so they commit with the launch's audit
-record or not at all (a window whose token was never committed simply fails to connect).
+record or not at all (a window whose token was never committed simply fails to connect). The
+harness may present its token before that commit (a Claude Code TUI connects its MCP servers
+within a second, a restore commits each session only once the directory has seen its pane on
+the new tmux server): ``LiveTokens.verify`` holds a request bearing a token a launch is still
+committing until that launch has committed or failed (bounded), so it is answered as the
+committed grant says rather than refused, which the harness would not retry.
 
 Afterwards (``LaunchService.tick`` every second, and ``LiveTokens.verify`` on each MCP
 request):
@@ -79,6 +84,7 @@ from openbus.daemon.core.actions import Action
 from openbus.daemon.core.agent_pool import PoolUser
 from openbus.daemon.core.audit import AuditDraft
 from openbus.daemon.core.consent import Tier
+from openbus.daemon.core.tokens import token_hash
 from openbus.daemon.directory import Directory
 from openbus.daemon.feature import Feature
 from openbus.daemon.gate import Call, Gate
@@ -112,6 +118,7 @@ SEEN_SECONDS = 10.0  # ... or at least sees the pane at all (a wrapper, a fake h
 FIRST_STATE_SECONDS = 30.0  # a recognised harness draws its first screen
 TOOLS_LISTED_SECONDS = 30.0  # a connected TUI lists its openbus tools
 PROMPT_SHOWN_SECONDS = 5.0  # the typed prompt shows in the composer
+COMMITTING_SECONDS = 30.0  # a token handed to a launch not committed yet waits this long
 LAST_SCREEN_LINES = 8
 DEAD_CHECK_SECONDS = 0.25  # how often the waits ask tmux itself whether the pane died
 STATUS_POLLS = 100  # a dead pane's exit status shows within two seconds (a loaded box)
@@ -173,6 +180,8 @@ class LaunchService(Feature):
         self.env_dir = config.daemon.state_dir / "launch"
         self._revoking: set[str] = set()
         self._listed: dict[str, asyncio.Event] = {}  # principal id -> tools/list answered
+        # token hash -> set once the launch that handed it out committed (or failed)
+        self._committing: dict[str, asyncio.Event] = {}
         self.facts = ConnectFacts(grants, directory, owners)
         connect.explain_with(self.facts)
         gate.register(LAUNCH, self.execute)
@@ -569,8 +578,60 @@ class LaunchService(Feature):
         environment only; attach the principal to the new process and record the launch, all
         committed with ``call``'s audit record."""
         env = dict(plan.env)
-        if token is not None:
-            env[TOKEN_ENV] = token
+        where: dict[str, Any] = {
+            "owner": owner,
+            "launcher": launcher,
+            "plan": plan,
+            "cwd": cwd,
+            "principal_id": principal_id,
+            "respawn": respawn,
+            "session": session,
+        }
+        if token is None:
+            return await self._spawn(call, env, **where)
+        env[TOKEN_ENV] = token
+        # the harness may present its token before this launch has committed it (a restore
+        # commits only once the directory saw each new pane): the endpoint holds it till then
+        digest = token_hash(token)
+        self._committing[digest] = asyncio.Event()
+        try:
+            started = await self._spawn(call, env, **where)
+        except BaseException:
+            self._committed(digest)
+            raise
+        call.after_commit.append(lambda: self._committed(digest))
+        return started
+
+    def _committed(self, digest: str) -> None:
+        event = self._committing.pop(digest, None)
+        if event is not None:
+            event.set()
+
+    async def committing(self, token: str) -> None:
+        """Return once the launch that handed out ``token`` has committed (or failed), at
+        once for a token no launch is committing; bounded."""
+        digest = token_hash(token)
+        event = self._committing.get(digest)
+        if event is None:
+            return
+        try:
+            await asyncio.wait_for(event.wait(), COMMITTING_SECONDS)
+        except TimeoutError:
+            self._committing.pop(digest, None)  # its commit failed: nothing will set it
+
+    async def _spawn(
+        self,
+        call: Call,
+        env: dict[str, str],
+        *,
+        owner: str,
+        launcher: Launcher,
+        plan: LaunchPlan,
+        cwd: str | None,
+        principal_id: str | None,
+        respawn: str | None,
+        session: str | None,
+    ) -> dict[str, Any]:
         pane, pid, agent_user = await self._open(
             plan.argv,
             env,
@@ -879,6 +940,7 @@ class LiveTokens:
     launches: LaunchService
 
     async def verify(self, token: str) -> Principal | None:
+        await self.launches.committing(token)
         principal = self.grants.by_token(token)
         if principal is None or not principal.active:
             return None
