@@ -84,7 +84,7 @@ from openbus.daemon.core.actions import Action
 from openbus.daemon.core.agent_pool import PoolUser
 from openbus.daemon.core.audit import AuditDraft
 from openbus.daemon.core.consent import Tier
-from openbus.daemon.core.tokens import token_hash
+from openbus.daemon.core.tokens import token_hash, well_formed
 from openbus.daemon.directory import Directory
 from openbus.daemon.feature import Feature
 from openbus.daemon.gate import Call, Gate
@@ -610,6 +610,8 @@ class LaunchService(Feature):
     async def committing(self, token: str) -> None:
         """Return once the launch that handed out ``token`` has committed (or failed), at
         once for a token no launch is committing; bounded."""
+        if not self._committing or not well_formed(token):
+            return
         digest = token_hash(token)
         event = self._committing.get(digest)
         if event is None:
