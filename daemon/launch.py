@@ -40,7 +40,12 @@ and submitted; the answer's ``prompt`` says whether it was typed, and a ``launch
 record says so too.
 
 The mint and the attach are queued on the gate call, so they commit with the launch's audit
-record or not at all (a window whose token was never committed simply fails to connect).
+record or not at all (a window whose token was never committed simply fails to connect). The
+harness may present its token before that commit (a Claude Code TUI connects its MCP servers
+within a second, a restore commits each session only once the directory has seen its pane on
+the new tmux server): ``LiveTokens.verify`` holds a request bearing a token a launch is still
+committing until that launch has committed or failed (bounded), so it is answered as the
+committed grant says rather than refused, which the harness would not retry.
 
 Afterwards (``LaunchService.tick`` every second, and ``LiveTokens.verify`` on each MCP
 request):
@@ -71,7 +76,7 @@ import logging
 import os
 import sys
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -83,6 +88,7 @@ from openbus.daemon.core.actions import Action
 from openbus.daemon.core.agent_pool import PoolUser
 from openbus.daemon.core.audit import AuditDraft
 from openbus.daemon.core.consent import Tier
+from openbus.daemon.core.tokens import token_hash, well_formed
 from openbus.daemon.directory import Directory
 from openbus.daemon.feature import Feature
 from openbus.daemon.gate import Call, Gate
@@ -117,6 +123,7 @@ SEEN_SECONDS = 10.0  # ... or at least sees the pane at all (a wrapper, a fake h
 FIRST_STATE_SECONDS = 30.0  # a recognised harness draws its first screen
 TOOLS_LISTED_SECONDS = 30.0  # a connected TUI lists its openbus tools
 PROMPT_SHOWN_SECONDS = 5.0  # the typed prompt shows in the composer
+COMMITTING_SECONDS = 30.0  # a token handed to a launch not committed yet waits this long
 LAST_SCREEN_LINES = 8
 DEAD_CHECK_SECONDS = 0.25  # how often the waits ask tmux itself whether the pane died
 STATUS_POLLS = 100  # a dead pane's exit status shows within two seconds (a loaded box)
@@ -178,6 +185,8 @@ class LaunchService(Feature):
         self.env_dir = config.daemon.state_dir / "launch"
         self._revoking: set[str] = set()
         self._listed: dict[str, asyncio.Event] = {}  # principal id -> tools/list answered
+        # token hash -> set once the launch that handed it out committed (or failed)
+        self._committing: dict[str, asyncio.Event] = {}
         self.facts = ConnectFacts(grants, directory, owners)
         connect.explain_with(self.facts)
         gate.register(LAUNCH, self.execute)
@@ -608,8 +617,6 @@ class LaunchService(Feature):
         environment only; attach the principal to the new process and record the launch, all
         committed with ``call``'s audit record."""
         env = dict(plan.env)
-        if token is not None:
-            env[TOKEN_ENV] = token
         if plan.settings is not None and plan.settings_env is not None:
             if principal_id is None:
                 raise BadRequest("a settings file is written for a connected launch only")
@@ -623,70 +630,110 @@ class LaunchService(Feature):
             env[plan.settings_env] = str(
                 self._write_private(self.settings_path(principal_id), plan.settings)
             )
-        pane, pid, agent_user = await self._open(
-            plan.argv,
-            env,
-            cwd,
-            launcher.name,
-            respawn=respawn,
-            details=call.details,
-            session=session,
-        )
-        if respawn is None:  # (a restart keeps the pane's own remain-on-exit: its record does)
-            with contextlib.suppress(OpenbusError):  # best effort: a pane gone fails below
-                await self.tmux.set_option(pane, "remain-on-exit", "on")
-        identity = identity_of(pid)
-        incarnation = await self._incarnation(pane, pid, launcher)
-        start = identity.start if identity is not None else None
-        call.details.update({"pane": pane, "pid": pid, "incarnation": incarnation})
-        launch_id, write = self.records.add(
-            owner=owner,
-            launcher=launcher.name,
-            harness=launcher.harness,
-            cwd=cwd,
-            session_id=plan.session_id,
-            principal=principal_id,
-            pane_id=pane,
-            pid=pid,
-            pid_start=start,
-            server=await self.server_identity(),
-        )
-        if plan.session_id:
-            call.write(self.records.end_session(launcher.harness, plan.session_id))
-        call.write(write)
-        call.details["launch"] = launch_id
-        actor = None
-        if principal_id is not None:
-            call.write(self.grants.attach_pane(principal_id, pane, pid, start, incarnation))
-            codex_home = launcher.env.get("CODEX_HOME") if launcher.harness == "codex" else None
-            record = Launched(
-                principal_id,
-                pane,
-                identity,
+        if token is not None:
+            env[TOKEN_ENV] = token
+        with self._held_until_committed(call, token):
+            pane, pid, agent_user = await self._open(
+                plan.argv,
+                env,
                 cwd,
                 launcher.name,
-                launcher.harness,
-                self.clock.now(),
-                codex_home,
-                agent_user.name if agent_user else None,
+                respawn=respawn,
+                details=call.details,
+                session=session,
             )
-            call.after_commit.append(lambda: self.launched.__setitem__(record.principal, record))
-            actor = (
-                f"agent:{launcher.harness}:{plan.session_id}"
-                if plan.session_id
-                else f"agent:{launcher.harness}:pane:{pane}:{pid}"
+            if respawn is None:  # (a restart keeps the pane's own remain-on-exit: its record does)
+                with contextlib.suppress(OpenbusError):  # best effort: a pane gone fails below
+                    await self.tmux.set_option(pane, "remain-on-exit", "on")
+            identity = identity_of(pid)
+            incarnation = await self._incarnation(pane, pid, launcher)
+            start = identity.start if identity is not None else None
+            call.details.update({"pane": pane, "pid": pid, "incarnation": incarnation})
+            launch_id, write = self.records.add(
+                owner=owner,
+                launcher=launcher.name,
+                harness=launcher.harness,
+                cwd=cwd,
+                session_id=plan.session_id,
+                principal=principal_id,
+                pane_id=pane,
+                pid=pid,
+                pid_start=start,
+                server=await self.server_identity(),
             )
-        return {
-            "pane": pane,
-            "incarnation": incarnation,
-            "pid": pid,
-            "launcher": launcher.name,
-            "harness": launcher.harness,
-            "cwd": cwd,
-            "session_id": plan.session_id,
-            "agent_user": agent_user.name if agent_user else None,
-            "actor": actor,
-        }
+            if plan.session_id:
+                call.write(self.records.end_session(launcher.harness, plan.session_id))
+            call.write(write)
+            call.details["launch"] = launch_id
+            actor = None
+            if principal_id is not None:
+                call.write(self.grants.attach_pane(principal_id, pane, pid, start, incarnation))
+                codex_home = launcher.env.get("CODEX_HOME") if launcher.harness == "codex" else None
+                record = Launched(
+                    principal_id,
+                    pane,
+                    identity,
+                    cwd,
+                    launcher.name,
+                    launcher.harness,
+                    self.clock.now(),
+                    codex_home,
+                    agent_user.name if agent_user else None,
+                )
+                call.after_commit.append(
+                    lambda: self.launched.__setitem__(record.principal, record)
+                )
+                actor = (
+                    f"agent:{launcher.harness}:{plan.session_id}"
+                    if plan.session_id
+                    else f"agent:{launcher.harness}:pane:{pane}:{pid}"
+                )
+            return {
+                "pane": pane,
+                "incarnation": incarnation,
+                "pid": pid,
+                "launcher": launcher.name,
+                "harness": launcher.harness,
+                "cwd": cwd,
+                "session_id": plan.session_id,
+                "agent_user": agent_user.name if agent_user else None,
+                "actor": actor,
+            }
+
+    @contextlib.contextmanager
+    def _held_until_committed(self, call: Call, token: str | None) -> Iterator[None]:
+        """The harness may present its token before this launch has committed it (a restore
+        commits only once the directory saw each new pane): the endpoint holds it till then."""
+        if token is None:
+            yield
+            return
+        digest = token_hash(token)
+        self._committing[digest] = asyncio.Event()
+        try:
+            yield
+        except BaseException:
+            self._committed(digest)
+            raise
+        call.after_commit.append(lambda: self._committed(digest))
+
+    def _committed(self, digest: str) -> None:
+        event = self._committing.pop(digest, None)
+        if event is not None:
+            event.set()
+
+    async def committing(self, token: str) -> None:
+        """Return once the launch that handed out ``token`` has committed (or failed), at
+        once for a token no launch is committing; bounded."""
+        if not self._committing or not well_formed(token):
+            return
+        digest = token_hash(token)
+        event = self._committing.get(digest)
+        if event is None:
+            return
+        try:
+            await asyncio.wait_for(event.wait(), COMMITTING_SECONDS)
+        except TimeoutError:
+            self._committing.pop(digest, None)  # its commit failed: nothing will set it
 
     async def _open(
         self,
@@ -940,6 +987,7 @@ class LiveTokens:
     launches: LaunchService
 
     async def verify(self, token: str) -> Principal | None:
+        await self.launches.committing(token)
         principal = self.grants.by_token(token)
         if principal is None or not principal.active:
             return None

@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -308,3 +309,43 @@ def test_an_agent_that_dies_at_once_is_reported_failed_with_its_status_and_last_
         # the dead pane was read, then closed
         panes = fleet.tmux.run("list-panes", "-a", "-F", "#{pane_dead}").split()
         assert "1" not in panes
+
+
+EARLY_AGENT = """
+import json, os, sys, time, urllib.error, urllib.request
+url = json.loads(sys.argv[sys.argv.index("--mcp-config") + 1])["mcpServers"]["openbus"]["url"]
+info = {"name": "t", "version": "0"}
+hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": info}}
+headers = {"Authorization": "Bearer " + os.environ["OPENBUS_TOKEN"],
+           "Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+try:
+    status = urllib.request.urlopen(
+        urllib.request.Request(url, json.dumps(hello).encode(), headers), timeout=60).status
+except urllib.error.HTTPError as exc:
+    status = exc.code
+open(os.environ["ANSWERED"], "w").write(str(status))
+time.sleep(600)
+"""
+
+
+def test_an_agent_presenting_its_token_before_its_launch_has_committed_is_answered_once_it_has(
+    tmp_path: Path,
+) -> None:
+    # the launch commits once the directory has seen the pane run Claude Code (or two seconds
+    # passed): this agent, not recognisably Claude Code, calls the endpoint well before that,
+    # as a restored TUI can while the directory is still catching up with a new tmux server
+    answered = tmp_path / "answered"
+    script = tmp_path / "early.py"
+    script.write_text(EARLY_AGENT)
+    early = {
+        "harness": "claude",
+        "argv": [sys.executable, str(script)],
+        "env": {"ANSWERED": str(answered)},
+    }
+    with make_fleet(tmp_path, {"launchers.early": early}) as fleet:
+        launched = fleet.launch("early", "observe")
+        wait_until(answered.exists, timeout=60, what="the agent's first MCP request answered")
+        assert answered.read_text() == "200"
+        records = [r for r in fleet.audit() if r["action"] == "launch"]
+        assert [r["details"]["pid"] for r in records] == [launched["pid"]]

@@ -239,11 +239,6 @@ def test_a_codex_launched_off_is_restarted_onto_its_session_and_connected(
     restart_to_connect(tmp_path, stub, project, tmux, make_codex(tmp_path / "x", stub, project))
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="known intermittent: a restored Claude Code sometimes exits 3-5 s after start "
-    "(cause not found yet); the restore path itself is also covered by bench_restore",
-)
 def test_restore_brings_back_three_connected_claudes_after_the_tmux_server_is_killed(
     tmp_path: Path, stub: StubModel, project: Path, tmux: TmuxServer
 ) -> None:
@@ -261,6 +256,16 @@ def test_restore_brings_back_three_connected_claudes_after_the_tmux_server_is_ki
         ]
         for i, one in enumerate(launched):
             converse(agents[i], stub, one["pane"], f"BEFORE-{i}")
+        for i, one in enumerate(launched):
+            # Claude Code writes a turn to its transcript after it shows it: a server killed
+            # before that leaves a session it refuses to resume ("No conversation found")
+            wait_until(
+                lambda i=i, one=one: (
+                    f"ANSWER-BEFORE-{i}" in agents[i].transcript(one["session_id"])
+                ),
+                timeout=60,
+                what=f"agent{i}'s turn in its transcript",
+            )
         sessions = {one["session_id"]: one["connect"]["principal"] for one in launched}
         agent_of = {one["session_id"]: agents[i] for i, one in enumerate(launched)}
         old_panes = {one["pane"] for one in launched}
