@@ -312,7 +312,7 @@ def test_an_agent_that_dies_at_once_is_reported_failed_with_its_status_and_last_
 
 
 EARLY_AGENT = """
-import json, os, sys, time, urllib.error, urllib.request
+import json, os, signal, sys, urllib.error, urllib.request
 url = json.loads(sys.argv[sys.argv.index("--mcp-config") + 1])["mcpServers"]["openbus"]["url"]
 info = {"name": "t", "version": "0"}
 hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
@@ -325,7 +325,7 @@ try:
 except urllib.error.HTTPError as exc:
     status = exc.code
 open(os.environ["ANSWERED"], "w").write(str(status))
-time.sleep(600)
+signal.pause()  # stays an agent until its pane is killed
 """
 
 
