@@ -257,34 +257,37 @@ function indicator(preset) {
   return null; // Off has no icon
 }
 
+// A radio group of presets, ``chosen`` on; each button's dataset[key] names its preset.
+function presetGroup(presets, chosen, pick, { label, dataset = {}, key }) {
+  const group = h("div", { class: "toggle", role: "radiogroup", "aria-label": label, dataset });
+  for (const preset of presets) {
+    group.append(h(
+      "button",
+      {
+        type: "button",
+        role: "radio",
+        "aria-checked": String(chosen === preset),
+        class: chosen === preset ? "on" : "",
+        dataset: { [key]: preset },
+        onclick: () => pick(preset),
+      },
+      preset === "off" ? null : icon(preset),
+      preset[0].toUpperCase() + preset.slice(1),
+    ));
+  }
+  return group;
+}
+
 function connectToggle(pane) {
   const current = presetOf(pane);
   const found = connectionOf(pane);
   const reason = found ? null : state.unavailable.get(pane.pane);
   if (reason) return h("p", { class: "small", dataset: { unavailable: pane.pane }, text: reason });
-  const group = h("div", {
-    class: "toggle",
-    role: "radiogroup",
-    "aria-label": `Connect ${pane.pane}`,
+  const group = presetGroup(PRESETS, current, (preset) => setConnect(pane.pane, preset), {
+    label: `Connect ${pane.pane}`,
     dataset: { connect: pane.pane },
+    key: "preset",
   });
-  for (const preset of PRESETS) {
-    const label = preset[0].toUpperCase() + preset.slice(1);
-    const button = h(
-      "button",
-      {
-        type: "button",
-        role: "radio",
-        "aria-checked": String(current === preset),
-        class: current === preset ? "on" : "",
-        dataset: { preset },
-        onclick: () => setConnect(pane.pane, preset),
-      },
-      preset === "off" ? null : icon(preset),
-      label,
-    );
-    group.append(button);
-  }
   const note =
     found && found.preset !== found.effective
       ? h("p", {
@@ -366,30 +369,15 @@ function restartOffer(pane, offer) {
   const chosen = allowed.includes(state.restartPreset.get(id))
     ? state.restartPreset.get(id)
     : allowed[0];
-  const group = h("div", {
-    class: "toggle",
-    role: "radiogroup",
-    "aria-label": `Connect ${id} with`,
+  const pick = (preset) => {
+    state.restartPreset.set(id, preset);
+    drawn.delete("detail");
+    renderDetail();
+  };
+  const group = presetGroup(allowed, chosen, pick, {
+    label: `Connect ${id} with`,
+    key: "restartPreset",
   });
-  for (const preset of allowed) {
-    group.append(h(
-      "button",
-      {
-        type: "button",
-        role: "radio",
-        "aria-checked": String(chosen === preset),
-        class: chosen === preset ? "on" : "",
-        dataset: { restartPreset: preset },
-        onclick: () => {
-          state.restartPreset.set(id, preset);
-          drawn.delete("detail");
-          renderDetail();
-        },
-      },
-      icon(preset),
-      preset[0].toUpperCase() + preset.slice(1),
-    ));
-  }
   const go = h(
     "button",
     {
