@@ -33,4 +33,5 @@ def test_typed_text_and_keys_reach_the_pane_and_an_exited_pane_stays_dead(
     assert "\x1b[" not in harness_tmux.capture(pane)
     harness_tmux.keys(pane, "C-d")
     wait_until(lambda: harness_tmux.pane_dead(pane), what="cat to exit")
-    assert "Pane is dead" in harness_tmux.capture(pane)
+    # tmux marks the pane dead before it draws its remain-on-exit line
+    wait_until(lambda: "Pane is dead" in harness_tmux.capture(pane), what="the dead-pane line")
