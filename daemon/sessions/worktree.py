@@ -8,7 +8,10 @@ branch) and refuses one whose own config sets a checkout filter (``filter.<name>
 ``<root>/<project>/<name>`` with an atomic ``mkdir`` and ``git worktree add -b
 openbus/<name>`` into it; a folder or branch that already exists takes the next suffix
 (``-2``, ``-3``, ...), so two starts with one title never race for a name. The base branch is
-recorded in the repository's config as ``branch.openbus/<name>.openbusBase``.
+recorded in the repository's config as ``branch.openbus/<name>.openbusBase``. The daemon's
+creates in one repository run one at a time (git's own lock files would refuse a second writer
+at the same moment), and a git that found a lock file held by someone else (the user's own
+git) is run again, a few times, shortly after.
 
 Every git runs with ``core.hooksPath=/dev/null`` (no hook of the repository runs, e.g. its
 post-checkout), ``core.fsmonitor=false`` (no fsmonitor command), ``submodule.recurse=false``
@@ -21,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +40,10 @@ HARDENING = (
 )
 BRANCH_PREFIX = "openbus/"
 MAX_SUFFIX = 100
+LOCK_RETRIES = 20
+LOCK_RETRY_SECONDS = 0.1
+# One create at a time per repository in this process (kept while some create holds it).
+_CREATING: weakref.WeakValueDictionary[Path, asyncio.Lock] = weakref.WeakValueDictionary()
 
 
 @dataclass(frozen=True)
@@ -70,8 +78,29 @@ async def git(cwd: Path, *args: str) -> tuple[int, str, str]:
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
-    out, err = await proc.communicate()
+    try:
+        out, err = await proc.communicate()
+    finally:
+        if proc.returncode is None:  # cancelled: leave no git running, and reap it
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await asyncio.shield(proc.wait())
     return proc.returncode or 0, out.decode(errors="replace"), err.decode(errors="replace")
+
+
+def _held_lock(err: str) -> bool:
+    """Whether git refused because another git holds one of its lock files."""
+    return "could not lock" in err or (".lock" in err and "File exists" in err)
+
+
+async def _git_writing(cwd: Path, *args: str) -> tuple[int, str, str]:
+    """``git``, run again shortly while another git holds a lock it needs (bounded)."""
+    for _ in range(LOCK_RETRIES):
+        code, out, err = await git(cwd, *args)
+        if code == 0 or not _held_lock(err):
+            break
+        await asyncio.sleep(LOCK_RETRY_SECONDS)
+    return code, out, err
 
 
 async def check(cwd: Path) -> Repo:
@@ -102,6 +131,14 @@ async def check(cwd: Path) -> Repo:
 
 async def create(repo: Repo, root: Path, name: str) -> Worktree:
     """``<root>/<project>/<name>`` on ``openbus/<name>``, the next free suffix if taken."""
+    lock = _CREATING.get(repo.top)
+    if lock is None:
+        lock = _CREATING[repo.top] = asyncio.Lock()
+    async with lock:
+        return await _create(repo, root, name)
+
+
+async def _create(repo: Repo, root: Path, name: str) -> Worktree:
     parent = root / repo.project
     parent.mkdir(parents=True, exist_ok=True, mode=0o755)
     for n in range(1, MAX_SUFFIX + 1):
@@ -112,9 +149,11 @@ async def create(repo: Repo, root: Path, name: str) -> Worktree:
         except FileExistsError:
             continue
         branch = BRANCH_PREFIX + candidate
-        code, _, err = await git(repo.top, "worktree", "add", "-b", branch, str(path), repo.base)
+        code, _, err = await _git_writing(
+            repo.top, "worktree", "add", "-b", branch, str(path), repo.base
+        )
         if code == 0:
-            await git(repo.top, "config", f"branch.{branch}.openbusBase", repo.base)
+            await _git_writing(repo.top, "config", f"branch.{branch}.openbusBase", repo.base)
             return Worktree(path=path, branch=branch, base=repo.base)
         with contextlib.suppress(OSError):
             path.rmdir()

@@ -49,6 +49,20 @@ def test_two_starts_with_one_title_at_once_get_two_names(repo: Path, tmp_path: P
 
     made = asyncio.run(both())
     assert sorted(w.branch for w in made) == ["openbus/x", "openbus/x-2", "openbus/x-3"]
+    for w in made:  # none lost its base to another's config write
+        assert run(repo, "config", f"branch.{w.branch}.openbusBase") == "main"
+
+
+def test_a_create_waits_out_a_lock_file_the_users_own_git_holds(repo: Path, tmp_path: Path) -> None:
+    held = repo / ".git" / "config.lock"
+    held.write_text("")
+
+    async def create() -> worktree.Worktree:
+        asyncio.get_running_loop().call_later(0.3, held.unlink)  # the user's git finishes
+        return await worktree.create(await worktree.check(repo), tmp_path / "t", "held")
+
+    made = asyncio.run(create())
+    assert run(repo, "config", f"branch.{made.branch}.openbusBase") == "main"
 
 
 def test_a_branch_the_user_already_has_takes_the_next_suffix(repo: Path, tmp_path: Path) -> None:
