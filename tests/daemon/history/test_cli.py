@@ -54,13 +54,14 @@ def _offline_config(tmp: Path, section: dict[str, Any]) -> Path:
     )
 
 
-def test_history_alone_names_its_sources_and_the_harnesses_not_indexed(tmp_path: Path) -> None:
+def test_history_alone_names_the_sources_of_all_five_harnesses(tmp_path: Path) -> None:
     _, _, section = _homes(tmp_path)
     result = _run(_offline_config(tmp_path, section))
     assert result.returncode == 0, result.stderr
     assert "omp agent dirs: " in result.stdout
     assert "gemini dirs: " in result.stdout
-    assert "not indexed yet: OpenCode" in result.stdout
+    assert "opencode data dirs: " in result.stdout
+    assert "not indexed yet" not in result.stdout
     assert str(tmp_path / "claude") in result.stdout
 
 
