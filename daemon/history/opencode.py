@@ -16,8 +16,11 @@ stand-in for a file's (size, mtime_ns, inode), is (the session's message count, 
 finished answer changes it.
 
 Every read opens the database with a ``mode=ro`` URI (SQLite never writes it; WAL lets it read
-while OpenCode writes) and reads in one transaction, so a session's rows are one snapshot.
-Nothing here changes OpenCode's files.
+while OpenCode writes) and reads in one transaction, so a session's rows are one snapshot. A
+database with no ``-wal`` beside it (nobody has it open) is opened ``immutable`` as well, so the
+read leaves no ``-wal`` or ``-shm`` file of its own in OpenCode's dir (owned by the daemon's
+user, they could keep OpenCode out on a box where the two users differ). A database that cannot
+be read raises ``Unavailable`` naming it. Nothing here changes OpenCode's files.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
+
+from openbus.kernel.errors import Unavailable
 
 DB_FILE = "opencode.db"
 SEPARATOR = "#"
@@ -68,12 +73,24 @@ def split_ref(path: Path) -> tuple[Path, str] | None:
 
 @contextlib.contextmanager
 def _reading(db: Path) -> Iterator[sqlite3.Connection]:
-    conn = sqlite3.connect(
-        f"file:{quote(str(db))}?mode=ro", uri=True, timeout=_BUSY_SECONDS, isolation_level=None
-    )
+    # With no WAL beside it the database is all in its main file and nobody is writing it: it
+    # is read as immutable, so that SQLite makes no -wal and -shm of ours in OpenCode's dir.
+    live = db.with_name(db.name + "-wal").exists()
+    flags = "mode=ro" if live else "mode=ro&immutable=1"
+    try:
+        conn = sqlite3.connect(
+            f"file:{quote(str(db))}?{flags}",
+            uri=True,
+            timeout=_BUSY_SECONDS,
+            isolation_level=None,
+        )
+    except sqlite3.Error as exc:
+        raise Unavailable(f"cannot read OpenCode's database {db}: {exc}") from None
     try:
         conn.execute("BEGIN")  # one snapshot for every query of this read
         yield conn
+    except sqlite3.Error as exc:
+        raise Unavailable(f"cannot read OpenCode's database {db}: {exc}") from None
     finally:
         conn.close()
 

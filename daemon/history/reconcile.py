@@ -48,7 +48,7 @@ from openbus.daemon.history.sources import (
 )
 from openbus.daemon.history.store import FileKey, HistoryStore, KnownFile
 from openbus.kernel.clock import Clock
-from openbus.kernel.errors import BadRequest, NotFound
+from openbus.kernel.errors import BadRequest, NotFound, Unavailable
 
 Progress = Callable[[int, int], None]
 # transcripts parsed (outside the store's lock) before they are written in one transaction
@@ -136,7 +136,7 @@ class Reconciler:
                 try:
                     parsed, key = parse_transcript(t, names.get(str(t.root), {}))
                     entry = self._entry_from(parsed, t.path, resolve) if parsed else None
-                except (OSError, sqlite3.Error) as exc:
+                except (OSError, sqlite3.Error, Unavailable) as exc:
                     stats.errors.append(f"{t.path}: {exc}")
                     done += 1
                     if progress:

@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from openbus.daemon.config import Config
 from openbus.daemon.history import opencode
+from openbus.kernel.errors import Unavailable
 
 CLAUDE = "claude"
 CODEX = "codex"
@@ -147,9 +147,9 @@ class Sources:
             db = root / opencode.DB_FILE
             try:
                 keys = opencode.session_keys(db)
-            except sqlite3.Error as exc:
+            except Unavailable as exc:
                 if errors is not None:
-                    errors.append(f"{db}: {exc}")
+                    errors.append(str(exc))
                 continue
             for session_id, key in keys:
                 yield Transcript(OPENCODE, opencode.ref(db, session_id), root, key)
@@ -225,7 +225,7 @@ class Sources:
         db, session_id = found
         try:
             return opencode.session_key(db, session_id) is not None
-        except sqlite3.Error:
+        except Unavailable:
             return True
 
 

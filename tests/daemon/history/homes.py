@@ -6,12 +6,18 @@ only the fields the index reads vary; the rest is kept so the parsers see realis
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+from openbus.daemon import compose
+from openbus.daemon.compose import Daemon
+from openbus.daemon.config import parse_config
+from openbus.kernel.testing import FixedClock, SeededRandom
 
 DATA = Path(__file__).parent / "data"
 T0 = datetime(2026, 11, 30, 6, 0, 0, tzinfo=UTC)
@@ -296,3 +302,25 @@ class CodexHome:
         path = self.root / "history.jsonl"
         with path.open("a") as handle:
             handle.write(json.dumps({"session_id": session_id, "ts": 1, "text": text}) + "\n")
+
+
+@contextlib.contextmanager
+def history_daemon(
+    tmp: Path, history: dict[str, Any], launchers: dict[str, Any] | None = None
+) -> Iterator[Daemon]:
+    """The composed daemon (no server) over these history sources, reconciled once."""
+    section: dict[str, Any] = {
+        "daemon": {"state_dir": str(tmp / "state"), "socket": str(tmp / "d.sock")},
+        "history": history,
+    }
+    if launchers:
+        section["launchers"] = launchers
+    built = compose.build(
+        parse_config(section, "<test>"), clock=FixedClock(), random=SeededRandom(1)
+    )
+    built.history.index.reconcile()
+    try:
+        yield built
+    finally:
+        built.history.index.close()
+        built.foundation.db.close()

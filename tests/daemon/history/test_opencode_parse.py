@@ -5,6 +5,8 @@ sessions."""
 from __future__ import annotations
 
 import json
+import os
+import sqlite3
 from pathlib import Path
 
 from openbus.daemon.history.index import HistoryIndex
@@ -87,4 +89,52 @@ def test_a_database_that_cannot_be_read_is_reported_and_the_rest_indexed(tmp_pat
         index.close()
     assert stats.indexed == 0
     [error] = stats.errors
-    assert error.startswith(str(data / DB_FILE))
+    assert error.startswith(f"cannot read OpenCode's database {data / DB_FILE}: ")
+
+
+def _closed_database(data: Path) -> Path:
+    """A WAL database in OpenCode's shape, with one session, that nobody has open."""
+    data.mkdir()
+    db = data / DB_FILE
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.executescript(
+        "CREATE TABLE session (id TEXT PRIMARY KEY, parent_id TEXT, directory TEXT, title TEXT,"
+        " time_created INTEGER, time_updated INTEGER);"
+        "CREATE TABLE message (id TEXT PRIMARY KEY, session_id TEXT, time_created INTEGER,"
+        " time_updated INTEGER, data TEXT);"
+        "CREATE TABLE part (id TEXT PRIMARY KEY, message_id TEXT, session_id TEXT,"
+        " time_created INTEGER, time_updated INTEGER, data TEXT);"
+    )
+    conn.execute(
+        "INSERT INTO session VALUES"
+        " ('ses_1', NULL, '/w/app', 'Closed', 1796000000000, 1796000005000)"
+    )
+    conn.execute(
+        "INSERT INTO message VALUES ('m1', 'ses_1', 1796000001000, 1796000001000, ?)",
+        (MESSAGES[0][1],),
+    )
+    conn.execute(
+        "INSERT INTO part VALUES ('p1', 'm1', 'ses_1', 1796000001000, 1796000001000, ?)",
+        (_text("read me without a trace"),),
+    )
+    conn.commit()
+    conn.close()  # the last connection: SQLite folds the WAL in and removes it
+    return db
+
+
+def test_a_database_nobody_has_open_is_read_without_leaving_a_file_beside_it(
+    tmp_path: Path,
+) -> None:
+    db = _closed_database(tmp_path / "opencode")
+    before = sorted(os.listdir(db.parent))
+    assert before == [DB_FILE]
+    index = HistoryIndex(
+        tmp_path / "history.db", Sources(opencode_dirs=(db.parent,)), clock=FixedClock()
+    )
+    try:
+        assert index.reconcile().indexed == 1
+        assert index.get(OPENCODE, "ses_1").prompts == ("read me without a trace",)
+    finally:
+        index.close()
+    assert sorted(os.listdir(db.parent)) == before

@@ -16,16 +16,16 @@ from pathlib import Path
 
 import pytest
 
-from openbus.daemon import compose
 from openbus.daemon.compose import Daemon
-from openbus.daemon.config import parse_config
 from openbus.daemon.core import actors
 from openbus.daemon.history import opencode
 from openbus.daemon.history.index import HistoryIndex
 from openbus.daemon.history.model import LiveState
 from openbus.daemon.history.reconcile import parse_transcript
 from openbus.daemon.history.sources import OPENCODE, Sources
-from openbus.kernel.testing import FixedClock, SeededRandom
+from openbus.kernel.errors import NotFound
+from openbus.kernel.testing import FixedClock
+from tests.daemon.history.homes import history_daemon
 from tests.support.harnesses import Pin, pin_params, workdir
 from tests.support.more_harnesses import Harness, make_harness, run_print
 from tests.support.stub_model import StubModel, call_tool, hold, reply, running_stub_model
@@ -138,28 +138,12 @@ def test_reading_the_database_leaves_it_byte_for_byte_as_it_was(
 @pytest.fixture
 def daemon(written: Written, tmp_path: Path) -> Iterator[Daemon]:
     """The daemon's history over an OpenCode launcher's home (no OpenCode dir of its own)."""
-    config = parse_config(
-        {
-            "daemon": {"state_dir": str(tmp_path / "state"), "socket": str(tmp_path / "d.sock")},
-            "history": {
-                "claude_config_dirs": [str(tmp_path / "none")],
-                "codex_homes": [str(tmp_path / "none")],
-            },
-            "launchers": {
-                "oc": {
-                    "harness": "opencode",
-                    "argv": ["opencode"],
-                    "env": {"HOME": str(written.harness.home)},
-                }
-            },
-        },
-        "<test>",
-    )
-    built = compose.build(config, clock=FixedClock(), random=SeededRandom(1))
-    built.history.index.reconcile()
-    yield built
-    built.history.index.close()
-    built.foundation.db.close()
+    none = str(tmp_path / "none")
+    history = {"claude_config_dirs": [none], "codex_homes": [none]}
+    home = str(written.harness.home)
+    launchers = {"oc": {"harness": "opencode", "argv": ["opencode"], "env": {"HOME": home}}}
+    with history_daemon(tmp_path, history, launchers) as built:
+        yield built
 
 
 def test_an_opencode_session_is_found_by_a_search_with_its_repo_resume_argv_and_liveness(
@@ -179,6 +163,28 @@ def test_an_opencode_session_is_found_by_a_search_with_its_repo_resume_argv_and_
     [child] = [h for h in result["results"] if h["session_id"] == written.child]
     assert child["subagent"] is True and child["resume_argv"] is None
     assert child["parent_session_id"] == written.parent
+
+
+def test_an_opencode_session_is_pushed_by_its_id_or_its_reference_path(
+    written: Written, tmp_path: Path
+) -> None:
+    index = HistoryIndex(
+        tmp_path / "history.db",
+        Sources(opencode_dirs=(written.harness.data_dir,)),
+        clock=FixedClock(),
+    )
+    try:
+        by_id = index.push(harness=OPENCODE, session_id=written.child)
+        assert by_id is not None and by_id.parent_session_id == written.parent
+        by_path = index.push(transcript_path=opencode.ref(written.db, written.parent))
+        assert by_path is not None and by_path.session_id == written.parent
+        with pytest.raises(NotFound):
+            index.push(harness=OPENCODE, session_id="ses_nothing")
+        with pytest.raises(NotFound):
+            index.push(transcript_path=opencode.ref(written.db, "ses_nothing"))
+        assert index.count() == 2
+    finally:
+        index.close()
 
 
 def test_expunging_an_opencode_session_forgets_it_and_its_child_and_says_how_to_delete_it(
