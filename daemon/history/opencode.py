@@ -11,9 +11,11 @@ milliseconds), its ``message`` rows (JSON ``data`` with ``role``) and their ``pa
 
 The index names a session's "transcript" by a reference path, ``<db>#<session id>``: it lies
 under the data dir (so the session is known to be OpenCode's) but is no file. Its key, the
-stand-in for a file's (size, mtime_ns, inode), is (the session's message count, its latest
-``time_updated`` of the session and its messages in nanoseconds, 0): a new prompt or a
-finished answer changes it.
+stand-in for a file's (size, mtime_ns, inode), is (the session's message count, the later of
+its ``time_updated`` and its newest message's ``time_created``, in nanoseconds, 0): a new
+message changes it, and OpenCode touches the session's ``time_updated`` when a turn ends
+(observed on both versions), so a finished answer does too. Both come from the session's row
+and the message index alone, whatever the size of the messages.
 
 Every read opens the database with a ``mode=ro`` URI (SQLite never writes it; WAL lets it read
 while OpenCode writes) and reads in one transaction, so a session's rows are one snapshot. A
@@ -41,10 +43,10 @@ SessionKey = tuple[int, int, int]
 _BUSY_SECONDS = 5.0
 
 _KEYS = """
-SELECT s.id, s.time_updated, count(m.id), max(m.time_updated)
-FROM session s LEFT JOIN message m ON m.session_id = s.id
-{where}
-GROUP BY s.id ORDER BY s.time_created, s.id
+SELECT s.id, s.time_updated,
+    (SELECT count(*) FROM message m WHERE m.session_id = s.id),
+    (SELECT max(m.time_created) FROM message m WHERE m.session_id = s.id)
+FROM session s {where} ORDER BY s.time_created, s.id
 """
 
 
