@@ -198,14 +198,15 @@ def _expunge_text(d: dict[str, Any]) -> str:
 
 def _expunge(args: argparse.Namespace, config: Config) -> int:
     what = f"{args.harness} session {args.session_id}"
+    if args.harness == "opencode":  # its database is OpenCode's: only the entries go
+        doing, asking = "forgets " + what, f"forget {what} (and its child sessions) in the index?"
+    else:
+        doing = f"deletes {what}'s transcript for good"
+        asking = f"delete {what}: its index entry and its transcript file(s)?"
     if not args.yes:
         if not sys.stdin.isatty():
-            raise BadRequest(
-                f"expunge deletes {what}'s transcript for good: confirm at a terminal, or pass "
-                "--yes",
-                field="yes",
-            )
-        answer = input(f"delete {what}: its index entry and its transcript file(s)? [y/N] ")
+            raise BadRequest(f"expunge {doing}: confirm at a terminal, or pass --yes", field="yes")
+        answer = input(f"{asking} [y/N] ")
         if answer.strip().lower() not in ("y", "yes"):
             print("nothing removed", file=sys.stderr)
             return 1

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sqlite3
 import uuid
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
@@ -324,3 +325,45 @@ def history_daemon(
     finally:
         built.history.index.close()
         built.foundation.db.close()
+
+
+def opencode_database(data: Path, session_id: str, prompt: str, cwd: str = "/w/app") -> Path:
+    """``<data>/opencode.db`` in OpenCode's shape (the tables and columns the index reads, as
+    1.18 writes them) with one session and its one prompt, closed: a WAL database nobody has
+    open, as OpenCode leaves it."""
+    data.mkdir(parents=True, exist_ok=True)
+    db = data / "opencode.db"
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.executescript(
+        "CREATE TABLE session (id TEXT PRIMARY KEY, parent_id TEXT, directory TEXT, title TEXT,"
+        " time_created INTEGER, time_updated INTEGER);"
+        "CREATE TABLE message (id TEXT PRIMARY KEY, session_id TEXT, time_created INTEGER,"
+        " time_updated INTEGER, data TEXT);"
+        "CREATE TABLE part (id TEXT PRIMARY KEY, message_id TEXT, session_id TEXT,"
+        " time_created INTEGER, time_updated INTEGER, data TEXT);"
+    )
+    start = int(T0.timestamp() * 1000)
+    conn.execute(
+        "INSERT INTO session VALUES (?, NULL, ?, ?, ?, ?)",
+        (session_id, cwd, f"New session - {T0.isoformat()}", start, start + 5000),
+    )
+    message = {"role": "user", "time": {"created": start + 1000}}
+    conn.execute(
+        "INSERT INTO message VALUES (?, ?, ?, ?, ?)",
+        (f"msg_{session_id}", session_id, start + 1000, start + 1000, json.dumps(message)),
+    )
+    conn.execute(
+        "INSERT INTO part VALUES (?, ?, ?, ?, ?, ?)",
+        (
+            f"prt_{session_id}",
+            f"msg_{session_id}",
+            session_id,
+            start + 1000,
+            start + 1000,
+            json.dumps({"type": "text", "text": prompt}),
+        ),
+    )
+    conn.commit()
+    conn.close()  # the last connection: SQLite folds the WAL in and removes it
+    return db

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 from pathlib import Path
 
 from openbus.daemon.history.index import HistoryIndex
@@ -14,6 +13,7 @@ from openbus.daemon.history.opencode import DB_FILE, ref, split_ref
 from openbus.daemon.history.parse import parse_opencode
 from openbus.daemon.history.sources import OPENCODE, Sources
 from openbus.kernel.testing import FixedClock
+from tests.daemon.history.homes import opencode_database
 
 
 def _session(**extra: object) -> dict[str, object]:
@@ -92,41 +92,10 @@ def test_a_database_that_cannot_be_read_is_reported_and_the_rest_indexed(tmp_pat
     assert error.startswith(f"cannot read OpenCode's database {data / DB_FILE}: ")
 
 
-def _closed_database(data: Path) -> Path:
-    """A WAL database in OpenCode's shape, with one session, that nobody has open."""
-    data.mkdir()
-    db = data / DB_FILE
-    conn = sqlite3.connect(db)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.executescript(
-        "CREATE TABLE session (id TEXT PRIMARY KEY, parent_id TEXT, directory TEXT, title TEXT,"
-        " time_created INTEGER, time_updated INTEGER);"
-        "CREATE TABLE message (id TEXT PRIMARY KEY, session_id TEXT, time_created INTEGER,"
-        " time_updated INTEGER, data TEXT);"
-        "CREATE TABLE part (id TEXT PRIMARY KEY, message_id TEXT, session_id TEXT,"
-        " time_created INTEGER, time_updated INTEGER, data TEXT);"
-    )
-    conn.execute(
-        "INSERT INTO session VALUES"
-        " ('ses_1', NULL, '/w/app', 'Closed', 1796000000000, 1796000005000)"
-    )
-    conn.execute(
-        "INSERT INTO message VALUES ('m1', 'ses_1', 1796000001000, 1796000001000, ?)",
-        (MESSAGES[0][1],),
-    )
-    conn.execute(
-        "INSERT INTO part VALUES ('p1', 'm1', 'ses_1', 1796000001000, 1796000001000, ?)",
-        (_text("read me without a trace"),),
-    )
-    conn.commit()
-    conn.close()  # the last connection: SQLite folds the WAL in and removes it
-    return db
-
-
 def test_a_database_nobody_has_open_is_read_without_leaving_a_file_beside_it(
     tmp_path: Path,
 ) -> None:
-    db = _closed_database(tmp_path / "opencode")
+    db = opencode_database(tmp_path / "opencode", "ses_1", "read me without a trace")
     before = sorted(os.listdir(db.parent))
     assert before == [DB_FILE]
     index = HistoryIndex(
