@@ -19,6 +19,7 @@ import pytest
 from openbus.daemon.compose import Daemon
 from openbus.daemon.core import actors
 from openbus.daemon.history import opencode
+from openbus.daemon.history.expunge import harness_keeps
 from openbus.daemon.history.index import HistoryIndex
 from openbus.daemon.history.model import LiveState
 from openbus.daemon.history.reconcile import parse_transcript
@@ -205,20 +206,49 @@ def test_expunging_an_opencode_session_forgets_it_and_its_child_and_says_how_to_
     assert _digest(written.db) == before
 
 
+def _copy(written: Written, tmp_path: Path) -> Harness:
+    """The harness over a copy of the run's home, so the other tests read the run as it was."""
+    home = tmp_path / "home"
+    shutil.copytree(written.harness.home, home, symlinks=True)
+    h = written.harness
+    return Harness("opencode", h.version, h.binary, home, h.cwd, h.stub, dict(h.env_vars))
+
+
+def test_the_delete_an_opencode_expunge_names_removes_opencodes_copy_and_its_last_trace(
+    written: Written, tmp_path: Path
+) -> None:
+    harness = _copy(written, tmp_path)
+    index = HistoryIndex(
+        tmp_path / "history.db", Sources(opencode_dirs=(harness.data_dir,)), clock=FixedClock()
+    )
+    try:
+        index.reconcile()
+        index.expunge(OPENCODE, written.parent)
+        kept = harness_keeps(OPENCODE, written.parent) or ""
+        command = kept.rpartition(": ")[2].split()
+        assert command == ["opencode", "session", "delete", written.parent]
+        subprocess.run(
+            [*harness.command, *command[1:]],
+            env=harness.env(),
+            cwd=harness.cwd,
+            capture_output=True,
+            timeout=60,
+            check=True,
+        )
+        stats = index.reconcile()
+        assert stats.indexed == 0
+        assert index.store.find(OPENCODE, written.parent) is None
+        assert str(opencode.ref(harness.data_dir / opencode.DB_FILE, written.parent)) not in (
+            index.store.files()
+        )
+    finally:
+        index.close()
+
+
 def test_an_opencode_session_resumed_by_its_resume_argv_is_reindexed_and_unknown_while_it_runs(
     written: Written, tmp_path: Path
 ) -> None:
-    home = tmp_path / "home"  # a copy, so the other tests read the run as it was
-    shutil.copytree(written.harness.home, home, symlinks=True)
-    harness = Harness(
-        "opencode",
-        written.harness.version,
-        written.harness.binary,
-        home,
-        written.harness.cwd,
-        written.stub,
-        dict(written.harness.env_vars),
-    )
+    harness = _copy(written, tmp_path)
     clock = FixedClock()
     index = HistoryIndex(
         tmp_path / "history.db", Sources(opencode_dirs=(harness.data_dir,)), clock=clock
