@@ -17,8 +17,8 @@
   transcript file(s), only once confirmed at a terminal or given ``--yes``, and says what it
   removed; ``get`` takes a unique prefix of the session id; a search made while the index is
   being refreshed says so.
-* ``history`` alone prints where the index is, its size and sources, and which harnesses are
-  not indexed yet (OpenCode).
+* ``history`` alone prints where the index is, its size and its sources (each harness's
+  dirs).
 """
 
 from __future__ import annotations
@@ -39,8 +39,6 @@ from openbus.daemon.history.sources import Sources
 from openbus.kernel.clock import SystemClock
 from openbus.kernel.errors import BadRequest
 
-PENDING_NOTE = "not indexed yet: OpenCode"
-
 
 def _open(config: Config) -> HistoryIndex:
     return HistoryIndex(
@@ -58,6 +56,7 @@ def _status(args: argparse.Namespace, config: Config) -> int:
             "codex_homes": [str(p) for p in index.sources.codex_homes],
             "omp_agent_dirs": [str(p) for p in index.sources.omp_dirs],
             "gemini_dirs": [str(p) for p in index.sources.gemini_dirs],
+            "opencode_data_dirs": [str(p) for p in index.sources.opencode_dirs],
             "pending_harnesses": list(PENDING_HARNESSES),
         }
     finally:
@@ -72,7 +71,7 @@ def _status(args: argparse.Namespace, config: Config) -> int:
                 "codex homes: " + (", ".join(d["codex_homes"]) or "none"),
                 "omp agent dirs: " + (", ".join(d["omp_agent_dirs"]) or "none"),
                 "gemini dirs: " + (", ".join(d["gemini_dirs"]) or "none"),
-                PENDING_NOTE,
+                "opencode data dirs: " + (", ".join(d["opencode_data_dirs"]) or "none"),
                 "verbs: reindex, push, search, get, expunge (openbus history VERB --help)",
             ]
         ),
@@ -90,8 +89,7 @@ def _reindex(args: argparse.Namespace, config: Config) -> int:
         lambda d: (
             f"reindexed {d['indexed']} of {d['changed']} changed transcripts"
             f" ({d['scanned']} seen, {d['gone']} gone, {len(d['errors'])} failed)"
-            f" in {d['seconds']:.2f}s\n{PENDING_NOTE}"
-            + "".join(f"\nfailed: {e}" for e in d["errors"][:10])
+            f" in {d['seconds']:.2f}s" + "".join(f"\nfailed: {e}" for e in d["errors"][:10])
         ),
     )
     return 1 if data["errors"] else 0
@@ -194,19 +192,21 @@ def _expunge_text(d: dict[str, Any]) -> str:
         f"expunged {d['harness']} {d['session_id']}: its index entry and "
         f"{files} transcript file{'' if files == 1 else 's'}"
     )
-    return head + "".join(f"\nremoved {p}" for p in d["removed"])
+    kept = f"\n{d['kept']}" if d.get("kept") else ""
+    return head + "".join(f"\nremoved {p}" for p in d["removed"]) + kept
 
 
 def _expunge(args: argparse.Namespace, config: Config) -> int:
     what = f"{args.harness} session {args.session_id}"
+    if args.harness == "opencode":  # its database is OpenCode's: only the entries go
+        doing, asking = "forgets " + what, f"forget {what} (and its child sessions) in the index?"
+    else:
+        doing = f"deletes {what}'s transcript for good"
+        asking = f"delete {what}: its index entry and its transcript file(s)?"
     if not args.yes:
         if not sys.stdin.isatty():
-            raise BadRequest(
-                f"expunge deletes {what}'s transcript for good: confirm at a terminal, or pass "
-                "--yes",
-                field="yes",
-            )
-        answer = input(f"delete {what}: its index entry and its transcript file(s)? [y/N] ")
+            raise BadRequest(f"expunge {doing}: confirm at a terminal, or pass --yes", field="yes")
+        answer = input(f"{asking} [y/N] ")
         if answer.strip().lower() not in ("y", "yes"):
             print("nothing removed", file=sys.stderr)
             return 1
@@ -230,8 +230,8 @@ def register(sub: Any) -> None:
     history = sub.add_parser(
         "history",
         help="search and manage the index of past agent sessions",
-        description="The index of past agent sessions (Claude Code, Codex, omp, Gemini CLI). "
-        + PENDING_NOTE,
+        description="The index of past agent sessions (Claude Code, Codex, omp, Gemini CLI, "
+        "OpenCode).",
     )
     add_common(history)
     history.set_defaults(handler=_status)

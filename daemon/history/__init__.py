@@ -14,7 +14,9 @@ behind a topic, a branch or a PR, then resume it or address its live pane), neve
   names) and omp (``<agent dir>/sessions/<cwd, / replaced by ->/<time>_<session id>.jsonl``,
   the agent dir ``$PI_CODING_AGENT_DIR`` or ``~/.omp/agent``) and Gemini CLI
   (``<home>/.gemini/tmp/<project>/chats/session-*.jsonl``, the home ``$GEMINI_CLI_HOME`` or
-  ``~``, and a Gemini launcher's ``HOME``). OpenCode is not indexed yet.
+  ``~``, and a Gemini launcher's ``HOME``) and OpenCode (every session in one SQLite database,
+  ``<data dir>/opencode.db``, read read-only by ``opencode``; the data dir
+  ``$XDG_DATA_HOME/opencode`` or ``~/.local/share/opencode``).
 * ``repo``: the git toplevel and origin of a cwd, read from the ``.git`` files directly.
 * ``sources``: where the harnesses keep transcripts, and finding one by session id.
 * ``query``: the pure search language: words, stopwords, quoted FTS5 terms, repo keys.
@@ -22,7 +24,8 @@ behind a topic, a branch or a PR, then resume it or address its live pane), neve
   ranked search with the repo filter inside the SQL.
 * ``reconcile``: incremental reconcile keyed on (size, mtime_ns, inode), ``push`` for Claude
   Code hooks.
-* ``expunge``: an entry, its transcript file(s) and its lines in the harness's own files.
+* ``expunge``: an entry, its transcript file(s) and its lines in the harness's own files
+  (OpenCode's database is never written: its entries only).
 * ``index``: ``HistoryIndex``, the one object over all of these (search, get, expunge, ...).
 * ``liveness``: running / not_running / running_unknown, and the pane when known.
 * ``project``: the allowlisted projection agents see (seed 000, "History is index fields only").

@@ -6,6 +6,12 @@ results). Then the session's lines leave the harness's prompt history (``history
 for Codex, the thread-name index (``session_index.jsonl``): each file is rewritten without
 them through a temporary file, and replaced only if nobody appended meanwhile (else the
 rewrite starts again).
+
+OpenCode keeps its sessions in its own database, whose rows OpenCode removes through its own
+event log (``opencode session delete``); the index does not write that database. Expunging an
+OpenCode session (and its child sessions) removes their entries only, and keeps them out of
+the index until OpenCode's copy changes (a file row under the session's current key, without a
+session); ``harness_keeps`` says how to delete OpenCode's copy.
 """
 
 from __future__ import annotations
@@ -17,8 +23,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from openbus.daemon.history import opencode
 from openbus.daemon.history.model import Liveness, LiveState, SessionEntry
-from openbus.daemon.history.sources import CLAUDE, CODEX, Sources
+from openbus.daemon.history.sources import CLAUDE, CODEX, OPENCODE, Sources
 from openbus.daemon.history.store import HistoryStore
 from openbus.kernel.errors import Conflict
 
@@ -31,8 +38,11 @@ def expunge_entry(
     if liveness.state is LiveState.RUNNING:
         raise Conflict(f"{harness} session {session_id} is running; end it before expunging it")
     subagents: list[SessionEntry] = []
-    if harness == CLAUDE and not entry.subagent:
-        subagents = store.subagents(CLAUDE, session_id)
+    if harness in (CLAUDE, OPENCODE) and not entry.subagent:
+        subagents = store.subagents(harness, session_id)
+    if harness == OPENCODE:
+        _forget_opencode(store, (entry, *subagents))
+        return []
     removed: list[str] = []
     for victim in (entry, *subagents):
         for path in transcript_files(victim):
@@ -49,9 +59,32 @@ def expunge_entry(
     return removed
 
 
+def _forget_opencode(store: HistoryStore, victims: tuple[SessionEntry, ...]) -> None:
+    """The entries go; each session's reference keeps its current key, so a reconcile passes
+    it by until OpenCode's copy changes."""
+    keys: list[tuple[Path, opencode.SessionKey]] = []
+    for victim in victims:
+        found = opencode.split_ref(Path(victim.transcript)) if victim.transcript else None
+        key = opencode.session_key(*found) if found else None
+        if found and key is not None:
+            keys.append((opencode.ref(*found), key))
+    store.remove(victims[0], victims[1:])
+    store.record_files([(path, OPENCODE, key, None) for path, key in keys])
+
+
+def harness_keeps(harness: str, session_id: str) -> str | None:
+    """What the harness still keeps of an expunged session, and how to delete it, if any."""
+    if harness == OPENCODE:
+        return (
+            "OpenCode keeps the session in its own database, which openbus does not write; "
+            f"delete it there with: opencode session delete {session_id}"
+        )
+    return None
+
+
 def transcript_files(entry: SessionEntry) -> list[Path]:
-    """The files and folders holding a session's transcript."""
-    if not entry.transcript:
+    """The files and folders holding a session's transcript (none in a database)."""
+    if not entry.transcript or entry.harness == OPENCODE:
         return []
     path = Path(entry.transcript)
     files = [path]

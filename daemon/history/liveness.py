@@ -12,6 +12,10 @@ Theory of operation
 * Codex has no status file: a session is ``running`` when some process holds its rollout
   open (``/proc/*/fd``). ``running_unknown`` when ``/proc`` cannot be read, or when a process
   of the transcript owner's uid hides its fds from us.
+* OpenCode keeps all of a user's sessions in one database and records no process per session:
+  a session is ``not_running`` when no process holds its ``opencode.db`` open (the same
+  ``/proc/*/fd`` scan), else ``running_unknown`` (some OpenCode runs, perhaps not this
+  session), as when ``/proc`` or the owner's processes cannot be read.
 * The pane: ``pane_for_pid(pid)``, injected by the daemon (the directory service walks a pid's
   parents up to a pane's pid). ``walk_to_pane`` is a plain implementation over ``/proc``.
 
@@ -28,6 +32,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from openbus.daemon.history.model import Liveness, LiveState, SessionEntry
+from openbus.daemon.history.opencode import split_ref
 from openbus.kernel.clock import Clock
 
 PaneForPid = Callable[[int], str | None]
@@ -180,7 +185,7 @@ class LivenessProbe:
                     target = os.readlink(fd_dir / fd)
                 except OSError:
                     continue
-                if target.endswith(".jsonl"):
+                if target.endswith((".jsonl", "/opencode.db")):
                     holders.setdefault(target, pid)
         scan = _CodexScan(holders, readable, frozenset(hidden))
         self._codex = (self.clock.monotonic(), scan)
@@ -221,20 +226,30 @@ class LivenessProbe:
                 return parent
             return self._claude_top(entry.session_id)
         if entry.harness == "codex":
-            if not entry.transcript:
-                return Liveness(LiveState.NOT_RUNNING)
-            scan = self._codex_scan()
-            path = os.path.realpath(entry.transcript)
-            pid = scan.holders.get(path) or scan.holders.get(entry.transcript)
-            if pid is not None:
-                return Liveness(LiveState.RUNNING, self._pane(pid), pid)
-            if not scan.readable:
+            return self._held(entry.transcript)
+        if entry.harness == "opencode":
+            db = split_ref(Path(entry.transcript)) if entry.transcript else None
+            held = self._held(str(db[0]) if db else None)
+            if held.state is LiveState.RUNNING:  # the database, not necessarily this session
                 return Liveness(LiveState.RUNNING_UNKNOWN)
-            try:
-                owner = os.stat(path).st_uid
-            except OSError:
-                return Liveness(LiveState.NOT_RUNNING)
-            if owner in scan.hidden_uids:
-                return Liveness(LiveState.RUNNING_UNKNOWN)
-            return Liveness(LiveState.NOT_RUNNING)
+            return held
         return Liveness(LiveState.RUNNING_UNKNOWN)
+
+    def _held(self, transcript: str | None) -> Liveness:
+        """``running`` when a process holds the file open, with that process's pane."""
+        if not transcript:
+            return Liveness(LiveState.NOT_RUNNING)
+        scan = self._codex_scan()
+        path = os.path.realpath(transcript)
+        pid = scan.holders.get(path) or scan.holders.get(transcript)
+        if pid is not None:
+            return Liveness(LiveState.RUNNING, self._pane(pid), pid)
+        if not scan.readable:
+            return Liveness(LiveState.RUNNING_UNKNOWN)
+        try:
+            owner = os.stat(path).st_uid
+        except OSError:
+            return Liveness(LiveState.NOT_RUNNING)
+        if owner in scan.hidden_uids:
+            return Liveness(LiveState.RUNNING_UNKNOWN)
+        return Liveness(LiveState.NOT_RUNNING)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-HARNESSES = ("claude", "codex", "omp", "gemini")
+HARNESSES = ("claude", "codex", "omp", "gemini", "opencode")
 PENDING_HARNESSES: tuple[str, ...] = ()
 
 MAX_PROMPTS = 20  # the first and last ten when a session has more

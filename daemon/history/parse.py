@@ -37,6 +37,14 @@ session-<time>-<first 8 of the id>.jsonl`` opens with a header line (``sessionId
 updating the header (the context Gemini CLI injects at start is such a ``$set`` of messages,
 not a prompt). The session's cwd is the project's ``.project_root`` file beside ``chats/``,
 which the caller reads. No git branch is recorded.
+
+OpenCode (observed on 1.18.28 and 1.18.33): one database holds every session (``opencode``
+reads it); a session is its row (``id``, ``parent_id`` for a child session a task started,
+``directory``, ``title``, times in epoch milliseconds), its messages (``role``, ``time``) and
+their ``type: text`` parts. The human's prompts are the user messages' text parts that are not
+``synthetic`` (OpenCode's own additions); ``opencode run`` records a prompt of several words in
+double quotes, as it sent it. A title still OpenCode's placeholder (``New session - <time>``,
+``Child session - <time>``) is no title. No git branch is recorded.
 """
 
 from __future__ import annotations
@@ -510,6 +518,65 @@ def parse_gemini(lines: Iterable[str | bytes], *, cwd: str | None) -> ParsedSess
     )
 
 
+# --------------------------------------------------------------------------- OpenCode
+
+_OPENCODE_PLACEHOLDER = re.compile(r"^(New|Child) session - \d{4}-\d\d-\d\dT")
+
+
+def _json_object(text: object) -> dict[str, Any]:
+    try:
+        value = json.loads(text) if isinstance(text, (str, bytes)) else None
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def parse_opencode(
+    session: Mapping[str, Any],
+    messages: Iterable[tuple[str, str]],
+    parts: Iterable[tuple[str, str]],
+) -> ParsedSession | None:
+    """One OpenCode session (its row, its messages' and text parts' JSON) as a ParsedSession
+    (None without an id)."""
+    session_id = session.get("id")
+    if not isinstance(session_id, str) or not session_id:
+        return None
+    acc = _Acc()
+    directory = session.get("directory")
+    acc.cwd = directory if isinstance(directory, str) and directory else None
+    acc.time(session.get("time_created"))
+    acc.time(session.get("time_updated"))
+    roles: dict[str, str] = {}
+    for message_id, data in messages:
+        message = _json_object(data)
+        role = message.get("role")
+        if isinstance(role, str):
+            roles[message_id] = role
+        times = message.get("time")
+        if isinstance(times, dict):
+            acc.time(times.get("created"))
+    prompt_of: dict[str, list[str]] = {}
+    for message_id, data in parts:
+        part = _json_object(data)
+        text = part.get("text")
+        if part.get("type") != "text" or not isinstance(text, str):
+            continue
+        role = roles.get(message_id)
+        if role == "user" and not part.get("synthetic") and not part.get("ignored"):
+            prompt_of.setdefault(message_id, []).append(text)
+        elif role == "assistant":
+            acc.text(text)
+    for texts in prompt_of.values():  # in the order their first parts came
+        acc.prompt("\n".join(texts))
+    title = session.get("title")
+    if not isinstance(title, str) or _OPENCODE_PLACEHOLDER.match(title):
+        title = None
+    parent = session.get("parent_id")
+    return acc.session(
+        "opencode", session_id, title=title, parent=parent if isinstance(parent, str) else None
+    )
+
+
 def resume_argv(harness: str, session_id: str, *, subagent: bool) -> tuple[str, ...] | None:
     """The exact command that resumes a top-level session; subagents have none."""
     if subagent:
@@ -522,4 +589,6 @@ def resume_argv(harness: str, session_id: str, *, subagent: bool) -> tuple[str, 
         return ("omp", "--resume", session_id)
     if harness == "gemini":  # run in the session's cwd: Gemini CLI looks in that project
         return ("gemini", "--resume", session_id)
+    if harness == "opencode":
+        return ("opencode", "--session", session_id)
     return None

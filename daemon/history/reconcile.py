@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from openbus.daemon.history import opencode
 from openbus.daemon.history.model import PENDING_HARNESSES, ParsedSession, SessionEntry
 from openbus.daemon.history.parse import (
     make_title,
@@ -32,13 +33,22 @@ from openbus.daemon.history.parse import (
     parse_codex_thread_names,
     parse_gemini,
     parse_omp,
+    parse_opencode,
     resume_argv,
 )
 from openbus.daemon.history.repo import RepoInfo, RepoResolver
-from openbus.daemon.history.sources import CLAUDE, CODEX, GEMINI, OMP, Sources, Transcript
+from openbus.daemon.history.sources import (
+    CLAUDE,
+    CODEX,
+    GEMINI,
+    OMP,
+    OPENCODE,
+    Sources,
+    Transcript,
+)
 from openbus.daemon.history.store import FileKey, HistoryStore, KnownFile
 from openbus.kernel.clock import Clock
-from openbus.kernel.errors import BadRequest, NotFound
+from openbus.kernel.errors import BadRequest, NotFound, Unavailable
 
 Progress = Callable[[int, int], None]
 # transcripts parsed (outside the store's lock) before they are written in one transaction
@@ -96,13 +106,16 @@ class Reconciler:
         known = self.store.files()
         found: list[tuple[Transcript, FileKey]] = []
         seen: set[str] = set()
-        for t in self.sources.transcripts():
-            try:
-                st = t.path.stat()
-            except OSError:
-                continue
+        for t in self.sources.transcripts(stats.errors):
+            if t.key is not None:
+                key = t.key
+            else:
+                try:
+                    key = _file_key(t.path.stat())
+                except OSError:
+                    continue
             seen.add(str(t.path))
-            found.append((t, _file_key(st)))
+            found.append((t, key))
         stats.scanned = len(found)
         changed = [
             (key[1], t) for t, key in found if known.get(str(t.path), (None,) * 5)[:3] != key
@@ -123,7 +136,7 @@ class Reconciler:
                 try:
                     parsed, key = parse_transcript(t, names.get(str(t.root), {}))
                     entry = self._entry_from(parsed, t.path, resolve) if parsed else None
-                except (OSError, sqlite3.Error) as exc:
+                except (OSError, sqlite3.Error, Unavailable) as exc:
                     stats.errors.append(f"{t.path}: {exc}")
                     done += 1
                     if progress:
@@ -159,7 +172,7 @@ class Reconciler:
         for path, (_s, _m, _i, harness, session_id) in known.items():
             if path in seen or self.sources.root_of(Path(path)) is None:
                 continue
-            if os.path.exists(path):
+            if self.sources.still_there(Path(path)):
                 continue
             gone += 1
             self.store.forget_file(path, harness, session_id)
@@ -183,7 +196,8 @@ class Reconciler:
         found = self.sources.transcript_at(path)
         if found is None:
             raise BadRequest(
-                f"{path} is not a Claude Code or Codex transcript", field="transcript_path"
+                f"{path} is not a transcript of a harness the index reads",
+                field="transcript_path",
             )
         return self._push(found)
 
@@ -197,7 +211,13 @@ class Reconciler:
         return self._push(found)
 
     def _push(self, t: Transcript) -> SessionEntry | None:
-        if not t.path.is_file():
+        if t.harness == OPENCODE:
+            if t.key is None:  # named by its path: look it up now
+                found = self.sources.find_transcript(OPENCODE, _opencode_id(t.path))
+                if found is None:
+                    raise NotFound(f"no OpenCode session at {t.path}", field="transcript_path")
+                t = found
+        elif not t.path.is_file():
             raise NotFound(f"no transcript at {t.path}", field="transcript_path")
         names = thread_names(t.root) if t.harness == CODEX else {}
         return self._index_file(t, names, RepoResolver())
@@ -278,6 +298,8 @@ def parse_transcript(
     t: Transcript, names: Mapping[str, str]
 ) -> tuple[ParsedSession | None, FileKey]:
     """The session a transcript holds (``None`` if none), and the file's key as read."""
+    if t.harness == OPENCODE:
+        return _parse_opencode(t)
     st = t.path.stat()
     lines = _read_lines(t.path)
     parsed: ParsedSession | None
@@ -292,6 +314,21 @@ def parse_transcript(
     if parsed is not None and parsed.last_active is None:
         parsed = replace(parsed, last_active=st.st_mtime, started=parsed.started or st.st_mtime)
     return parsed, _file_key(st)
+
+
+def _opencode_id(path: Path) -> str:
+    found = opencode.split_ref(path)
+    return found[1] if found else ""
+
+
+def _parse_opencode(t: Transcript) -> tuple[ParsedSession | None, FileKey]:
+    """A session in OpenCode's database, read in one snapshot with its key; a session gone
+    from it meanwhile is none (under the key it was listed with)."""
+    found = opencode.split_ref(t.path)
+    rows = opencode.read_session(*found) if found else None
+    if rows is None:
+        return None, t.key or (0, 0, 0)
+    return parse_opencode(rows.session, rows.messages, rows.parts), rows.key
 
 
 def gemini_project_root(chat: Path) -> str | None:

@@ -8,7 +8,8 @@ Actions (every call goes through the gate and leaves one audit record):
   same split. With ``repo`` (what the MCP side passes for "own repo unless widened") a
   session outside that repo is not found.
 * ``history.expunge`` (human only, mutating): ``{"harness", "session_id"}``; removes the
-  entry and its transcript file(s).
+  entry and its transcript file(s); for OpenCode, whose database the index never writes, the
+  entries only, and the answer's ``kept`` says how to delete OpenCode's copy.
 * ``history.push`` (human only, mutating): index one transcript now, given
   ``{"transcript_path"}`` (absolute), ``{"harness", "session_id"}`` or ``{"hook": {...}}``
   (the JSON a Claude Code hook passes on stdin); only a transcript under one of the
@@ -42,6 +43,7 @@ from openbus.daemon.core.actions import Action
 from openbus.daemon.core.consent import Tier
 from openbus.daemon.feature import Feature
 from openbus.daemon.gate import Call, Gate
+from openbus.daemon.history.expunge import harness_keeps
 from openbus.daemon.history.index import (
     DB_NAME,
     MAX_LIMIT,
@@ -212,7 +214,11 @@ class HistoryService(Feature):
         call.target = f"{harness}:{session_id}"
         removed = await asyncio.to_thread(self.index.expunge, harness, session_id)
         call.details["removed_files"] = len(removed)
-        return {"harness": harness, "session_id": session_id, "removed": removed}
+        body: dict[str, Any] = {"harness": harness, "session_id": session_id, "removed": removed}
+        kept = harness_keeps(harness, session_id)
+        if kept:
+            body["kept"] = kept
+        return body
 
     async def push(self, call: Call) -> Any:
         entries = await asyncio.to_thread(self._push, call.params)

@@ -12,7 +12,11 @@ An omp agent dir (``$PI_CODING_AGENT_DIR`` or ``~/.omp/agent``, plus a launcher'
 ``PI_CODING_AGENT_DIR``) keeps ``sessions/<cwd>/<time>_<session id>.jsonl``. A Gemini CLI dir
 (``$GEMINI_CLI_HOME/.gemini`` or ``~/.gemini``, plus ``.gemini`` under a launcher's
 ``GEMINI_CLI_HOME`` or a Gemini launcher's ``HOME``) keeps
-``tmp/<project>/chats/session-<time>-<first 8 of the id>.jsonl``. A transcript outside every
+``tmp/<project>/chats/session-<time>-<first 8 of the id>.jsonl``. An OpenCode data dir
+(``$XDG_DATA_HOME/opencode`` or ``~/.local/share/opencode``, plus ``opencode`` under a
+launcher's ``XDG_DATA_HOME`` or ``.local/share/opencode`` under an OpenCode launcher's
+``HOME``) keeps every session in ``opencode.db``; each is named by a reference path
+``opencode.db#<session id>`` (see ``opencode``) carrying its key. A transcript outside every
 root is known by its name alone.
 """
 
@@ -25,11 +29,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from openbus.daemon.config import Config
+from openbus.daemon.history import opencode
+from openbus.kernel.errors import Unavailable
 
 CLAUDE = "claude"
 CODEX = "codex"
 OMP = "omp"
 GEMINI = "gemini"
+OPENCODE = "opencode"
 
 
 @dataclass(frozen=True)
@@ -37,6 +44,7 @@ class Transcript:
     harness: str
     path: Path
     root: Path  # the config dir / Codex home it was found under
+    key: opencode.SessionKey | None = None  # a session in a database: its key, not a stat
 
 
 def _dedupe(paths: list[Path]) -> tuple[Path, ...]:
@@ -56,6 +64,7 @@ class Sources:
     codex_homes: tuple[Path, ...] = ()
     omp_dirs: tuple[Path, ...] = ()
     gemini_dirs: tuple[Path, ...] = ()
+    opencode_dirs: tuple[Path, ...] = ()
 
     @classmethod
     def from_config(
@@ -79,7 +88,16 @@ class Sources:
             if env.get("GEMINI_CLI_HOME")
             else base / ".gemini"
         ]
+        opencode_dirs = [
+            Path(env["XDG_DATA_HOME"]) / "opencode"
+            if env.get("XDG_DATA_HOME")
+            else base / ".local" / "share" / "opencode"
+        ]
         for launcher in config.launchers.values():
+            if launcher.env.get("XDG_DATA_HOME"):
+                opencode_dirs.append(Path(launcher.env["XDG_DATA_HOME"]) / "opencode")
+            elif launcher.harness == OPENCODE and launcher.env.get("HOME"):
+                opencode_dirs.append(Path(launcher.env["HOME"]) / ".local" / "share" / "opencode")
             gemini_home = launcher.env.get("GEMINI_CLI_HOME") or (
                 launcher.env.get("HOME") if launcher.harness == GEMINI else None
             )
@@ -91,7 +109,9 @@ class Sources:
                 codex.append(Path(launcher.env["CODEX_HOME"]))
             if launcher.env.get("PI_CODING_AGENT_DIR"):
                 omp.append(Path(launcher.env["PI_CODING_AGENT_DIR"]))
-        return cls(_dedupe(claude), _dedupe(codex), _dedupe(omp), _dedupe(gemini))
+        return cls(
+            _dedupe(claude), _dedupe(codex), _dedupe(omp), _dedupe(gemini), _dedupe(opencode_dirs)
+        )
 
     def roots(self) -> Iterator[tuple[str, Path]]:
         for path in self.claude_dirs:
@@ -102,9 +122,12 @@ class Sources:
             yield OMP, path
         for path in self.gemini_dirs:
             yield GEMINI, path
+        for path in self.opencode_dirs:
+            yield OPENCODE, path
 
-    def transcripts(self) -> Iterator[Transcript]:
-        """Every transcript file under every root, in a stable order."""
+    def transcripts(self, errors: list[str] | None = None) -> Iterator[Transcript]:
+        """Every transcript file under every root, in a stable order; a database that cannot
+        be read is skipped, its error added to ``errors``."""
         for root in self.claude_dirs:
             for path in _walk(root / "projects", lambda name: name.endswith(".jsonl")):
                 yield Transcript(CLAUDE, path, root)
@@ -120,6 +143,16 @@ class Sources:
         for root in self.gemini_dirs:
             for path in _gemini_chats(root):
                 yield Transcript(GEMINI, path, root)
+        for root in self.opencode_dirs:
+            db = root / opencode.DB_FILE
+            try:
+                keys = opencode.session_keys(db)
+            except Unavailable as exc:
+                if errors is not None:
+                    errors.append(str(exc))
+                continue
+            for session_id, key in keys:
+                yield Transcript(OPENCODE, opencode.ref(db, session_id), root, key)
 
     def root_of(self, path: Path) -> tuple[str, Path] | None:
         """The harness and root a transcript path belongs to, if it is under one."""
@@ -175,7 +208,25 @@ class Sources:
                 for candidate in _gemini_chats(root, session_id[:8]):
                     if _gemini_session_id(candidate) == session_id:
                         return Transcript(GEMINI, candidate, root)
+        elif harness == OPENCODE:
+            for root in self.opencode_dirs:
+                db = root / opencode.DB_FILE
+                key = opencode.session_key(db, session_id)
+                if key is not None:
+                    return Transcript(OPENCODE, opencode.ref(db, session_id), root, key)
         return None
+
+    def still_there(self, path: Path) -> bool:
+        """Whether a transcript indexed before is still there: its file, or its session in
+        OpenCode's database (kept as there when the database cannot be read now)."""
+        found = opencode.split_ref(path)
+        if found is None:
+            return path.exists()
+        db, session_id = found
+        try:
+            return opencode.session_key(db, session_id) is not None
+        except Unavailable:
+            return True
 
 
 def _gemini_chats(root: Path, short_id: str = "") -> list[Path]:
@@ -202,6 +253,8 @@ def _is_omp_session(name: str) -> bool:
 
 
 def _guess_harness(path: Path) -> str | None:
+    if opencode.split_ref(path) is not None:
+        return OPENCODE
     if path.name.startswith("rollout-") and path.suffix == ".jsonl":
         return CODEX
     if path.suffix == ".jsonl" and "projects" in path.parts:

@@ -6,12 +6,19 @@ only the fields the index reads vary; the rest is kept so the parsers see realis
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sqlite3
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+from openbus.daemon import compose
+from openbus.daemon.compose import Daemon
+from openbus.daemon.config import parse_config
+from openbus.kernel.testing import FixedClock, SeededRandom
 
 DATA = Path(__file__).parent / "data"
 T0 = datetime(2026, 11, 30, 6, 0, 0, tzinfo=UTC)
@@ -296,3 +303,67 @@ class CodexHome:
         path = self.root / "history.jsonl"
         with path.open("a") as handle:
             handle.write(json.dumps({"session_id": session_id, "ts": 1, "text": text}) + "\n")
+
+
+@contextlib.contextmanager
+def history_daemon(
+    tmp: Path, history: dict[str, Any], launchers: dict[str, Any] | None = None
+) -> Iterator[Daemon]:
+    """The composed daemon (no server) over these history sources, reconciled once."""
+    section: dict[str, Any] = {
+        "daemon": {"state_dir": str(tmp / "state"), "socket": str(tmp / "d.sock")},
+        "history": history,
+    }
+    if launchers:
+        section["launchers"] = launchers
+    built = compose.build(
+        parse_config(section, "<test>"), clock=FixedClock(), random=SeededRandom(1)
+    )
+    built.history.index.reconcile()
+    try:
+        yield built
+    finally:
+        built.history.index.close()
+        built.foundation.db.close()
+
+
+def opencode_database(data: Path, session_id: str, prompt: str, cwd: str = "/w/app") -> Path:
+    """``<data>/opencode.db`` in OpenCode's shape (the tables and columns the index reads, as
+    1.18 writes them) with one session and its one prompt, closed: a WAL database nobody has
+    open, as OpenCode leaves it."""
+    data.mkdir(parents=True, exist_ok=True)
+    db = data / "opencode.db"
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.executescript(
+        "CREATE TABLE session (id TEXT PRIMARY KEY, parent_id TEXT, directory TEXT, title TEXT,"
+        " time_created INTEGER, time_updated INTEGER);"
+        "CREATE TABLE message (id TEXT PRIMARY KEY, session_id TEXT, time_created INTEGER,"
+        " time_updated INTEGER, data TEXT);"
+        "CREATE TABLE part (id TEXT PRIMARY KEY, message_id TEXT, session_id TEXT,"
+        " time_created INTEGER, time_updated INTEGER, data TEXT);"
+    )
+    start = int(T0.timestamp() * 1000)
+    conn.execute(
+        "INSERT INTO session VALUES (?, NULL, ?, ?, ?, ?)",
+        (session_id, cwd, f"New session - {T0.isoformat()}", start, start + 5000),
+    )
+    message = {"role": "user", "time": {"created": start + 1000}}
+    conn.execute(
+        "INSERT INTO message VALUES (?, ?, ?, ?, ?)",
+        (f"msg_{session_id}", session_id, start + 1000, start + 1000, json.dumps(message)),
+    )
+    conn.execute(
+        "INSERT INTO part VALUES (?, ?, ?, ?, ?, ?)",
+        (
+            f"prt_{session_id}",
+            f"msg_{session_id}",
+            session_id,
+            start + 1000,
+            start + 1000,
+            json.dumps({"type": "text", "text": prompt}),
+        ),
+    )
+    conn.commit()
+    conn.close()  # the last connection: SQLite folds the WAL in and removes it
+    return db

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.daemon.history.homes import ClaudeHome, CodexHome
+from tests.daemon.history.homes import ClaudeHome, CodexHome, opencode_database
 from tests.support.daemon import RunningDaemon, running_daemon, write_config
 from tests.support.wait import wait_until
 
@@ -54,13 +54,14 @@ def _offline_config(tmp: Path, section: dict[str, Any]) -> Path:
     )
 
 
-def test_history_alone_names_its_sources_and_the_harnesses_not_indexed(tmp_path: Path) -> None:
+def test_history_alone_names_the_sources_of_all_five_harnesses(tmp_path: Path) -> None:
     _, _, section = _homes(tmp_path)
     result = _run(_offline_config(tmp_path, section))
     assert result.returncode == 0, result.stderr
     assert "omp agent dirs: " in result.stdout
     assert "gemini dirs: " in result.stdout
-    assert "not indexed yet: OpenCode" in result.stdout
+    assert "opencode data dirs: " in result.stdout
+    assert "not indexed yet" not in result.stdout
     assert str(tmp_path / "claude") in result.stdout
 
 
@@ -181,6 +182,32 @@ def test_search_get_and_expunge_go_through_the_daemon_and_are_audited(tmp_path: 
         assert (user, "history.expunge", "ok", "claude:c-1") in rows
         assert (user, "history.search", "ok", None) in rows
         assert (user, "history.get", "refused", "claude:c-1") in rows
+
+
+def test_expunge_of_an_opencode_session_forgets_it_and_prints_how_to_delete_opencodes_copy(
+    tmp_path: Path,
+) -> None:
+    _, _, section = _homes(tmp_path)
+    db = opencode_database(tmp_path / "xdg" / "opencode", "ses_oc1", "tidy the release script")
+    before = db.read_bytes()
+    env = {"XDG_DATA_HOME": str(tmp_path / "xdg")}
+    with running_daemon(tmp_path, {"history": section}, env=env) as daemon:
+        with daemon.human() as human:
+            wait_until(
+                lambda: human.get("/healthz").json()["history"]["sessions"] == 4,
+                what="the start-up reconcile",
+            )
+        text = daemon.cli("history", "get", "opencode", "ses_oc1", check=True).stdout
+        assert "resume: opencode --session ses_oc1" in text
+        unconfirmed = daemon.cli("history", "expunge", "opencode", "ses_oc1")
+        assert unconfirmed.returncode == 1
+        assert "forgets opencode session ses_oc1" in unconfirmed.stderr
+        gone = daemon.cli("history", "expunge", "opencode", "ses_oc1", "--yes", check=True)
+        assert gone.stdout.startswith("expunged opencode ses_oc1: its index entry and 0 ")
+        assert "opencode session delete ses_oc1" in gone.stdout
+        after = daemon.cli("history", "get", "opencode", "ses_oc1")
+        assert after.returncode == 1 and "no opencode session ses_oc1" in after.stderr
+    assert db.read_bytes() == before
 
 
 def _user() -> str:

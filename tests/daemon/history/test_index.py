@@ -75,10 +75,10 @@ def test_a_query_with_no_words_is_a_bad_request(world: World) -> None:
         world.index.search("?!* ")
 
 
-def test_get_of_an_unknown_session_or_an_unindexed_harness_says_so(world: World) -> None:
+def test_get_of_an_unknown_session_or_an_unknown_harness_says_so(world: World) -> None:
     with pytest.raises(NotFound):
         world.index.get("claude", "nope")
     with pytest.raises(NotFound):
-        world.index.get("omp", "nope")
-    with pytest.raises(BadRequest, match="must be one of claude, codex, omp, gemini"):
-        world.index.get("opencode", "x")
+        world.index.get("opencode", "nope")
+    with pytest.raises(BadRequest, match="must be one of claude, codex, omp, gemini, opencode"):
+        world.index.get("aider", "x")

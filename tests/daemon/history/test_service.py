@@ -10,16 +10,13 @@ from typing import Any
 
 import pytest
 
-from openbus.daemon import compose
 from openbus.daemon.compose import Daemon
-from openbus.daemon.config import parse_config
 from openbus.daemon.core import actors
 from openbus.daemon.history.model import Liveness, LiveState, SessionEntry
 from openbus.daemon.history.project import AGENT_FIELDS, project_for_agent
 from openbus.kernel.errors import Forbidden, NotConnected, NotFound
 from openbus.kernel.scopes import Scope
-from openbus.kernel.testing import FixedClock, SeededRandom
-from tests.daemon.history.homes import ClaudeHome, CodexHome
+from tests.daemon.history.homes import ClaudeHome, CodexHome, history_daemon
 
 
 class HistoryOnly:
@@ -39,21 +36,9 @@ def daemon(tmp_path: Path) -> Iterator[Daemon]:
         replies=["https://github.com/acme/app/pull/7"],
     )
     codex.rollout("x-1", "/w/app", ["migrate billing"])
-    config = parse_config(
-        {
-            "daemon": {"state_dir": str(tmp_path / "state"), "socket": str(tmp_path / "d.sock")},
-            "history": {
-                "claude_config_dirs": [str(claude.root)],
-                "codex_homes": [str(codex.root)],
-            },
-        },
-        "<test>",
-    )
-    built = compose.build(config, clock=FixedClock(), random=SeededRandom(1))
-    built.history.index.reconcile()
-    yield built
-    built.history.index.close()
-    built.foundation.db.close()
+    history = {"claude_config_dirs": [str(claude.root)], "codex_homes": [str(codex.root)]}
+    with history_daemon(tmp_path, history) as built:
+        yield built
 
 
 def _audit(daemon: Daemon) -> list[tuple[Any, ...]]:

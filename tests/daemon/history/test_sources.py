@@ -79,3 +79,22 @@ def test_a_transcript_outside_every_root_is_known_by_its_name(tmp_path: Path) ->
     assert sources.transcript_at(rollout) == Transcript("codex", rollout, rollout.parent)
     assert sources.transcript_at(project) == Transcript("claude", project, project.parent)
     assert sources.transcript_at(elsewhere / "notes.jsonl") is None
+
+
+def test_opencode_data_dirs_follow_xdg_data_home_and_an_opencode_launchers_home(
+    tmp_path: Path,
+) -> None:
+    launchers = {
+        "oc": {"harness": "opencode", "argv": ["opencode"], "env": {"HOME": "/home/oc"}},
+        "xdg": {"harness": "opencode", "argv": ["opencode"], "env": {"XDG_DATA_HOME": "/d"}},
+        "cl": {"harness": "claude", "argv": ["claude"], "env": {"HOME": "/home/cl"}},
+    }
+    config = parse_config({"launchers": launchers}, "<test>")
+    sources = Sources.from_config(config, environ={}, home=tmp_path)
+    assert sources.opencode_dirs == (
+        tmp_path / ".local" / "share" / "opencode",
+        Path("/home/oc/.local/share/opencode"),
+        Path("/d/opencode"),
+    )
+    xdg = Sources.from_config(parse_config({}, "<test>"), environ={"XDG_DATA_HOME": "/x"})
+    assert xdg.opencode_dirs == (Path("/x/opencode"),)

@@ -18,7 +18,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
-from tests.daemon.mcp.conftest import Fleet, read_token
+from tests.daemon.history.homes import opencode_database
+from tests.daemon.mcp.conftest import SLEEPER, Fleet, make_fleet, read_token
 from tests.support.mcp_results import tool_data
 from tests.support.wait import wait_until
 
@@ -300,3 +301,39 @@ def test_the_token_is_in_no_process_argv_at_any_time(fleet: Fleet) -> None:
     assert not any(token.encode() in arg for arg in harness_argv)
     env_dir = fleet.daemon.state_dir / "launch"
     assert not list(env_dir.glob("env-*.json"))
+
+
+def test_an_agent_finds_and_gets_an_opencode_session_of_its_own_repo(tmp_path: Path) -> None:
+    xdg = tmp_path / "xdg"  # the fleet's project, a checkout of github.com/acme/widget:
+    opencode_database(
+        xdg / "opencode", "ses_oc1", "tidy the release script", str(tmp_path / "project")
+    )
+    launcher = {"harness": "opencode", "argv": SLEEPER, "env": {"XDG_DATA_HOME": str(xdg)}}
+    with make_fleet(tmp_path, {"launchers.fakeopencode": launcher}) as fleet:
+        with fleet.daemon.human() as human:
+            wait_until(
+                lambda: human.get("/healthz").json()["history"]["sessions"] == 1,
+                what="the start-up reconcile",
+            )
+        launched = fleet.launch("fakeclaude", "observe")
+        token = fleet.token_of(launched["pid"])
+
+        async def go() -> Any:
+            async with mcp_session(fleet, token) as session:
+                await session.initialize()
+                listed = await session.list_tools()
+                found = await session.call_tool("find_sessions", {"query": "release script"})
+                got = await session.call_tool(
+                    "get_session", {"harness": "opencode", "session_id": "ses_oc1"}
+                )
+                return listed, found, got
+
+        listed, found, got = run(go())
+    [get_tool] = [t for t in listed.tools if t.name == "get_session"]
+    harnesses = get_tool.input_schema["properties"]["harness"]["enum"]
+    assert set(harnesses) == {"claude", "codex", "omp", "gemini", "opencode"}
+    assert not found.is_error, tool_data(found)
+    [hit] = tool_data(found)["result"]["sessions"]
+    assert (hit["harness"], hit["session_id"]) == ("opencode", "ses_oc1")
+    assert not got.is_error, tool_data(got)
+    assert tool_data(got)["result"]["session"]["repo"] == "github.com/acme/widget"
