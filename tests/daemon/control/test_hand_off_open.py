@@ -51,6 +51,15 @@ def fake_tui(root: Path, name: str) -> tuple[list[str], Path]:
     return [sys.executable, str(script), str(received)], received
 
 
+def hand_offs(box: Box, request: str) -> list[dict[str, Any]]:
+    """The audit records of control's hand_off calls for ``request``."""
+    return [
+        r
+        for r in box.audit()
+        if r["action"] == "control.hand_off" and r["details"].get("request") == request
+    ]
+
+
 @dataclass
 class Box:
     daemon: RunningDaemon
@@ -163,9 +172,7 @@ def test_an_approved_window_gets_the_brief_at_its_first_idle_and_the_thread_name
 
     cli_json(box.daemon, "approve", asked["card"])
     wait_until(lambda: brief in "".join(box.typed()), timeout=60, what="the brief in the new pane")
-    [given] = box.typed()
-    assert f"{STAMP} {request}" in given
-    [opened] = [p for p in panes(box.daemon) if p["cwd"] == str(box.folder)]
+    assert f"{STAMP} {request}" in box.typed()[-1]
 
     def handed() -> Any:
         got = box.thread(request)
@@ -173,13 +180,14 @@ def test_an_approved_window_gets_the_brief_at_its_first_idle_and_the_thread_name
 
     thread = wait_until(handed, timeout=10, what="the request handed off")
     [entry] = [e for e in thread["entries"] if e["kind"] == "input"]
-    assert entry["pane"] == opened["pane"] and entry["incarnation"] == opened["incarnation"]
+    [opened] = [p for p in panes(box.daemon) if p["pane"] == entry["pane"]]
+    assert opened["cwd"] == str(box.folder) and opened["incarnation"] == entry["incarnation"]
     assert entry["text"] == brief
     message_id = entry["details"]["message_id"]
     assert message_id.startswith(f"handoff-{request}-")
 
     # the call is one record naming the card; the delivery is the message's own records
-    [call] = [r for r in box.audit() if r["action"] == "control.hand_off"]
+    [call] = hand_offs(box, request)
     assert call["outcome"] == "card" and call["details"]["card"] == asked["card"]
 
     def delivered() -> Any:
@@ -230,3 +238,36 @@ def test_hand_off_takes_exactly_one_of_to_and_open(box: Box) -> None:
     thread = box.thread(request)
     assert thread["request"]["state"] == "delegated"
     assert [e["kind"] for e in thread["entries"]] == ["route"]  # nothing asked, nothing sent
+
+
+def test_once_control_may_open_panes_the_window_opens_at_once_and_gets_the_brief(
+    box: Box,
+) -> None:
+    request = box.ask("someone should proofread the install guide")
+    brief = "Proofread the install guide (the human asked)."
+    cli_json(box.daemon, "control", "allow-panes")
+    try:
+        error, opened = box.call(
+            "hand_off",
+            {
+                "thread": request,
+                "open": {"launcher": "tui", "cwd": str(box.folder)},
+                "brief": brief,
+            },
+        )
+    finally:
+        cli_json(box.daemon, "control", "allow-panes", "--off")
+    assert not error, opened
+    assert opened["opened"] is True and "card" not in opened
+    wait_until(lambda: brief in "".join(box.typed()), timeout=60, what="the brief")
+    assert f"{STAMP} {request}" in box.typed()[-1]
+
+    def handed() -> Any:
+        got = box.thread(request)
+        return got if got["request"]["state"] == "handed_off" else None
+
+    thread = wait_until(handed, timeout=10, what="the request handed off")
+    [entry] = [e for e in thread["entries"] if e["kind"] == "input"]
+    assert entry["pane"] == opened["pane"]
+    [call] = hand_offs(box, request)
+    assert "control may open panes" in call["details"]["allowed_by"]
