@@ -108,6 +108,21 @@ class Box:
     def audit(self) -> list[dict[str, Any]]:
         return Fleet(self.daemon, None, Path("/")).audit()  # type: ignore[arg-type]
 
+    def brief_arrived(self, request: str, brief: str) -> dict[str, Any]:
+        """Once the brief is typed in a new pane under control's stamp naming the request:
+        the request handed off, and the ``input`` entry in its thread."""
+        wait_until(lambda: brief in "".join(self.typed()), timeout=60, what="the brief")
+        assert f"{STAMP} {request}" in self.typed()[-1]
+
+        def handed() -> Any:
+            got = self.thread(request)
+            return got if got["request"]["state"] == "handed_off" else None
+
+        thread = wait_until(handed, timeout=10, what="the request handed off")
+        [entry] = [e for e in thread["entries"] if e["kind"] == "input"]
+        found: dict[str, Any] = entry
+        return found
+
     def hand_off_open(self, request: str, brief: str) -> dict[str, Any]:
         error, asked = self.call(
             "hand_off",
@@ -171,15 +186,7 @@ def test_an_approved_window_gets_the_brief_at_its_first_idle_and_the_thread_name
     assert asked["card"] in waiting["entries"][-1]["text"]
 
     cli_json(box.daemon, "approve", asked["card"])
-    wait_until(lambda: brief in "".join(box.typed()), timeout=60, what="the brief in the new pane")
-    assert f"{STAMP} {request}" in box.typed()[-1]
-
-    def handed() -> Any:
-        got = box.thread(request)
-        return got if got["request"]["state"] == "handed_off" else None
-
-    thread = wait_until(handed, timeout=10, what="the request handed off")
-    [entry] = [e for e in thread["entries"] if e["kind"] == "input"]
+    entry = box.brief_arrived(request, brief)
     [opened] = [p for p in panes(box.daemon) if p["pane"] == entry["pane"]]
     assert opened["cwd"] == str(box.folder) and opened["incarnation"] == entry["incarnation"]
     assert entry["text"] == brief
@@ -259,15 +266,7 @@ def test_once_control_may_open_panes_the_window_opens_at_once_and_gets_the_brief
         cli_json(box.daemon, "control", "allow-panes", "--off")
     assert not error, opened
     assert opened["opened"] is True and "card" not in opened
-    wait_until(lambda: brief in "".join(box.typed()), timeout=60, what="the brief")
-    assert f"{STAMP} {request}" in box.typed()[-1]
-
-    def handed() -> Any:
-        got = box.thread(request)
-        return got if got["request"]["state"] == "handed_off" else None
-
-    thread = wait_until(handed, timeout=10, what="the request handed off")
-    [entry] = [e for e in thread["entries"] if e["kind"] == "input"]
+    entry = box.brief_arrived(request, brief)
     assert entry["pane"] == opened["pane"]
     [call] = hand_offs(box, request)
     assert "control may open panes" in call["details"]["allowed_by"]
