@@ -1,7 +1,10 @@
 """``openbus audit tail [--json] [--follow]`` and ``openbus audit verify``.
 
 ``tail`` reads the daemon's audit trail over the human API (itself an audited read) and
-shows the export lag; ``--follow`` keeps printing records as they are committed. ``verify``
+shows the export lag; ``--follow`` keeps printing records as they are committed. Agents are
+named as people read them (``claude "auth review" %10 on fix/login``, from the caller's
+connections and the directory, read again when an agent not seen before appears), never by
+session UUID; ``--json`` keeps each record exactly as the trail holds it. ``verify``
 runs locally, without the daemon: on a state database (``--db``, default the configured
 one) or on the JSON lines a collector's file exporter wrote (``--otlp-json``). It checks the
 checkpoints against a pinned audit key only (``--pubkey``, or the org policy's
@@ -20,6 +23,7 @@ import math
 import socket
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +37,8 @@ from openbus.daemon.audit.verify import Pin, policy_pin, pubkey_pin, verify_db, 
 from openbus.daemon.cli_common import EXIT_ERROR, add_common, emit
 from openbus.daemon.client import DaemonClient
 from openbus.daemon.config import Config
-from openbus.kernel.errors import BadRequest
+from openbus.daemon.core.names import actor_harness, agent_name
+from openbus.kernel.errors import BadRequest, OpenbusError
 
 TAIL_DEFAULT = 20
 
@@ -117,11 +122,51 @@ def _when(seconds: float) -> str:
     )
 
 
-def format_record(record: dict[str, Any]) -> str:
+class ActorNames:
+    """Agent actors as people read them, from the caller's connections and the directory.
+
+    An actor first seen after the last read makes it read both again (once per actor), so a
+    follower names agents connected after it started. What cannot be named is left as the
+    trail wrote it, except an agent's session UUID: such an agent is no longer connected.
+    """
+
+    def __init__(self, client: DaemonClient) -> None:
+        self.client = client
+        self.names: dict[str, str] = {}
+        self.tried: set[str] = set()
+
+    def _read(self) -> None:
+        try:
+            connections = self.client.get("/api/connections") or {}
+            panes = (self.client.get("/api/directory") or {}).get("panes") or []
+        except OpenbusError:
+            return
+        by_pane = {p.get("pane"): p for p in panes if isinstance(p, dict)}
+        for c in connections.get("connections") or []:
+            pane = by_pane.get(c.get("pane")) or {}
+            self.names[str(c.get("actor"))] = agent_name(
+                c.get("harness"), pane.get("title"), c.get("pane"), pane.get("branch")
+            )
+
+    def __call__(self, actor: str) -> str:
+        if not actor.startswith("agent:"):
+            return actor
+        if actor not in self.names and actor not in self.tried:
+            self.tried.add(actor)
+            self._read()
+        if actor in self.names:
+            return self.names[actor]
+        _, _, rest = actor.partition(":pane:")
+        pane = rest.partition(":")[0] or None
+        name = agent_name(actor_harness(actor), None, pane, None)
+        return name if pane else f"{name} (no longer connected)"
+
+
+def format_record(record: dict[str, Any], name: Callable[[str], str]) -> str:
     parts = [
         f"{record['seq']:>8}",
         _when(float(record["time"])),
-        str(record["actor"]),
+        name(str(record["actor"])),
         str(record["action"]),
         str(record["outcome"]),
     ]
@@ -154,6 +199,7 @@ def format_export(status: dict[str, Any]) -> str:
 
 def _tail(args: argparse.Namespace, config: Config) -> int:
     client = DaemonClient(config)
+    names = ActorNames(client)
     try:
         if args.after is not None:
             after = max(0, args.after)
@@ -168,18 +214,19 @@ def _tail(args: argparse.Namespace, config: Config) -> int:
                 if args.json:
                     sys.stdout.write(line + "\n")
                 else:
-                    sys.stdout.write(format_record(json.loads(line)) + "\n")
+                    sys.stdout.write(format_record(json.loads(line), names) + "\n")
                 sys.stdout.flush()
             return 0
         page = client.get("/api/audit", after=after, limit=max(1, min(args.lines, 5000)))
+        records = page.get("records") or []
+        export = page.get("export") or {}
+        lines = [] if args.json else [format_record(r, names) for r in records]
     finally:
         client.close()
-    records = page.get("records") or []
-    export = page.get("export") or {}
     emit(
         args,
         {"records": records, "export": export},
-        lambda data: "\n".join([*(format_record(r) for r in records), format_export(export)]),
+        lambda data: "\n".join([*lines, format_export(export)]),
     )
     return 0
 

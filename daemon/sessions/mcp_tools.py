@@ -71,9 +71,10 @@ LIST_SESSIONS = McpTool(
     description=(
         "Agent sessions on this box, without you. Sessions outside your family (the ones you "
         "started, the one that started you and its other children) show only harness, folder "
-        "and state. mine: true lists only the sessions you started. status: live (default), "
-        "ended (recent past sessions) or all. Also names the launchers and harnesses "
-        "start_session accepts and your starts still waiting for consent."
+        "and state; your family's rows add its title and last reply (secrets masked). "
+        "mine: true lists only the sessions you started. status: live (default), ended "
+        "(recent past sessions) or all. Also names the launchers and harnesses start_session "
+        "accepts and your starts still waiting for consent."
     ),
     source=SOURCE,
     input_schema={

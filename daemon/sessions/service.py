@@ -21,8 +21,9 @@ actions (scope ``spawn``, never human):
   empty composer, Claude Code's status idle, screen still for a short settle), typed through
   the one keystroke path, under the daemon's provenance line naming the parent.
 * ``session.list``: live agent panes (and with ``status`` ended sessions from the history
-  index) without the caller; outside the family only harness, folder and state; the caller's
-  pending starts; the launchers ``session.start`` accepts.
+  index) without the caller; outside the family only harness, folder and state; family rows
+  add the title and the last reply (masked, cut at 1 KiB); the caller's pending starts; the
+  launchers ``session.start`` accepts.
 * ``session.read``: family only; the child's replies from its transcript
   (``history.replies``), masked, each cut at 16 KiB with the cut marked. ``wait_seconds``
   (at most 50) waits for a start to settle, or for the child to be idle with a reply newer
@@ -99,6 +100,7 @@ FAMILIES = Action("sessions.families", tier=Tier.HUMAN)
 
 MAX_WAIT_SECONDS = 50.0
 REPLY_BYTES = 16 * 1024
+LAST_MESSAGE_BYTES = 1024
 MAX_BRIEF_CHARS = 32 * 1024
 POLL_SECONDS = 0.25
 MAX_LIST = 200
@@ -663,6 +665,7 @@ class SessionTools(Feature):
                             "session_id": principal.session_id,
                             "branch": entry.branch,
                             "title": self.masker.mask(entry.title).text if entry.title else None,
+                            "last_message": self._last_message(principal),
                         }
                     )
                 rows.append(row)
@@ -758,6 +761,14 @@ class SessionTools(Feature):
                 task.cancel()
         if revoked.is_set():
             raise NotConnected("not connected: the grant was withdrawn while waiting")
+
+    def _last_message(self, member: Principal) -> str | None:
+        """A family member's last reply for ``session.list``: masked, cut at 1 KiB (marked)."""
+        replies = self._replies(member, 1)["replies"]
+        if not replies:
+            return None
+        text, was_cut = cut(replies[-1]["text"], LAST_MESSAGE_BYTES)
+        return text + " [cut]" if was_cut else text
 
     def _replies(self, child: Principal, count: int | None) -> dict[str, Any]:
         state = "gone"

@@ -5,7 +5,8 @@ card with ``openbus approve``; the child starts in its worktree on its branch (a
 post-checkout hook did not run) and gets the brief under the parent's provenance line; the
 child's stub replies ``pong from the child session``, which the parent's ``read_session`` with
 ``wait_seconds`` returns; ``send_to_session`` reaches the child and its reply, holding a key,
-comes back masked; ``list_sessions {mine: true}`` returns exactly the child. A start outside
+comes back masked; ``list_sessions {mine: true}`` returns exactly the child, its last reply
+masked too. A start outside
 the folders anyone trusts is refused, and creates no card, pane or worktree."""
 
 from __future__ import annotations
@@ -145,9 +146,6 @@ def test_a_claude_parent_starts_reads_and_messages_a_claude_child_in_a_worktree(
         assert f"started by: {a['pane']}" in daemon.cli("pane", child_pane, check=True).stdout
         assert f"started: {child_pane}" in daemon.cli("pane", a["pane"], check=True).stdout
 
-        listed = parent.data("list_sessions", {"mine": True})
-        assert [s["pane"] for s in listed["sessions"]] == [child_pane], listed
-
         stub.script(reply(f"second pong, the key is {KEY}"), match="PING-TWO")
         sent = parent.data("send_to_session", {"session": child_pane, "text": "PING-TWO now"})
         assert sent["outcome"] == "queued", sent
@@ -157,6 +155,9 @@ def test_a_claude_parent_starts_reads_and_messages_a_claude_child_in_a_worktree(
             print(again, tmux.capture(child_pane), cli_json(daemon, "messages"), sep="\n")
         assert last.startswith("second pong") and KEY not in last, again
         assert "[masked" in last
+        listed = parent.data("list_sessions", {"mine": True})
+        assert [s["pane"] for s in listed["sessions"]] == [child_pane], listed
+        assert listed["sessions"][0]["last_message"] == last, listed
         idle_in_directory(daemon, child_pane)
 
 

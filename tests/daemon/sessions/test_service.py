@@ -157,12 +157,16 @@ def test_an_approved_start_opens_the_child_in_a_worktree_tagged_and_briefed(run:
     run(scenario)
 
 
-def test_refusals_open_no_pane_and_make_no_worktree(run: Any) -> None:
+def test_outsiders_are_listed_bare_and_refusals_open_no_pane_or_worktree(run: Any) -> None:
     async def scenario(w: Sessions) -> None:
         parent = await w.parent("parent")
         other = await w.parent("other")
         watcher = await w.parent("watcher", Preset.OBSERVE)
         before = w.panes()
+        listed = await w.tool(parent, "session.list")
+        outside = [s for s in listed["sessions"] if s["pane"] in (other.pane, watcher.pane)]
+        assert len(outside) == 2  # no title, no last message outside the family
+        assert all(set(s) == {"pane", "harness", "cwd", "state"} for s in outside), outside
         with pytest.raises(Forbidden, match="ask the user"):
             await w.tool(parent, "session.start", prompt="x", cwd="/tmp")
         with pytest.raises(Forbidden, match="approvals and sandbox off"):
