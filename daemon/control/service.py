@@ -782,11 +782,12 @@ class ControlService(Feature):
         state, entry = self._input(
             request, brief, pane, incarnation, sent["message_id"], opened=True, **extra
         )
-        details = {"request": request.id, "entry": entry.id, "agent": ready, **extra}
+        message_id = sent["message_id"]
         self._recorded(
             "control.handed_off",
             pane,
-            {**details, "message_id": sent["message_id"]},
+            {"request": request.id, "entry": entry.id, "message_id": message_id, "agent": ready}
+            | extra,
             [self.threads.add(entry), self.threads.set_state(request.seq, state)],
         )
         self._added()
