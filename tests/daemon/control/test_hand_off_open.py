@@ -2,8 +2,10 @@
 launcher) asks for the window on open_window's card; once the human approves it the window
 opens and the brief arrives when its agent is first idle, an ``input`` entry naming the new
 pane in the request's thread; a declined card types nothing and the thread says so; ``to``
-and ``open`` are exactly one of the two. Driven as the control session itself (over MCP with
-control's own token) against the real daemon, the new windows running the fake agent TUI."""
+and ``open`` are exactly one of the two; once control may open panes the window opens at
+once; a card still waiting when the daemon restarts hands off once approved. Driven as the
+control session itself (over MCP with control's own token) against the real daemon, the new
+windows running the fake agent TUI."""
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ import pytest
 from tests.daemon.mcp.conftest import Fleet, read_token
 from tests.daemon.mcp.test_endpoint import mcp_session
 from tests.daemon.messaging.conftest import FAKE_AGENT
-from tests.support.daemon import RunningDaemon, running_daemon
+from tests.support.daemon import RunningDaemon, restart_daemon, running_daemon
 from tests.support.mcp_results import tool_data
 from tests.support.tmux import tmux_server
 from tests.support.wait import wait_until
@@ -168,7 +170,11 @@ def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Box]:
                 made = Box(daemon, token, received, folder)
                 assert {"hand_off", "open_window"} <= made.tools()
                 assert starting.result(timeout=60)["started"] is True
-            yield made
+            try:
+                yield made
+            finally:
+                if made.daemon is not daemon:  # restarted by a test
+                    made.daemon.stop()
 
 
 def test_an_approved_window_gets_the_brief_at_its_first_idle_and_the_thread_names_it(
@@ -270,3 +276,13 @@ def test_once_control_may_open_panes_the_window_opens_at_once_and_gets_the_brief
     assert entry["pane"] == opened["pane"]
     [call] = hand_offs(box, request)
     assert "control may open panes" in call["details"]["allowed_by"]
+
+
+def test_a_hand_off_card_outlives_a_daemon_restart(box: Box) -> None:
+    request = box.ask("someone should update the screenshots")
+    brief = "Update the screenshots in the guide (the human asked)."
+    asked = box.hand_off_open(request, brief)
+    box.daemon = restart_daemon(box.daemon)  # the card and its hand-off are in the state
+    cli_json(box.daemon, "approve", asked["card"])
+    entry = box.brief_arrived(request, brief)
+    assert entry["details"]["card"] == asked["card"]
