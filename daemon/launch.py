@@ -75,6 +75,7 @@ import json
 import logging
 import os
 import sys
+import time
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -88,6 +89,7 @@ from openbus.daemon.core.actions import Action
 from openbus.daemon.core.agent_pool import PoolUser
 from openbus.daemon.core.audit import AuditDraft
 from openbus.daemon.core.consent import Tier
+from openbus.daemon.core.sessions import BRIEF_READY_SECONDS, brief_ready
 from openbus.daemon.core.tokens import token_hash, well_formed
 from openbus.daemon.directory import Directory
 from openbus.daemon.feature import Feature
@@ -119,6 +121,7 @@ log = logging.getLogger("openbus.launch")
 LAUNCH = Action("launch", tier=Tier.HUMAN, mutates=True)
 STALE_ENV_FILE_SECONDS = 60.0
 POLL_SECONDS = 0.02
+READY_POLL_SECONDS = 0.05  # how often a wait for a new agent's first idle looks
 HARNESS_SECONDS = 2.0  # the directory sees the new pane run the launcher's harness
 SEEN_SECONDS = 10.0  # ... or at least sees the pane at all (a wrapper, a fake harness)
 FIRST_STATE_SECONDS = 30.0  # a recognised harness draws its first screen
@@ -263,6 +266,28 @@ class LaunchService(Feature):
         """Whether the agent has been answered a ``tools/list`` (its harness is up)."""
         listed = self._listed.get(principal_id)
         return listed is not None and listed.is_set()
+
+    async def until_ready(self, pane: str, incarnation: str, principal: str | None) -> str:
+        """Wait until a newly opened agent is ready for its first message (``brief_ready``:
+        idle, empty composer, its harness up); what the wait ended on: ``ready``, ``gone``
+        (messaging then cancels what is sent to it) or ``timed out``. How a started session's
+        brief and control's hand-off into a window it opened wait for the agent's first idle."""
+        deadline = time.monotonic() + BRIEF_READY_SECONDS
+        while True:
+            try:
+                entry = self.directory.entry(pane)
+            except OpenbusError:
+                return "gone"
+            if entry.incarnation != incarnation or entry.ended:
+                return "gone"
+            status = entry.status.status if entry.status is not None else None
+            still = self.clock.now() - entry.last_activity
+            listed = principal is not None and self.has_listed_tools(principal)
+            if brief_ready(entry.state, entry.reading.composer_empty, status, still, listed):
+                return "ready"
+            if time.monotonic() >= deadline:
+                return "timed out"
+            await asyncio.sleep(READY_POLL_SECONDS)
 
     def _seen(self, pane: str, pid: int) -> Any:
         """The directory's entry for ``pane`` while it runs the launched process, else None."""

@@ -75,16 +75,32 @@ HAND_OFF = McpTool(
     action="control.hand_off",
     title="Hand a request to a project pane",
     description=(
-        "Send a self-contained brief for request `thread` to one agent pane: `to` is a pane "
-        "id (with `incarnation` from list_panes) or a workstream handle naming exactly one "
-        "pane. The brief arrives under a stamp naming control and the request (its origin "
-        "link). Project work always goes to a project pane, never done by control."
+        "Send a self-contained brief for request `thread` to one agent pane. Give exactly one "
+        "of `to` and `open`. `to`: a pane that runs, as a pane id (with `incarnation` from "
+        "list_panes) or a workstream handle naming exactly one pane. `open`: a new window "
+        "for it instead, {launcher (a configured one), cwd?, title?}; it opens as open_window "
+        'opens one (a card the human approves, or at once once they allowed "control may '
+        'open panes"), and the brief is sent when its agent is first idle, with an input '
+        "entry in the thread naming the new pane; if the human declines, nothing is sent and "
+        "the thread says so. Do not call open_window first and then look for the pane. The "
+        "brief arrives under a stamp naming control and the request (its origin link). "
+        "Project work always goes to a project pane, never done by control."
     ),
     source=SOURCE,
     input_schema=_schema(
-        ("thread", "to", "brief"), thread=_TEXT, to=_TEXT, incarnation=_TEXT, brief=_TEXT
+        ("thread", "brief"),
+        thread=_TEXT,
+        to=_TEXT,
+        incarnation=_TEXT,
+        open={
+            "type": "object",
+            "properties": {"launcher": _TEXT, "cwd": _TEXT, "title": _TEXT},
+            "required": ["launcher"],
+            "additionalProperties": False,
+        },
+        brief=_TEXT,
     ),
-    params=_only("thread", "to", "incarnation", "brief"),
+    params=_only("thread", "to", "incarnation", "open", "brief"),
     read_only=False,
 )
 

@@ -20,7 +20,17 @@ Theory of operation
 
   - ``control.reply``: lands in the request's thread with an origin link;
   - ``control.hand_off``: a brief sent to one pane (message send as control, origin linked:
-    the hop limit applies), an ``input`` entry on the pane;
+    the hop limit applies), an ``input`` entry on the pane. With ``open`` (a launcher, and
+    a folder and title) instead of ``to`` (exactly one of the two), the pane is a new window
+    opened as ``open_window`` opens one: the same card (its payload carries the hand-off, so
+    it survives a restart), approved by the human, launches it as them; the call's record
+    names the card and a ``note`` in the thread says what waits. Once the new agent is first
+    idle with an empty composer (``LaunchService.until_ready``, the wait a started session's
+    brief takes), the brief is the same message (its id ``handoff-<request>-<n>`` fixed at
+    the call, so at most once), and its ``input`` entry and the request's move are written
+    with a system record (``control.handed_off``). A declined, expired or cancelled card is
+    a note (``control.hand_off_note``) on the thread and on control's feed: nothing typed,
+    the request not moved;
   - ``control.press_key``: checked against the incarnation and the screen revision the
     caller saw; a key that answers an agent's menu (a permission prompt) or goes to a shell
     pane is a card showing the question on screen, and nothing is typed until the human
@@ -47,6 +57,7 @@ import asyncio
 import contextlib
 import getpass
 import logging
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -61,7 +72,9 @@ from openbus.daemon.core.actors import CONTROL, human
 from openbus.daemon.core.audit import AuditDraft
 from openbus.daemon.core.consent import Approval, ApprovalKind, Card, CardState, Tier
 from openbus.daemon.core.dispatch import PaneFacts, Route, RoutingIndex, decide
+from openbus.daemon.core.message_text import check_text
 from openbus.daemon.core.messaging import Outcome
+from openbus.daemon.core.sessions import brief_line
 from openbus.daemon.core.threads import (
     Entry,
     EntryKind,
@@ -75,7 +88,7 @@ from openbus.daemon.core.threads import (
 from openbus.daemon.directory import Directory
 from openbus.daemon.directory import Entry as PaneEntry
 from openbus.daemon.feature import Feature
-from openbus.daemon.gate import Call, Gate
+from openbus.daemon.gate import Call, Gate, Write
 from openbus.daemon.grants import CONTROL_ROLE, Grants, Principal
 from openbus.daemon.launch import LaunchService
 from openbus.daemon.messaging.service import MessagingService
@@ -241,14 +254,10 @@ class ControlService(Feature):
             pane=old.pane_id,
             incarnation=old.incarnation,
         )
-        self.gate.record(
-            AuditDraft(
-                actor="system",
-                action="control.reseed",
-                outcome="ok",
-                target=old.pane_id,
-                details={"principal": old.id, "reason": reason},
-            ),
+        self._recorded(
+            "control.reseed",
+            old.pane_id,
+            {"principal": old.id, "reason": reason},
             [self.threads.add(note)],
         )
         self.reseeds += 1
@@ -448,19 +457,14 @@ class ControlService(Feature):
             pane=message.recipient.pane,
         )
         state = move(current.state, RequestEvent.FALLBACK)
-        self.gate.record(
-            AuditDraft(
-                actor="system",
-                action="control.fallback",
-                outcome="ok",
-                target=request.id,
-                details={"request": request.id, "outcome": message.outcome.value},
-            ),
+        self._recorded(
+            "control.fallback",
+            request.id,
+            {"request": request.id, "outcome": message.outcome.value},
             [self.threads.add(note), self.threads.set_state(request.seq, state)],
         )
         self.routed["fallback"] += 1
-        self._entry_added.set()
-        self._entry_added = asyncio.Event()
+        self._added()
         self._delegated(_with_state(current, state))
 
     def _delegated(self, request: Entry) -> None:
@@ -582,13 +586,23 @@ class ControlService(Feature):
         self._entry_added = asyncio.Event()
 
     async def hand_off(self, call: Call) -> Any:
+        """A brief for a request, sent to one pane that runs (``to``) or into a new window
+        opened for it (``open``)."""
         params = call.params
         request = self._request_for(params.get("thread"))
         brief = params.get("brief")
         to = params.get("to")
-        if not isinstance(to, str) or not to.strip():
+        window = params.get("open")
+        if to is not None and window is not None:
             raise BadRequest(
-                "to is a pane id (with incarnation) or a workstream handle", field="to"
+                "give either to (a pane that runs) or open (a window to open for it), not both",
+                field="open",
+            )
+        if window is None and (not isinstance(to, str) or not to.strip()):
+            raise BadRequest(
+                "to is a pane id (with incarnation) or a workstream handle; or give open "
+                "(a launcher) to hand off into a new window",
+                field="to",
             )
         assert request.state is not None
         if not may(request.state, RequestEvent.HAND_OFF):
@@ -597,7 +611,9 @@ class ControlService(Feature):
                 "is handed off",
                 field="thread",
             )
-        count = len(self.threads.of_request(request.id))
+        message_id = f"handoff-{request.id}-{len(self.threads.of_request(request.id))}"
+        if window is not None:
+            return await self._hand_off_open(call, request, window, brief, message_id)
         sent = await self.gate.run(
             CONTROL,
             "message.send",
@@ -605,28 +621,201 @@ class ControlService(Feature):
                 "target": to,
                 "incarnation": params.get("incarnation"),
                 "text": brief,
-                "message_id": f"handoff-{request.id}-{count}",
+                "message_id": message_id,
                 "origin": request.id,
             },
         )
         pane = str(sent["recipient_pane"])
         incarnation = self.directory.entry(pane).incarnation
-        state = move(request.state, RequestEvent.HAND_OFF)
-        entry = self._entry(
-            request,
-            EntryKind.INPUT,
-            call.actor.name,
-            str(brief),
-            pane=pane,
-            incarnation=incarnation,
-            details={"message_id": sent["message_id"], "via": "hand_off"},
-        )
+        state, entry = self._input(request, str(brief), pane, incarnation, sent["message_id"])
         call.target = pane
         call.details.update({"request": request.id, "entry": entry.id, "pane": pane})
         call.write(self.threads.add(entry))
         call.write(self.threads.set_state(request.seq, state))
         call.after_commit.append(self._added)
         return {"entry": entry.to_dict(), "message": sent, "request_state": state.value}
+
+    def _input(
+        self,
+        request: Entry,
+        brief: str,
+        pane: str,
+        incarnation: str | None,
+        message_id: object,
+        **details: Any,
+    ) -> tuple[RequestState, Entry]:
+        """The ``input`` entry of a brief handed to ``pane``, and the state it moves to."""
+        assert request.state is not None
+        state = move(request.state, RequestEvent.HAND_OFF)
+        entry = self._entry(
+            request,
+            EntryKind.INPUT,
+            CONTROL.name,
+            brief,
+            pane=pane,
+            incarnation=incarnation,
+            details={"message_id": message_id, "via": "hand_off", **details},
+        )
+        return state, entry
+
+    async def _hand_off_open(
+        self, call: Call, request: Entry, window: object, brief: object, message_id: str
+    ) -> Any:
+        """Hand off into a new window: opened as ``open_window`` opens one (its card, or at
+        once when control may open panes); the brief is sent at its agent's first idle."""
+        if not isinstance(window, dict):
+            raise BadRequest("open is {launcher, cwd?, title?}: the window to open", field="open")
+        unknown = sorted(set(window) - {"launcher", "cwd", "title"})
+        if unknown:
+            raise BadRequest(f"open has no field {unknown[0]}", field=f"open.{unknown[0]}")
+        launcher, cwd, title = self._window(window, "open.")
+        if not isinstance(brief, str) or not brief.strip():
+            raise BadRequest("brief is the text the new pane's agent is given", field="brief")
+        try:
+            check_text(brief, self.messaging.book.limits.message_bytes)
+        except OpenbusError as exc:
+            raise type(exc)(exc.message.replace("text", "brief", 1), field="brief") from None
+        owner = self._control_owner()
+        handing = {"thread": request.id, "brief": brief, "message_id": message_id}
+        payload = {"launcher": launcher, "cwd": cwd, "title": title, "hand_off": handing}
+        call.target = launcher
+        call.details.update({"request": request.id, "launcher": launcher, "open": True})
+        where = f" in {cwd}" if cwd else ""
+        if self.cards.has(_open_panes(owner)):
+            call.details["allowed_by"] = "approval: control may open panes"
+            opened = await self.gate.run(human(owner), "launch", _launch_params(launcher, cwd))
+            pane = str(opened["pane"])
+            note = self._entry(
+                request,
+                EntryKind.NOTE,
+                CONTROL.name,
+                f"control opened a {launcher} window{where} ({pane}) for this request: the "
+                "brief is sent at its agent's first idle",
+                pane=pane,
+            )
+            call.write(self.threads.add(note))
+            call.after_commit.append(self._added)
+            call.after_commit.append(lambda: self._spawn(self._deliver(handing, opened, None)))
+            return {
+                "opened": True,
+                **opened,
+                "entry": note.to_dict(),
+                "waiting_for": "the new pane's agent to be idle: the brief is sent then",
+            }
+        answer = self._card(
+            call,
+            kind=WINDOW_CARD,
+            owner=owner,
+            summary=f"control wants to open a {launcher} window{where}"
+            + (f" for {title!r}" if title else "")
+            + f" and hand it request {request.id}: {brief_line(brief)}",
+            payload=payload,
+        )
+        note = self._entry(
+            request,
+            EntryKind.NOTE,
+            CONTROL.name,
+            f"control asked to open a {launcher} window{where} for this request (card "
+            f"{answer['card']}): the brief is sent there once the human approves",
+            details={"card": answer["card"]},
+        )
+        call.write(self.threads.add(note))
+        call.after_commit.append(self._added)
+        return {
+            **answer,
+            "entry": note.to_dict(),
+            "waiting_for": "the human's consent (a card in Needs you); then the window opens "
+            "and the brief is sent at its agent's first idle",
+        }
+
+    async def _open_and_hand_off(self, card: Card) -> None:
+        """An approved hand-off card: the window opened as the human who approved it (the
+        launch's own record), then the brief sent there."""
+        handing = card.payload["hand_off"]
+        try:
+            opened = await self.gate.run(
+                human(card.owner), "launch", _launch_params(**card.payload)
+            )
+        except OpenbusError as exc:
+            self._hand_off_note(
+                handing,
+                f"the {card.payload['launcher']} window could not be opened ({exc.message}): "
+                "nothing was sent",
+                card.id,
+            )
+            return
+        await self._deliver(handing, opened, card.id)
+
+    async def _deliver(
+        self, handing: dict[str, Any], opened: dict[str, Any], card: str | None
+    ) -> None:
+        """The brief sent into a window opened for it, once its agent is first idle with an
+        empty composer (``LaunchService.until_ready``, as a started session's brief): one
+        message from control with the request as origin; its ``input`` entry and the request
+        moved are written with a system record."""
+        pane, incarnation = str(opened["pane"]), str(opened["incarnation"])
+        principal = (opened.get("connect") or {}).get("principal")
+        ready = await self.launch.until_ready(pane, incarnation, principal)
+        request = self._request_for(handing["thread"])
+        brief = str(handing["brief"])
+        try:
+            sent = await self.gate.run(
+                CONTROL,
+                "message.send",
+                {
+                    "target": pane,
+                    "incarnation": incarnation,
+                    "text": brief,
+                    "message_id": handing["message_id"],
+                    "origin": request.id,
+                },
+            )
+        except OpenbusError as exc:
+            self._hand_off_note(
+                handing, f"the brief for the new pane {pane} was refused ({exc.message})", card
+            )
+            return
+        assert request.state is not None
+        if not may(request.state, RequestEvent.HAND_OFF):
+            return  # a request nobody holds any more (it cannot be: hand_off checked it)
+        extra = {"card": card} if card else {}
+        state, entry = self._input(
+            request, brief, pane, incarnation, sent["message_id"], opened=True, **extra
+        )
+        message_id = sent["message_id"]
+        self._recorded(
+            "control.handed_off",
+            pane,
+            {"request": request.id, "entry": entry.id, "message_id": message_id, "agent": ready}
+            | extra,
+            [self.threads.add(entry), self.threads.set_state(request.seq, state)],
+        )
+        self._added()
+
+    def _hand_off_note(self, handing: dict[str, Any], text: str, card: str | None) -> None:
+        """A hand-off into a new window that did not happen: a note in the request's thread
+        (the request stays where it was), and control is told on the feed."""
+        request = self._request_for(handing["thread"])
+        note = self._entry(
+            request, EntryKind.NOTE, "system", text, details={"card": card} if card else {}
+        )
+        self._recorded(
+            "control.hand_off_note",
+            request.id,
+            {"request": request.id, "entry": note.id, "card": card},
+            [self.threads.add(note)],
+        )
+        self._added()
+        self.feed.thread_entry(note.to_dict())
+
+    def _recorded(
+        self, action: str, target: str | None, details: dict[str, Any], writes: list[Write]
+    ) -> None:
+        """Something control's feature did on its own: a system record with its writes."""
+        self.gate.record(
+            AuditDraft(actor="system", action=action, outcome="ok", target=target, details=details),
+            writes,
+        )
 
     # ------------------------------------------------------------------ act: keys, windows
 
@@ -703,17 +892,7 @@ class ControlService(Feature):
         return {"pressed": True, "pane": pane, "key": key}
 
     async def open_window(self, call: Call) -> Any:
-        params = call.params
-        launcher = params.get("launcher")
-        if not isinstance(launcher, str) or launcher not in self.config.launchers:
-            known = ", ".join(sorted(self.config.launchers))
-            raise BadRequest(f"launcher must be a configured one ({known})", field="launcher")
-        cwd = params.get("cwd")
-        if cwd is not None and not isinstance(cwd, str):
-            raise BadRequest("cwd must be a path", field="cwd")
-        title = params.get("title")
-        if title is not None and not isinstance(title, str):
-            raise BadRequest("title must be text", field="title")
+        launcher, cwd, title = self._window(call.params)
         owner = self._control_owner()
         call.target = launcher
         call.details["launcher"] = launcher
@@ -730,6 +909,24 @@ class ControlService(Feature):
             + (f" for {title!r}" if title else ""),
             payload={"launcher": launcher, "cwd": cwd, "title": title},
         )
+
+    def _window(
+        self, params: Mapping[str, Any], prefix: str = ""
+    ) -> tuple[str, str | None, str | None]:
+        """A window to open: a configured launcher, and an optional folder and title."""
+        launcher = params.get("launcher")
+        if not isinstance(launcher, str) or launcher not in self.config.launchers:
+            known = ", ".join(sorted(self.config.launchers))
+            raise BadRequest(
+                f"{prefix}launcher must be a configured one ({known})", field=f"{prefix}launcher"
+            )
+        cwd = params.get("cwd")
+        if cwd is not None and not isinstance(cwd, str):
+            raise BadRequest(f"{prefix}cwd must be a path", field=f"{prefix}cwd")
+        title = params.get("title")
+        if title is not None and not isinstance(title, str):
+            raise BadRequest(f"{prefix}title must be text", field=f"{prefix}title")
+        return launcher, cwd, title
 
     async def resume_session(self, call: Call) -> Any:
         harness, session_id = session_ref(call.params)
@@ -786,6 +983,18 @@ class ControlService(Feature):
         return {"opened": False, "card": card.id, "waiting_for": "the human's consent"}
 
     def _on_card(self, card: Card) -> None:
+        if card.kind == WINDOW_CARD and "hand_off" in card.payload:
+            if card.state is CardState.APPROVED:
+                self._spawn(self._open_and_hand_off(card))
+            elif card.state.final:
+                window = f"the {card.payload['launcher']} window (card {card.id})"
+                ended = _ENDED.get(card.state, "{} was not opened").format(window)
+                self._hand_off_note(
+                    card.payload["hand_off"],
+                    f"{ended}: nothing was sent, the request is still control's",
+                    card.id,
+                )
+            return
         if card.state is not CardState.APPROVED:
             return
         if card.kind == KEY_CARD:
@@ -825,6 +1034,13 @@ class ControlService(Feature):
         """An approved card's action, run as the human who approved it (its own audit)."""
         with contextlib.suppress(OpenbusError):
             await self.gate.run(human(card.owner), action, params)
+
+
+_ENDED = {  # how a hand-off's window card ended unapproved, for the request's thread
+    CardState.DECLINED: "the human declined opening {}",
+    CardState.EXPIRED: "nobody answered in time to open {}",
+    CardState.CANCELLED: "opening {} was cancelled",
+}
 
 
 def _open_panes(user: str) -> Approval:

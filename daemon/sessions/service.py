@@ -56,7 +56,6 @@ from openbus.daemon.core.actions import Action
 from openbus.daemon.core.actors import SYSTEM
 from openbus.daemon.core.consent import Approval, ApprovalKind, Card, CardState, Tier
 from openbus.daemon.core.sessions import (
-    BRIEF_READY_SECONDS,
     Family,
     SpawnLedger,
     SpawnLimits,
@@ -67,7 +66,6 @@ from openbus.daemon.core.sessions import (
     TrustMark,
     admit,
     brief_line,
-    brief_ready,
     cut,
     full_access,
     worktree_name,
@@ -105,7 +103,6 @@ REPLY_BYTES = 16 * 1024
 LAST_MESSAGE_BYTES = 1024
 MAX_BRIEF_CHARS = 32 * 1024
 POLL_SECONDS = 0.25
-READY_POLL_SECONDS = 0.05
 MAX_LIST = 200
 KEPT_STARTS = 1000
 AGENT_HARNESSES = ("claude", "codex", "opencode", "omp", "gemini")
@@ -590,29 +587,9 @@ class SessionTools(Feature):
 
         return write
 
-    async def _until_ready(self, pane: str, incarnation: str, principal: str | None) -> str:
-        """Wait until the new child is ready for its brief (``brief_ready``); what the wait
-        ended on: ``ready``, ``gone`` (messaging then cancels the brief) or ``timed out``."""
-        deadline = time.monotonic() + BRIEF_READY_SECONDS
-        while True:
-            try:
-                entry = self.directory.entry(pane)
-            except OpenbusError:
-                return "gone"
-            if entry.incarnation != incarnation or entry.ended:
-                return "gone"
-            status = entry.status.status if entry.status is not None else None
-            still = self.clock.now() - entry.last_activity
-            listed = principal is not None and self.launch.has_listed_tools(principal)
-            if brief_ready(entry.state, entry.reading.composer_empty, status, still, listed):
-                return "ready"
-            if time.monotonic() >= deadline:
-                return "timed out"
-            await asyncio.sleep(READY_POLL_SECONDS)
-
     async def _send_brief(self, pending: Pending) -> None:
         start = pending.start
-        ready = await self._until_ready(
+        ready = await self.launch.until_ready(
             str(start.result["pane"]), str(start.result["incarnation"]), start.child
         )
         if ready != "ready":
