@@ -14,11 +14,12 @@ one line that says why not, each case its own:
 * a harness Connect is not offered for (OpenCode, omp, ...), or one this host could not
   connect at launch (Gemini CLI where it would ignore its settings file);
 * a launch with preset Off: it holds no token;
-* an agent started outside openbus.
+* an agent started outside openbus (typed into a shell): a restart could not reproduce it.
 
-A revoked token, a launch with preset Off and a Claude Code or Codex agent started outside
-openbus (``RESTARTABLE``; a Gemini CLI started so is told to launch it again) need a new
-launch token (``needs_new_token``): ``Connect`` hands those to
+How openbus launched a pane is its note, kept when the launch held no grant; after the daemon
+restarts, a live launch record naming the pane's process gives the note again for the
+harnesses a restart can connect (``RESTARTABLE``). A revoked token and a structured launch
+with preset Off need a new launch token (``needs_new_token``): ``Connect`` hands those to
 restart-to-connect, which raises its card or says why it cannot restart that agent. The rest
 ``Connect`` raises as its refusals (``refusal``), and ``/api/connections`` lists every reason
 per pane (``unavailable``), so the page shows it where it would otherwise offer a toggle.
@@ -26,10 +27,11 @@ per pane (``unavailable``), so the page shows it where it would otherwise offer 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from openbus.daemon.core.actors import Actor
-from openbus.daemon.directory import Directory
+from openbus.daemon.directory import Directory, Entry
 from openbus.daemon.grants import Grants
 from openbus.daemon.launch_plan import CONNECTABLE, OPAQUE_REASON, UNAVAILABLE
 from openbus.daemon.pane_owners import PaneOwners
@@ -101,8 +103,9 @@ def why_not(facts: PaneFacts) -> str | None:
             f"is connected only at launch: {RELAUNCH}"
         )
     return (
-        f"{pane} was not launched with an openbus token; connecting a running agent needs "
-        f"restart-to-connect, or {RELAUNCH}"
+        f"{pane} runs {facts.harness} started outside openbus (typed into a shell, or some "
+        "other way): it holds no openbus token, and a restart could not reproduce its launch; "
+        f"{RELAUNCH}"
     )
 
 
@@ -116,9 +119,12 @@ def needs_new_token(facts: PaneFacts) -> bool:
     if not facts.shown:
         return False
     note = facts.launch if facts.launch and facts.launch.incarnation == facts.incarnation else None
-    if note is not None:
-        return note.structured and note.harness not in UNAVAILABLE and note.reason is None
-    return facts.harness in RESTARTABLE
+    return (
+        note is not None
+        and note.structured
+        and note.harness not in UNAVAILABLE
+        and note.reason is None
+    )
 
 
 def refusal(facts: PaneFacts) -> OpenbusError | None:
@@ -131,18 +137,47 @@ def refusal(facts: PaneFacts) -> OpenbusError | None:
     return Conflict(reason, field="pane")
 
 
+@dataclass(frozen=True)
+class RecordedLaunch:
+    """A live launch as the launch records keep it (they outlive the daemon's process)."""
+
+    pid: int
+    launcher: str
+    harness: str
+    structured: bool
+
+
 class ConnectFacts:
     """``PaneFacts`` from the directory, the grants and the launches openbus made without a
     grant (``note``); registered on ``Connect`` by the launch feature."""
 
-    def __init__(self, grants: Grants, directory: Directory, owners: PaneOwners) -> None:
+    def __init__(
+        self,
+        grants: Grants,
+        directory: Directory,
+        owners: PaneOwners,
+        recorded: Callable[[], Mapping[str, RecordedLaunch]],
+    ) -> None:
         self.grants = grants
         self.directory = directory
         self.owners = owners
+        self.recorded = recorded  # pane id -> its live launch, from the launch records
         self.notes: dict[str, LaunchNote] = {}  # pane id -> its launch that holds no grant
 
     def note(self, pane: str, note: LaunchNote) -> None:
         self.notes[pane] = note
+
+    def _note(self, entry: Entry, recorded: Mapping[str, RecordedLaunch]) -> LaunchNote | None:
+        """The pane's launch note; else, for a launch made before this daemon started, one
+        from its live record when that names the pane's process and a restart could connect
+        it (a launch that held a grant shows as revoked or connected instead)."""
+        note = self.notes.get(entry.pane_id)
+        if note is not None:
+            return note
+        found = recorded.get(entry.pane_id)
+        if found is None or found.pid != entry.info.pid or found.harness not in RESTARTABLE:
+            return None
+        return LaunchNote(found.launcher, found.harness, found.structured, "off", entry.incarnation)
 
     def facts(self, pane: str, actor: Actor) -> PaneFacts:
         user = actor.user
@@ -157,7 +192,7 @@ class ConnectFacts:
             shown=self.owners.view(actor).sees(pane, entry.incarnation),
             harness=entry.harness,
             incarnation=entry.incarnation,
-            launch=self.notes.get(pane),
+            launch=self._note(entry, self.recorded()),
             connected=connected,
             revoked=revoked,
         )
@@ -168,6 +203,7 @@ class ConnectFacts:
         connected = {p.pane_id for p in self.grants.active() if p.owner == user}
         view = self.owners.view(actor)
         found: dict[str, str] = {}
+        recorded = self.recorded()
         for entry in self.directory.entries():
             pane = entry.pane_id
             if pane in connected or not view.sees(pane, entry.incarnation):
@@ -178,7 +214,7 @@ class ConnectFacts:
                 shown=True,
                 harness=entry.harness,
                 incarnation=entry.incarnation,
-                launch=self.notes.get(pane),
+                launch=self._note(entry, recorded),
                 revoked=revoked,
             )
             reason = why_not(facts)

@@ -83,7 +83,7 @@ from typing import Any, Protocol
 
 from openbus.daemon.config import Config, Launcher
 from openbus.daemon.connect import Connect
-from openbus.daemon.connect_refusals import ConnectFacts, LaunchNote
+from openbus.daemon.connect_refusals import ConnectFacts, LaunchNote, RecordedLaunch
 from openbus.daemon.core.actions import Action
 from openbus.daemon.core.agent_pool import PoolUser
 from openbus.daemon.core.audit import AuditDraft
@@ -93,6 +93,7 @@ from openbus.daemon.directory import Directory
 from openbus.daemon.feature import Feature
 from openbus.daemon.gate import Call, Gate
 from openbus.daemon.grants import Grants, Principal
+from openbus.daemon.launch_exec import FAILED_STATUS
 from openbus.daemon.launch_plan import (
     TOKEN_ENV,
     LaunchPlan,
@@ -126,7 +127,9 @@ PROMPT_SHOWN_SECONDS = 5.0  # the typed prompt shows in the composer
 COMMITTING_SECONDS = 30.0  # a token handed to a launch not committed yet waits this long
 LAST_SCREEN_LINES = 8
 DEAD_CHECK_SECONDS = 0.25  # how often the waits ask tmux itself whether the pane died
-STATUS_POLLS = 100  # a dead pane's exit status shows within two seconds (a loaded box)
+# tmux may flag a pane dead before it has reaped the status, and tmux 3.3a sometimes never
+# has it (the launch wrapper's own failures name theirs on screen): waited for this long
+STATUS_SECONDS = 2.0
 
 
 class AgentUserPool(Protocol):
@@ -187,7 +190,7 @@ class LaunchService(Feature):
         self._listed: dict[str, asyncio.Event] = {}  # principal id -> tools/list answered
         # token hash -> set once the launch that handed it out committed (or failed)
         self._committing: dict[str, asyncio.Event] = {}
-        self.facts = ConnectFacts(grants, directory, owners)
+        self.facts = ConnectFacts(grants, directory, owners, self._recorded)
         connect.explain_with(self.facts)
         gate.register(LAUNCH, self.execute)
 
@@ -276,8 +279,9 @@ class LaunchService(Feature):
             info = await self.tmux.pane_info(pane)
         except OpenbusError:
             return None, ""  # the pane itself is gone: nothing kept it
-        for _ in range(STATUS_POLLS):  # tmux may flag the pane dead before it has the status
-            if not info.dead or info.dead_status is not None:
+        deadline = asyncio.get_running_loop().time() + STATUS_SECONDS
+        while info.dead and info.dead_status is None:  # flagged dead before it has the status
+            if asyncio.get_running_loop().time() > deadline:
                 break
             await asyncio.sleep(POLL_SECONDS)
             with contextlib.suppress(OpenbusError):
@@ -297,6 +301,9 @@ class LaunchService(Feature):
         lines = [line.rstrip() for line in screen.splitlines() if line.strip()]
         lines = [line for line in lines if not line.startswith("Pane is dead")]
         last = "\n".join(lines[-LAST_SCREEN_LINES:]) or "(the screen was empty)"
+        declared = FAILED_STATUS.search(screen)
+        if status is None and declared is not None:  # the wrapper's own failure says it
+            status = int(declared.group(1))
         if status is not None:
             how = f"with status {status}"
         else:
@@ -699,6 +706,15 @@ class LaunchService(Feature):
                 "agent_user": agent_user.name if agent_user else None,
                 "actor": actor,
             }
+
+    def _recorded(self) -> dict[str, RecordedLaunch]:
+        """Each pane's live launch as its record keeps it."""
+        found = {}
+        for r in self.records.live():
+            launcher = self.config.launchers.get(r.launcher)
+            structured = launcher.structured if launcher is not None else False
+            found[r.pane_id] = RecordedLaunch(r.pid, r.launcher, r.harness, structured)
+        return found
 
     @contextlib.contextmanager
     def _held_until_committed(self, call: Call, token: str | None) -> Iterator[None]:

@@ -19,17 +19,22 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import stat
 import sys
 import time
 from collections.abc import Sequence
 
 EXEC_FAILURE_LINGER_SECONDS = 0.5
+EXIT_STATUS = 127
+# The wrapper's own failure, with its exit status: tmux 3.3a often keeps a dead pane with no
+# status at all (its pty closed before the exit was reaped), so the launch reads it from here.
+FAILED_STATUS = re.compile(r"^openbus launch \(exit status (\d+)\): ", re.MULTILINE)
 
 
 def fail(message: str) -> int:
-    print(f"openbus launch: {message}", file=sys.stderr)
-    return 127
+    print(f"openbus launch (exit status {EXIT_STATUS}): {message}", file=sys.stderr)
+    return EXIT_STATUS
 
 
 def read_env_file(path: str) -> dict[str, str]:

@@ -4,6 +4,7 @@ and says why not everywhere else."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,8 @@ import pytest
 
 from tests.daemon.mcp.conftest import Fleet, make_fleet
 from tests.daemon.mcp.test_endpoint import raw
+from tests.support.daemon import restart_daemon
+from tests.support.wait import wait_until
 
 
 @pytest.fixture
@@ -51,6 +54,63 @@ def test_disconnect_all_revokes_every_token_of_the_human(fleet: Fleet) -> None:
         assert client.post("/api/disconnect-all", json={}).json()["disconnected"] == 2
     assert put_connect(fleet, second["pane"], "collaborate").status_code == 409
     assert [raw(fleet, t).status_code for t in tokens] == [401, 401]
+
+
+def _typed_claude(fleet: Fleet, tmp_path: Path) -> str:
+    """A pane the directory reads as Claude Code, typed into tmux rather than launched."""
+    binary = tmp_path / "bin" / "claude"
+    binary.parent.mkdir(parents=True)
+    shutil.copy(shutil.which("sleep") or "/bin/sleep", binary)
+    command = f"{binary} 600"
+    pane = fleet.tmux.run("new-window", "-d", "-P", "-F", "#{pane_id}", command).strip()
+    wait_until(
+        lambda: _pane(fleet, pane).get("harness") == "claude",
+        what="the directory to read the typed-in agent as Claude Code",
+    )
+    return pane
+
+
+def _pane(fleet: Fleet, pane: str) -> dict[str, Any]:
+    with fleet.daemon.human() as client:
+        panes = client.get("/api/directory").json()["panes"]
+    return next((p for p in panes if p["pane"] == pane), {})
+
+
+def _unavailable(fleet: Fleet) -> dict[str, str]:
+    with fleet.daemon.human() as client:
+        body = client.get("/api/connections").json()
+    return {u["pane"]: u["reason"] for u in body["unavailable"]}
+
+
+def test_a_claude_typed_into_a_shell_is_refused_without_a_card_and_no_restart_is_promised(
+    fleet: Fleet, tmp_path: Path
+) -> None:
+    pane = _typed_claude(fleet, tmp_path)
+    answer = put_connect(fleet, pane, "observe")
+    assert answer.status_code == 409, answer.text
+    reason = answer.json()["message"]
+    assert "started outside openbus" in reason and "could not reproduce its launch" in reason
+    assert _unavailable(fleet)[pane] == reason  # the page shows the same line, no toggle
+    with fleet.daemon.human() as client:
+        assert client.get("/api/cards").json()["cards"] == []
+
+
+def test_an_agent_launched_off_is_still_offered_a_restart_after_the_daemon_restarts(
+    fleet: Fleet,
+) -> None:
+    launched = fleet.launch("fakeclaude", "off")
+    fleet.daemon = restart_daemon(fleet.daemon)
+    try:
+        wait_until(
+            lambda: _pane(fleet, launched["pane"]).get("incarnation") == launched["incarnation"],
+            what="the restarted daemon to see the pane again",
+        )
+        assert "needs restart-to-connect" in _unavailable(fleet)[launched["pane"]]
+        answer = put_connect(fleet, launched["pane"], "observe")
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["restart"]["summary"] == "Restart this agent to connect it?"
+    finally:
+        fleet.daemon.stop()
 
 
 def test_connecting_what_openbus_cannot_relaunch_is_refused_naming_the_reason(

@@ -58,7 +58,8 @@ def test_each_pane_connect_cannot_honour_gets_its_own_reason() -> None:
     assert reasons["opencode"].startswith("Connect is unavailable for OpenCode")
     assert reasons["gemini here"] == "Gemini CLI refused here"  # the launch's own reason
     assert "launched with preset Off" in reasons["off"]
-    assert "not launched with an openbus token" in reasons["by hand"]
+    assert "started outside openbus" in reasons["by hand"]
+    assert "could not reproduce its launch" in reasons["by hand"]
     assert "a running gemini is connected only at launch" in reasons["gemini by hand"]
     assert "no coding agent openbus recognises" in reasons["not an agent"]
     assert len(set(reasons.values())) == len(reasons)
@@ -67,9 +68,7 @@ def test_each_pane_connect_cannot_honour_gets_its_own_reason() -> None:
 
 def test_a_launch_note_of_an_earlier_incarnation_of_the_pane_does_not_count() -> None:
     stale = LaunchNote("claude", "claude", True, "off", "inc_old")
-    assert "not launched with an openbus token" in str(
-        why_not(facts(harness="claude", launch=stale))
-    )
+    assert "started outside openbus" in str(why_not(facts(harness="claude", launch=stale)))
 
 
 def test_a_missing_pane_is_not_found_and_the_rest_are_conflicts() -> None:
@@ -84,8 +83,10 @@ def test_how_openbus_launched_a_pane_outranks_what_its_screen_looks_like() -> No
     )
 
 
-def test_only_a_claude_code_or_codex_started_outside_openbus_goes_to_restart_to_connect() -> None:
-    assert needs_new_token(facts(harness="claude"))
-    assert needs_new_token(facts(harness="codex"))
-    assert not needs_new_token(facts(harness="gemini"))
+def test_only_a_structured_launch_without_a_token_goes_to_restart_to_connect() -> None:
+    assert needs_new_token(facts(harness="claude", launch=note("claude", "claude")))
+    assert needs_new_token(facts(harness="claude", revoked=True))
+    assert not needs_new_token(facts(harness="claude"))  # typed into a shell: nothing to redo
+    assert not needs_new_token(facts(harness="codex"))
     assert not needs_new_token(facts(harness="shell"))
+    assert not needs_new_token(facts(harness="claude", launch=note("x", "codex", structured=False)))

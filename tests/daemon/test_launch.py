@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from openbus.daemon.config import Launcher, builtin_launchers
+from openbus.daemon.launch_exec import FAILED_STATUS
 from openbus.daemon.launch_exec import main as exec_main
 from openbus.daemon.launch_plan import (
     TOKEN_ENV,
@@ -172,6 +173,19 @@ def test_the_exec_wrapper_refuses_an_env_file_others_can_read_and_removes_it(
     os.chmod(path, 0o644)
     assert exec_main([str(path), "--", "/bin/true"]) == 127
     assert not path.exists()
+
+
+def test_the_exec_wrapper_names_its_exit_status_on_screen_where_tmux_may_lose_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "env.json"
+    path.write_text(json.dumps({"env": {}}))
+    os.chmod(path, 0o600)
+    assert exec_main([str(path), "--", "openbus-no-such-harness"]) == 127
+    line = capsys.readouterr().err
+    found = FAILED_STATUS.search("Pane is dead\n" + line)
+    assert found is not None and found.group(1) == "127", line
+    assert "cannot start openbus-no-such-harness" in line
 
 
 def test_launch_field_errors_come_back_naming_the_field(fleet: Fleet) -> None:

@@ -33,5 +33,7 @@ def test_typed_text_and_keys_reach_the_pane_and_an_exited_pane_stays_dead(
     assert "\x1b[" not in harness_tmux.capture(pane)
     harness_tmux.keys(pane, "C-d")
     wait_until(lambda: harness_tmux.pane_dead(pane), what="cat to exit")
-    # tmux marks the pane dead before it draws its remain-on-exit line
-    wait_until(lambda: "Pane is dead" in harness_tmux.capture(pane), what="the dead-pane line")
+    # the pane stays, screen and all (tmux 3.3a draws its "Pane is dead" line only when it has
+    # the exit status, which it sometimes never gets: not asserted)
+    assert pane in harness_tmux.run("list-panes", "-a", "-F", "#{pane_id}").split()
+    assert "Enter is literal here" in harness_tmux.capture(pane)
