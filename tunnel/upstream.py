@@ -52,10 +52,9 @@ class UpstreamError(Exception):
     """The daemon's answer is not HTTP/1.1 we can relay."""
 
 
-def request_bytes(
-    method: str, target: str, headers: list[tuple[bytes, bytes]], body: bytes
-) -> bytes:
-    """One HTTP/1.1 request, byte for byte; ``ValueError`` for anything outside the grammar."""
+def request_head(method: str, target: str, headers: list[tuple[bytes, bytes]]) -> bytes:
+    """A request line and header lines (no blank line yet); ``ValueError`` for anything
+    outside the grammar."""
     if not _METHOD_RE.fullmatch(method):
         raise ValueError("method is not an upper-case token")
     if not _TARGET_RE.fullmatch(target):
@@ -65,9 +64,14 @@ def request_bytes(
         if not _NAME_RE.fullmatch(name) or not _VALUE_RE.fullmatch(value):
             raise ValueError(f"header {name[:40]!r} is not a valid field")
         lines.append(b"%s: %s\r\n" % (name, value))
-    lines.append(b"\r\n")
-    lines.append(body)
     return b"".join(lines)
+
+
+def request_bytes(
+    method: str, target: str, headers: list[tuple[bytes, bytes]], body: bytes
+) -> bytes:
+    """One HTTP/1.1 request, byte for byte; ``ValueError`` for anything outside the grammar."""
+    return request_head(method, target, headers) + b"\r\n" + body
 
 
 class ResponseParser:
@@ -190,7 +194,14 @@ class _Buffered(asyncio.Protocol):
 
 
 class Upstream:
-    """One connection to the daemon; ``keep`` is set by an exchange that ended cleanly."""
+    """One connection to the daemon; ``keep`` is set by an exchange that ended cleanly.
+
+    ``mac_key`` is the key the daemon holds for this connection (None until it has taken
+    one). A request offering a key names it in ``offered_key``; ``answered`` with the
+    status of the daemon's answer then settles it: the daemon answers a request from the
+    tunnel below 400 only once its identity was accepted, and with it the key. A 401 drops
+    the key, so the next request on the connection offers a new one.
+    """
 
     def __init__(self, protocol: _Buffered, transport: asyncio.Transport) -> None:
         self._protocol = protocol
@@ -198,6 +209,15 @@ class Upstream:
         self.fresh = True
         self.keep = False
         self.idle_since = 0.0
+        self.mac_key: bytes | None = None
+        self.offered_key: bytes | None = None
+
+    def answered(self, status: int) -> None:
+        offered, self.offered_key = self.offered_key, None
+        if status == 401:
+            self.mac_key = None
+        elif offered is not None and status < 400:
+            self.mac_key = offered
 
     @property
     def alive(self) -> bool:

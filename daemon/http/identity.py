@@ -5,7 +5,8 @@
   tunnel identity header is refused and audited.
 * On the unix socket the human is the connecting peer's user (SO_PEERCRED), except that in
   hosted mode a peer whose uid is the tunnel's may vouch for a human with a signed
-  ``X-Tunnel-User``. Any other request carrying an identity header, in any spelling, is
+  ``X-Tunnel-User`` (or one MAC'd under the key the tunnel gave that very connection, see
+  ``kernel.tunnel_signature``). Any other request carrying an identity header, in any spelling, is
   refused with 401 and audited, naming the peer.
 * On local mode's web address for the human (``daemon.web_access``: a loopback port of its
   own, told apart by the port the connection was accepted on) the human is the daemon's own
@@ -29,16 +30,21 @@ import falcon.asgi
 from openbus.daemon.core import actors
 from openbus.daemon.core.audit import AuditDraft
 from openbus.daemon.http.common import MAX_BODY
-from openbus.daemon.http.worker import PEER_EXTENSION, local_port
+from openbus.daemon.http.worker import CONNECTION_EXTENSION, PEER_EXTENSION, local_port
 from openbus.daemon.web_access import COOKIE, TOKEN_PARAM, WebAccess
 from openbus.kernel.errors import BadRequest, Forbidden, NotFound, Unauthenticated
-from openbus.kernel.tunnel_signature import TunnelRejected, is_identity_header, target_from_scope
+from openbus.kernel.tunnel_signature import (
+    TunnelConnection,
+    TunnelRejected,
+    is_identity_header,
+    target_from_scope,
+)
 
 AGENT_SIDE_PATHS = ("/healthz", "/mcp")
 __all__ = ["Identity", "is_identity_header", "require_actor", "user_name"]
 
-# (method, target, headers, body) -> user name; raises Unauthenticated
-TunnelVerify = Callable[[str, str, list[tuple[str, str]], bytes], str]
+# (method, target, headers, body, the connection's state) -> user name; raises Unauthenticated
+TunnelVerify = Callable[[str, str, list[tuple[str, str]], bytes, TunnelConnection | None], str]
 
 
 _NAMES: dict[int, tuple[float, str]] = {}
@@ -101,7 +107,13 @@ class Identity:
                 raise BadRequest(f"body larger than {MAX_BODY} bytes", field="body")
             req.context.body = body
             try:
-                user = self.tunnel_verify(req.method, target_from_scope(req.scope), headers, body)
+                user = self.tunnel_verify(
+                    req.method,
+                    target_from_scope(req.scope),
+                    headers,
+                    body,
+                    req.scope["extensions"].get(CONNECTION_EXTENSION),
+                )
             except TunnelRejected as exc:
                 self._refuse(
                     req, f"uid {peer['uid']} (tunnel): {exc.rejection_reason}", claims or ["none"]

@@ -13,10 +13,16 @@ asserts and the probe only reports what the kernel and the daemon answered.
 * ``sign {"key", "method", "path", "user"}``: the tunnel's headers for one bodiless request,
   not sent (what someone who captured a signed request holds).
 * ``send {"socket", "method", "path", "headers"}``: that request sent as is; the status.
+* ``keyed {"socket", "key", "user", "steps": [[connection, how], ...]}``: GET /api/directory
+  on numbered raw connections (never silently reopened), each vouched for as ``how`` says:
+  ``"sign:K"`` signed offering MAC key K (a name; its bytes are made once), ``"mac:K"``
+  MAC'd under K, ``"again"`` the previous step's exact headers once more; the statuses
+  (``"closed"`` when the daemon had hung up).
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import socket
@@ -28,7 +34,7 @@ import httpx
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from openbus.kernel.tunnel_signature import sign
+from openbus.kernel.tunnel_signature import mac, sign
 
 
 def _outcome(exc: BaseException | None) -> str:
@@ -116,6 +122,46 @@ def send(args: dict[str, Any]) -> int:
         return client.request(args["method"], args["path"], headers=args["headers"]).status_code
 
 
+class _Unix(http.client.HTTPConnection):
+    auto_open = 0  # a connection the daemon closed stays closed: no silent new one
+
+    def __init__(self, path: str) -> None:
+        super().__init__("openbus", timeout=10)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(path)
+
+
+def keyed(args: dict[str, Any]) -> list[int | str]:
+    private = _tunnel_key(args["key"])
+    keys: dict[str, bytes] = {}
+    connections: dict[int, _Unix] = {}
+    statuses: list[int | str] = []
+    headers: dict[str, str] = {}
+    for number, how in args["steps"]:
+        kind, _, name = how.partition(":")
+        key = keys.setdefault(name, os.urandom(32)) if name else b""
+        now, nonce = time.time(), os.urandom(16)
+        if kind == "sign":
+            headers = sign(
+                private, "GET", "/api/directory", args["user"], b"", now, nonce, mac_key=key
+            )
+        elif kind == "mac":
+            headers = mac(key, "GET", "/api/directory", args["user"], b"", now, nonce)
+        connection = connections.get(number) or connections.setdefault(
+            number, _Unix(args["socket"])
+        )
+        try:
+            connection.request("GET", "/api/directory", headers=headers)
+            response = connection.getresponse()
+            response.read()
+            statuses.append(response.status)
+        except (http.client.HTTPException, OSError):
+            statuses.append("closed")
+    for connection in connections.values():
+        connection.close()
+    return statuses
+
+
 PROBES = {
     "read": read,
     "connect": connect,
@@ -123,6 +169,7 @@ PROBES = {
     "signed": signed,
     "sign": sign_only,
     "send": send,
+    "keyed": keyed,
 }
 
 

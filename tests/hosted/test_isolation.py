@@ -171,6 +171,33 @@ def test_a_replayed_signed_request_is_refused_and_audited(box: HostedBox) -> Non
     assert "(tunnel)" in refused[0]["details"]["peer"]
 
 
+def test_a_mac_vouches_only_on_the_connection_whose_signed_request_gave_its_key(
+    box: HostedBox,
+) -> None:
+    steps = [
+        [1, "mac:A"],  # no key given yet: refused
+        [1, "sign:A"],  # signed, giving key A to connection 1
+        [1, "mac:A"],
+        [1, "again"],  # the same MAC'd request replayed
+        [1, "mac:forged"],  # a key nobody gave the daemon
+        [2, "mac:A"],  # A on another connection
+        [2, "sign:B"],
+        [2, "mac:A"],  # ... which now has a key of its own
+        [2, "mac:B"],
+        [1, "mac:A"],  # connection 1 still has A, refusals did not cost it
+    ]
+    before = audit_head(box)
+    args = {"socket": str(box.daemon.socket_path), "key": str(box.credential)}
+    statuses = probe(box.tunnel_user, "keyed", {**args, "user": box.operator, "steps": steps})
+    assert statuses == [401, 200, 200, 401, 401, 401, 200, 401, 200, 200]
+    records = audit_after(box, before)
+    served = [r for r in records if r["action"] == "directory.list"]
+    assert [r["actor"] for r in served] == [f"human:{box.operator}"] * 5
+    reasons = " | ".join(r["details"]["peer"] for r in refusals(records))
+    for reason in ("MAC on a connection without a key", "replayed nonce", "bad MAC"):
+        assert reason in reasons
+
+
 def test_a_signed_request_captured_before_a_restart_is_refused_after_it_and_audited(
     box: HostedBox,
 ) -> None:

@@ -9,10 +9,12 @@ from openbus.kernel.errors import Unauthenticated
 from openbus.kernel.testing import FixedClock, SeededRandom
 from openbus.kernel.tunnel_signature import (
     NonceCache,
+    TunnelConnection,
     TunnelVerifier,
     identity_header_names,
     is_identity_header,
     load_public_keys,
+    mac,
     public_key_pem,
     sign,
     target_from_scope,
@@ -250,3 +252,169 @@ def test_public_keys_load_from_pem_as_a_ring() -> None:
 def test_the_verifier_refuses_to_exist_without_keys() -> None:
     with pytest.raises(ValueError):
         TunnelVerifier([], clock=FixedClock())
+
+
+# --------------------------------------------------------------------------- per-connection MAC
+
+MAC_KEY = bytes(range(32))
+
+
+def keyed(clock: FixedClock, rnd: SeededRandom, key: bytes = MAC_KEY) -> list[tuple[str, str]]:
+    """A signed GET of /api/directory by alice, offering ``key`` for its connection."""
+    now, nonce = clock.now(), rnd.token_bytes(16)
+    return list(sign(KEY, "GET", "/api/directory", "alice", b"", now, nonce, mac_key=key).items())
+
+
+def macd(
+    clock: FixedClock,
+    rnd: SeededRandom,
+    key: bytes = MAC_KEY,
+    *,
+    user: str = "alice",
+    method: str = "GET",
+    target: str = "/api/directory",
+    body: bytes = b"",
+) -> list[tuple[str, str]]:
+    return list(mac(key, method, target, user, body, clock.now(), rnd.token_bytes(16)).items())
+
+
+def opened(verifier: TunnelVerifier, clock: FixedClock, rnd: SeededRandom) -> TunnelConnection:
+    """A connection on which a signed request gave the daemon ``MAC_KEY``."""
+    connection = TunnelConnection()
+    assert verifier.verify("GET", "/api/directory", keyed(clock, rnd), b"", connection) == "alice"
+    assert connection.mac_key == MAC_KEY
+    return connection
+
+
+def refused_on(
+    verifier: TunnelVerifier,
+    headers: list[tuple[str, str]],
+    connection: TunnelConnection | None,
+    method: str = "GET",
+    target: str = "/api/directory",
+    body: bytes = b"",
+) -> str:
+    with pytest.raises(Unauthenticated) as info:
+        verifier.verify(method, target, headers, body, connection)
+    assert str(info.value) == "tunnel identity not accepted"
+    return info.value.rejection_reason  # type: ignore[attr-defined, no-any-return]
+
+
+def test_a_signed_key_makes_the_connections_later_macs_vouch_for_their_user() -> None:
+    clock, rnd = FixedClock(), SeededRandom()
+    verifier = make(clock)
+    connection = opened(verifier, clock, rnd)
+    for user in ("alice", "bob"):
+        headers = macd(clock, rnd, user=user, method="POST", target="/api/x?y=1", body=b"{}")
+        assert verifier.verify("POST", "/api/x?y=1", headers, b"{}", connection) == user
+
+
+def test_a_mac_on_a_connection_without_a_key_or_outside_a_connection_is_refused() -> None:
+    clock, rnd = FixedClock(), SeededRandom()
+    verifier = make(clock)
+    assert refused_on(verifier, macd(clock, rnd), TunnelConnection()) == (
+        "MAC on a connection without a key"
+    )
+    assert refused_on(verifier, macd(clock, rnd), None) == "MAC on a connection without a key"
+
+
+def test_a_mac_made_for_one_connection_is_refused_on_another() -> None:
+    clock, rnd = FixedClock(), SeededRandom()
+    verifier = make(clock)
+    opened(verifier, clock, rnd)
+    other = TunnelConnection()
+    other_key = bytes(32)
+    assert verifier.verify("GET", "/api/directory", keyed(clock, rnd, other_key), b"", other)
+    assert refused_on(verifier, macd(clock, rnd, MAC_KEY), other) == "bad MAC"
+
+
+def test_a_mac_under_a_guessed_key_is_refused() -> None:
+    clock, rnd = FixedClock(), SeededRandom()
+    verifier = make(clock)
+    connection = opened(verifier, clock, rnd)
+    assert refused_on(verifier, macd(clock, rnd, b"\x01" * 32), connection) == "bad MAC"
+
+
+def test_a_replayed_mac_is_refused() -> None:
+    clock, rnd = FixedClock(), SeededRandom()
+    verifier = make(clock)
+    connection = opened(verifier, clock, rnd)
+    headers = macd(clock, rnd)
+    assert verifier.verify("GET", "/api/directory", headers, b"", connection) == "alice"
+    assert refused_on(verifier, headers, connection) == "replayed nonce"
+    clock.advance(31)
+    assert refused_on(verifier, headers, connection) == "timestamp outside the window"
+
+
+@pytest.mark.parametrize(
+    ("method", "target", "body", "user"),
+    [
+        ("POST", "/api/directory", b"", "alice"),
+        ("GET", "/api/other", b"", "alice"),
+        ("GET", "/api/directory", b"x", "alice"),
+        ("GET", "/api/directory", b"", "mallory"),
+    ],
+)
+def test_changing_method_target_body_or_user_breaks_the_mac(
+    method: str, target: str, body: bytes, user: str
+) -> None:
+    clock, rnd = FixedClock(), SeededRandom()
+    verifier = make(clock)
+    connection = opened(verifier, clock, rnd)
+    headers = [(k, user if k == "X-Tunnel-User" else v) for k, v in macd(clock, rnd)]
+    assert refused_on(verifier, headers, connection, method, target, body) == "bad MAC"
+
+
+def test_a_key_the_signature_does_not_cover_is_refused_and_not_taken() -> None:
+    clock, rnd = FixedClock(), SeededRandom()
+    verifier = make(clock)
+    connection = TunnelConnection()
+    plain = [*signed(clock, rnd), ("X-Tunnel-Key", "A" * 43)]
+    assert refused_on(verifier, plain, connection) == "bad signature"
+    swapped = [(k, "A" * 43 if k == "X-Tunnel-Key" else v) for k, v in keyed(clock, rnd)]
+    assert refused_on(verifier, swapped, connection) == "bad signature"
+    assert connection.mac_key is None
+
+
+def test_a_replayed_key_offer_is_refused_and_installs_nothing_on_the_other_connection() -> None:
+    clock, rnd = FixedClock(), SeededRandom()
+    verifier = make(clock)
+    offer = keyed(clock, rnd)
+    assert verifier.verify("GET", "/api/directory", offer, b"", TunnelConnection()) == "alice"
+    other = TunnelConnection()
+    assert refused_on(verifier, offer, other) == "replayed nonce"
+    assert other.mac_key is None
+
+
+def test_a_key_offer_refused_for_its_time_installs_nothing() -> None:
+    clock, rnd = FixedClock(), SeededRandom()
+    verifier = make(clock)
+    offer = keyed(clock, rnd)
+    clock.advance(31)
+    connection = TunnelConnection()
+    assert refused_on(verifier, offer, connection) == "timestamp outside the window"
+    assert connection.mac_key is None
+
+
+def test_a_mac_beside_a_signature_or_a_key_or_twice_is_refused() -> None:
+    clock, rnd = FixedClock(), SeededRandom()
+    verifier = make(clock)
+    connection = opened(verifier, clock, rnd)
+    with_signature = [*macd(clock, rnd), ("X-Tunnel-Signature", "A" * 86)]
+    assert "both sent" in refused_on(verifier, with_signature, connection)
+    with_key = [*macd(clock, rnd), ("X-Tunnel-Key", "A" * 43)]
+    assert refused_on(verifier, with_key, connection) == "X-Tunnel-Key on a MAC-vouched request"
+    headers = macd(clock, rnd)
+    twice = headers + [h for h in headers if h[0] == "X-Tunnel-Mac"]
+    assert refused_on(verifier, twice, connection) == "X-Tunnel-Mac repeated"
+    foreign = [("X_Tunnel_Mac" if k == "X-Tunnel-Mac" else k, v) for k, v in macd(clock, rnd)]
+    assert "foreign spelling" in refused_on(verifier, foreign, connection)
+
+
+def test_a_mac_from_before_the_daemon_started_is_refused() -> None:
+    clock, rnd = FixedClock(), SeededRandom()
+    early = macd(clock, rnd)
+    clock.advance(1)
+    verifier = make(clock)
+    connection = opened(verifier, clock, rnd)
+    assert refused_on(verifier, early, connection) == "signed before this daemon started"

@@ -154,6 +154,8 @@ SPELLINGS = [
     "x_tunnel_signature",
     "X-Tunnel-Nonce",
     "x-tunnel-timestamp",
+    "X-Tunnel-Key",
+    "X-Tunnel-Mac",
     "X-Forwarded-User",
     "Remote-User",
 ]
@@ -167,9 +169,17 @@ def test_incoming_identity_headers_are_stripped_in_every_spelling(box: Box) -> N
     (seen,) = box.upstream.requests
     identity = [(name, value) for name, value in seen.headers if is_identity_header(name)]
     assert sorted(name for name, _ in identity) == sorted(
-        ["x-tunnel-user", "x-tunnel-timestamp", "x-tunnel-nonce", "x-tunnel-signature"]
+        # a connection's first request: signed, offering the tunnel's own key
+        [
+            "x-tunnel-user",
+            "x-tunnel-timestamp",
+            "x-tunnel-nonce",
+            "x-tunnel-signature",
+            "x-tunnel-key",
+        ]
     )
     assert dict(identity)["x-tunnel-user"] == box.human
+    assert dict(identity)["x-tunnel-key"] != "root"
     assert box.verifier.verify(seen.method, seen.target, seen.headers, seen.body) == box.human
 
 

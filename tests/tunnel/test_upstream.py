@@ -19,13 +19,15 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from openbus.kernel.clock import SystemClock, SystemRandom
-from openbus.kernel.tunnel_signature import TunnelVerifier
+from openbus.kernel.errors import Unauthenticated
+from openbus.kernel.tunnel_signature import TunnelConnection, TunnelVerifier
 from openbus.tunnel.proxy import TunnelApp
 from openbus.tunnel.session import COOKIE_NAME, SessionSealer, new_key_ring_line, parse_key_ring
 from openbus.tunnel.throttle import LoginThrottle
 from openbus.tunnel.upstream import ResponseParser, UpstreamError, request_bytes
 
 OK = b'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 11\r\n\r\n{"ok":true}'
+REFUSED = b"HTTP/1.1 401 Unauthorized\r\ncontent-length: 0\r\n\r\n"
 
 # --------------------------------------------------------------------------- the wire format
 
@@ -102,6 +104,21 @@ class Seen:
     connection: int
     head: bytes
     body: bytes
+
+    def request(self) -> tuple[str, str, list[tuple[str | bytes, str | bytes]]]:
+        lines = self.head.decode("latin-1").split("\r\n")
+        method, target, _ = lines[0].split(" ")
+        headers: list[tuple[str | bytes, str | bytes]] = []
+        for line in lines[1:]:
+            if line:
+                name, value = line.split(": ", 1)
+                headers.append((name, value))
+        return method, target, headers
+
+    def header(self, name: str) -> str | None:
+        _, _, headers = self.request()
+        values = [str(v) for k, v in headers if str(k).lower() == name]
+        return values[0] if values else None
 
 
 @dataclass
@@ -191,6 +208,13 @@ class Rig:
     daemon: ScriptedDaemon
     cookie: str
     verifier: TunnelVerifier
+    connections: dict[int, TunnelConnection] = field(default_factory=dict)
+
+    def vouched(self, seen: Seen) -> str:
+        """The user the daemon would accept ``seen`` for, on the connection it came on."""
+        method, target, headers = seen.request()
+        connection = self.connections.setdefault(seen.connection, TunnelConnection())
+        return self.verifier.verify(method, target, headers, seen.body, connection)
 
     async def request(self, method: str = "GET", **kw: Any) -> Exchange:
         exchange = Exchange(**kw)
@@ -271,9 +295,14 @@ def test_a_get_the_daemon_dropped_on_a_kept_alive_connection_goes_again_on_a_new
         r.daemon.replies = [None]
         again = await r.request()
         assert again.status == 200
-        _first, dropped, retried = r.daemon.seen
+        first, dropped, retried = r.daemon.seen
         assert (dropped.connection, retried.connection) == (1, 2)
-        assert dropped.head == retried.head  # the same signed bytes: a replay would be refused
+        for name in ("x-tunnel-timestamp", "x-tunnel-nonce"):
+            assert dropped.header(name) == retried.header(name)
+        # Had the daemon taken the dropped request, it would refuse the retry as a replay.
+        assert r.vouched(first) == r.vouched(dropped) == "alice"
+        with pytest.raises(Unauthenticated):
+            r.vouched(retried)
 
     run(test)
 
@@ -318,13 +347,41 @@ def test_every_forwarded_request_carries_a_valid_fresh_signature() -> None:
         await r.request("POST")
         await r.request()
         for seen in r.daemon.seen:
-            lines = seen.head.decode("latin-1").split("\r\n")
-            method, target, _ = lines[0].split(" ")
-            headers: list[tuple[str | bytes, str | bytes]] = []
-            for line in lines[1:]:
-                if line:
-                    name, value = line.split(": ", 1)
-                    headers.append((name, value))
-            assert r.verifier.verify(method, target, headers, seen.body) == "alice"
+            assert r.vouched(seen) == "alice"
+
+    run(test)
+
+
+def test_a_connections_first_request_is_signed_with_a_key_and_the_next_are_macd_under_it() -> None:
+    async def test(r: Rig) -> None:
+        for _ in range(3):
+            assert (await r.request()).status == 200
+        first, *later = r.daemon.seen
+        assert first.header("x-tunnel-signature") is not None
+        assert first.header("x-tunnel-key") is not None
+        for seen in later:
+            assert seen.header("x-tunnel-mac") is not None
+            assert seen.header("x-tunnel-signature") is seen.header("x-tunnel-key") is None
+        assert [r.vouched(seen) for seen in r.daemon.seen] == ["alice"] * 3
+        # Without the key the first request installed, the later ones vouch for nobody.
+        method, target, headers = later[0].request()
+        with pytest.raises(Unauthenticated):
+            r.verifier.verify(method, target, headers, later[0].body, TunnelConnection())
+
+    run(test)
+
+
+def test_a_key_offered_on_a_refused_request_is_not_used_and_a_401_drops_a_taken_key() -> None:
+    async def test(r: Rig) -> None:
+        r.daemon.replies = [REFUSED, OK, REFUSED, OK]
+        for status in (401, 200, 401, 200):
+            assert (await r.request()).status == status
+        keys = [seen.header("x-tunnel-key") for seen in r.daemon.seen]
+        macs = [seen.header("x-tunnel-mac") for seen in r.daemon.seen]
+        # refused: offered again (anew); taken: MAC'd; MAC refused: a new key offered
+        assert [k is not None for k in keys] == [True, True, False, True]
+        assert [m is not None for m in macs] == [False, False, True, False]
+        assert len({keys[0], keys[1], keys[3]}) == 3
+        assert {seen.connection for seen in r.daemon.seen} == {1}
 
     run(test)
