@@ -37,7 +37,7 @@ from openbus.daemon.audit.verify import Pin, policy_pin, pubkey_pin, verify_db, 
 from openbus.daemon.cli_common import EXIT_ERROR, add_common, emit
 from openbus.daemon.client import DaemonClient
 from openbus.daemon.config import Config
-from openbus.daemon.core.names import actor_harness, agent_name
+from openbus.daemon.core.names import actor_harness, actor_pane, agent_name
 from openbus.kernel.errors import BadRequest, OpenbusError
 
 TAIL_DEFAULT = 20
@@ -156,8 +156,7 @@ class ActorNames:
             self._read()
         if actor in self.names:
             return self.names[actor]
-        _, _, rest = actor.partition(":pane:")
-        pane = rest.partition(":")[0] or None
+        pane = actor_pane(actor)
         name = agent_name(actor_harness(actor), None, pane, None)
         return name if pane else f"{name} (no longer connected)"
 

@@ -43,6 +43,13 @@ def actor_harness(actor: str) -> str | None:
     return rest.partition(":")[0] or None
 
 
+def actor_pane(actor: str) -> str | None:
+    """The pane an agent actor not yet bound to a session names (``agent:claude:pane:%3:41``
+    -> ``%3``), else None."""
+    _, found, rest = actor.partition(":pane:")
+    return (rest.partition(":")[0] or None) if found and actor.startswith("agent:") else None
+
+
 def composer_words(empty: bool | None) -> str:
     if empty is True:
         return "composer empty"
