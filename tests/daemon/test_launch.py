@@ -241,9 +241,7 @@ def test_a_recycled_pid_after_a_daemon_restart_does_not_keep_the_token_alive(
     # the agent exits while the daemon is down, and another process takes over its pid
     os.kill(launched["pid"], signal.SIGKILL)
     wait_until(
-        lambda: not os.path.exists(f"/proc/{launched['pid']}"),
-        timeout=30,
-        what="the agent's process to go",
+        lambda: fleet.tmux.reaped(launched["pid"]), timeout=30, what="the agent's process to go"
     )
     impostor = wait_until(
         lambda: _spawn_at(launched["pid"]), timeout=20, what="a process at the agent's old pid"
