@@ -160,7 +160,11 @@ def test_the_first_render_comes_with_the_page_and_shows_hostile_text_as_text(
             lambda m: problems.append(m.text) if "Content Security Policy" in m.text else None,
         )
         held: list[Any] = []
-        page.route("**/api/follow", held.append)  # never answered
+
+        def hold(route: sync_api.Route) -> None:
+            held.append(route)  # never answered
+
+        page.route("**/api/follow", hold)
         page.goto(hostile.daemon.web_url())
 
         row = page.locator(f'#panes li[data-pane="{hostile.pane}"]')
