@@ -245,7 +245,7 @@ def build(
         [messaging.pane_section, sessions.pane_section, control.pane_section],
     )
     PaneInput(gate, DirectoryFleet(directory.directory, directory.tmux), owners)
-    feed = HumanFeed(gate, directory, base.cards, base.connect)
+    feed = HumanFeed(gate, directory, base.cards, base.connect, sessions.children_of)
     added = tuple(e.build(base) for e in extra)
     tools = ToolRegistry(
         [

@@ -16,6 +16,10 @@ at least every ``KEEPALIVE_SECONDS``), and only when it differs from the last on
 ``None`` (a keep-alive) when nothing changed for ``KEEPALIVE_SECONDS``. Frames are at most
 ``MIN_GAP_SECONDS`` apart, so a burst of changes costs one frame. A follow ends when its
 client goes away or the daemon stops.
+
+``human.page`` is that first frame once, with the human's session families beside it (what
+``sessions.families`` answers them): the page's ``GET /`` carries it, so the page draws the
+fleet without waiting for a request of its own, then follows as above.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from openbus.daemon.cards import Cards
@@ -37,6 +41,7 @@ from openbus.daemon.feature import Feature
 from openbus.daemon.gate import Call, Gate
 
 FOLLOW = Action("human.follow", tier=Tier.HUMAN)
+FIRST_FRAME = Action("human.page", tier=Tier.HUMAN)
 KEEPALIVE_SECONDS = 5.0
 MIN_GAP_SECONDS = 0.1
 
@@ -45,17 +50,27 @@ class HumanFeed(Feature):
     name = "human_feed"
 
     def __init__(
-        self, gate: Gate, directory: DirectoryFeature, cards: Cards, connect: Connect
+        self,
+        gate: Gate,
+        directory: DirectoryFeature,
+        cards: Cards,
+        connect: Connect,
+        families: Callable[[str | None], dict[str, str]],
     ) -> None:
         self.directory = directory
         self.cards = cards
         self.connect = connect
+        self.families = families  # a user -> their child panes' parents
         self.stopping = asyncio.Event()
         self.following = 0
         gate.register(FOLLOW, self._follow)
+        gate.register(FIRST_FRAME, self._page)
 
     async def _follow(self, call: Call) -> AsyncIterator[dict[str, Any] | None]:
         return self.frames(call.actor)
+
+    async def _page(self, call: Call) -> dict[str, Any]:
+        return {**self.frame(call.actor), "families": self.families(call.actor.user)}
 
     def frame(self, actor: Actor) -> dict[str, Any]:
         assert actor.user is not None

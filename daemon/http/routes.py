@@ -28,7 +28,7 @@ from openbus.daemon.http import (
     web,
 )
 
-UNAUDITED = frozenset({"/healthz", "/", "/static/{name}"})  # liveness, the page: no fleet data
+UNAUDITED = frozenset({"/healthz", "/static/{name}"})  # liveness, the page's files: no data
 
 
 class Health:

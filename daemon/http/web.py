@@ -1,10 +1,17 @@
 """The human side's web page, served on the daemon's unix socket (and so through the tunnel).
 
-``GET /`` is the page and ``GET /static/{name}`` its script and style sheet: fixed files
-shipped as package data in ``openbus.daemon.web``, read once, carrying no fleet data, so they
-are the only unaudited routes besides ``/healthz``. Everything the page shows comes from the
-``/api/*`` resources, each a call through the gate. The identity middleware already keeps
-these paths off the agents' TCP port (404 there).
+``GET /static/{name}`` are the page's script, style sheet and icons: fixed files shipped as
+package data in ``openbus.daemon.web``, read once, carrying no fleet data, so they are the
+only unaudited routes besides ``/healthz``. The page links each as ``?v=`` its hash, and such
+a request is answered cacheable for good (``immutable``): a reload revalidates nothing, and a
+new daemon's page names new hashes. ``GET /`` is the page with its first frame in it: one
+``human.page`` call through the gate (what ``human.follow`` would send first, with the
+human's session families), as JSON in a ``<script type="application/json">`` data block
+with every ``<``, ``>`` and ``&`` escaped (so no pane title or screen text can end the block
+or start markup), never cached (``no-store``). The page draws the fleet from it at once, then
+follows ``/api/follow``; everything else it shows comes from the ``/api/*`` resources, each a
+call through the gate. The identity middleware already keeps these paths off the agents' TCP
+port (404 there).
 
 The icons are the real Lucide SVGs from the ``lucide`` package, inlined into ``app.js`` when
 it is read (``ICONS``: the page's names to Lucide's), so nothing is fetched at run time. The
@@ -36,7 +43,7 @@ import lucide
 from openbus.daemon.connect import LIST_CONNECTIONS
 from openbus.daemon.gate import Gate
 from openbus.daemon.http.identity import require_actor
-from openbus.daemon.human_feed import FOLLOW
+from openbus.daemon.human_feed import FIRST_FRAME, FOLLOW
 from openbus.kernel.errors import NotFound
 
 CSP = (
@@ -59,7 +66,11 @@ TYPES = {
 }
 PAGE = "index.html"
 STATIC = ("app.js", "ask.js", "app.css", "favicon.svg")
-ROUTES = ("/", "/static/{name}")  # the unaudited, data-free routes (see routes.UNAUDITED)
+ROUTES = ("/static/{name}",)  # the unaudited, data-free routes (see routes.UNAUDITED)
+FRAME_MARK = "/*FIRST-FRAME*/"
+FOREVER = "public, max-age=31536000, immutable"
+# JSON inside an HTML data block: nothing in it may close the block or open markup
+JSON_IN_HTML = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"})
 
 
 # the page's icon names -> Lucide's
@@ -116,10 +127,13 @@ class Asset:
             body = body.replace(ICONS_MARK, icons_json(), 1)
         self.body = body
         self.type = TYPES[name[name.rindex(".") :]]
-        self.etag = '"' + hashlib.sha256(self.body).hexdigest()[:32] + '"'
+        self.version = hashlib.sha256(self.body).hexdigest()[:32]
+        self.etag = f'"{self.version}"'
 
     def serve(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
         resp.set_headers(SECURITY_HEADERS)
+        if req.get_param("v") == self.version:
+            resp.cache_control = [FOREVER]
         resp.etag = self.etag
         resp.content_type = self.type
         if self.etag in (req.get_header("If-None-Match") or ""):
@@ -128,13 +142,27 @@ class Asset:
         resp.data = self.body
 
 
+def embed_json(value: Any) -> str:
+    """``value`` as JSON that is inert inside an HTML ``<script type="application/json">``."""
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+    return text.translate(JSON_IN_HTML)
+
+
 class PageResource:
-    def __init__(self) -> None:
-        self.page = Asset(PAGE)
+    def __init__(self, gate: Gate, assets: dict[str, Asset]) -> None:
+        self.gate = gate
+        text = resources.files("openbus.daemon.web").joinpath(PAGE).read_text()
+        for name in STATIC:
+            text = text.replace(f'"/static/{name}"', f'"/static/{name}?v={assets[name].version}"')
+        self.head, _, self.tail = text.partition(FRAME_MARK)
+        assert self.tail, f"{PAGE} has no {FRAME_MARK}"
 
     async def on_get(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
-        require_actor(req)
-        self.page.serve(req, resp)
+        frame = await self.gate.run(require_actor(req), FIRST_FRAME.name, {})
+        resp.set_headers(SECURITY_HEADERS)
+        resp.cache_control = ["no-store"]  # it carries this human's fleet
+        resp.content_type = TYPES[".html"]
+        resp.data = (self.head + embed_json(frame) + self.tail).encode()
 
 
 class StaticResource:
@@ -184,7 +212,8 @@ class ConnectionsResource:
 
 
 def add_routes(app: falcon.asgi.App[Any, Any], gate: Gate) -> None:
-    app.add_route("/", PageResource())
-    app.add_route("/static/{name}", StaticResource())
+    static = StaticResource()
+    app.add_route("/", PageResource(gate, static.assets))
+    app.add_route("/static/{name}", static)
     app.add_route("/api/connections", ConnectionsResource(gate))
     app.add_route("/api/follow", FollowResource(gate))

@@ -861,13 +861,17 @@ class SessionTools(Feature):
     async def families(self, call: Call) -> Any:
         """The human's child sessions: child pane -> parent pane (``openbus directory`` marks
         them), and the agents that may start sessions without a card."""
+        return {"children": self.children_of(call.actor.user)}
+
+    def children_of(self, user: str | None) -> dict[str, str]:
+        """``user``'s child sessions by pane: child pane -> parent pane."""
         out: dict[str, str] = {}
         for child, parent in self._spawned_by.items():
             with contextlib.suppress(NotFound):
                 c, p = self.grants.get(child), self.grants.get(parent)
-                if c.owner == call.actor.user and c.pane_id and p.pane_id:
+                if c.owner == user and c.pane_id and p.pane_id:
                     out[c.pane_id] = p.pane_id
-        return {"children": out}
+        return out
 
     # ------------------------------------------------------------------ revocation
 

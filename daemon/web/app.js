@@ -19,6 +19,7 @@ const OWN_READS = new Set([
   "audit.read",
   "audit.follow",
   "human.follow",
+  "human.page",
   "messages.list",
   "sessions.families",
   "restart.offers",
@@ -60,7 +61,9 @@ const DESKTOP = window.matchMedia("(min-width: 900px)");
 const SVG = "http://www.w3.org/2000/svg";
 const ICONS = /*LUCIDE-ICONS*/ {};
 
-function icon(name, label) {
+const drawnIcons = new Map(); // name -> its SVG, built once and cloned for every use
+
+function iconShape(name) {
   const svg = document.createElementNS(SVG, "svg");
   const attrs = {
     viewBox: "0 0 24 24",
@@ -75,19 +78,25 @@ function icon(name, label) {
     "data-icon": name,
   };
   for (const [key, value] of Object.entries(attrs)) svg.setAttribute(key, value);
+  for (const [tag, shape] of ICONS[name] || []) {
+    const el = document.createElementNS(SVG, tag);
+    for (const [key, value] of Object.entries(shape)) el.setAttribute(key, value);
+    svg.append(el);
+  }
+  return svg;
+}
+
+function icon(name, label) {
+  if (!drawnIcons.has(name)) drawnIcons.set(name, iconShape(name));
+  const svg = drawnIcons.get(name).cloneNode(true);
   if (label) {
     svg.setAttribute("role", "img");
     svg.setAttribute("aria-label", label);
     const title = document.createElementNS(SVG, "title");
     title.textContent = label;
-    svg.append(title);
+    svg.prepend(title);
   } else {
     svg.setAttribute("aria-hidden", "true");
-  }
-  for (const [tag, shape] of ICONS[name] || []) {
-    const el = document.createElementNS(SVG, tag);
-    for (const [key, value] of Object.entries(shape)) el.setAttribute(key, value);
-    svg.append(el);
   }
   return svg;
 }
@@ -574,9 +583,39 @@ function familySection(family) {
   return [h("h3", { text: "Family" }), h("ul", { class: "family" }, members)];
 }
 
+// Each row is rebuilt only when what it shows changed (a frame usually changes one pane);
+// the list's children are replaced only where they differ.
+const rows = new Map(); // pane -> { key, row }
+
+function fleetRow(pane, depth) {
+  const key = JSON.stringify([
+    pane,
+    depth,
+    connectionOf(pane),
+    state.unavailable.get(pane.pane),
+    state.errors.get(`pane:${pane.pane}`),
+    state.families[pane.pane],
+  ]);
+  const kept = rows.get(pane.pane);
+  if (kept && kept.key === key) return kept.row;
+  const row = familyCard(pane, depth);
+  rows.set(pane.pane, { key, row });
+  return row;
+}
+
 function renderFleet() {
   const list = $("panes");
-  list.replaceChildren(...familyOrder(state.panes).map(([pane, depth]) => familyCard(pane, depth)));
+  const wanted = familyOrder(state.panes).map(([pane, depth]) => fleetRow(pane, depth));
+  const listed = new Set(state.panes.map((p) => p.pane));
+  for (const pane of [...rows.keys()]) if (!listed.has(pane)) rows.delete(pane);
+  const shown = list.children;
+  if (shown.length === wanted.length && wanted.every((row, i) => shown[i].dataset.pane === row.dataset.pane)) {
+    wanted.forEach((row, i) => {
+      if (shown[i] !== row) shown[i].replaceWith(row);
+    });
+  } else {
+    list.replaceChildren(...wanted);
+  }
   $("panes-count").textContent = String(state.panes.length);
   $("panes-empty").hidden = state.panes.length > 0;
 }
@@ -1089,17 +1128,21 @@ function live(directory, ok) {
   el.classList.toggle("ok", ok);
 }
 
-async function apply(directory, cards, connections) {
-  const moved = state.panes.find((p) => p.pane === state.detail)?.revision;
+function take(directory, cards, connections) {
   state.panes = directory.panes;
   state.version = directory.version;
   state.cards = cards;
-  if (connections) {
-    state.connections = new Map(connections.connections.map((c) => [c.pane, c]));
-    state.cap = connections.cap;
-    state.unavailable = new Map((connections.unavailable || []).map((u) => [u.pane, u.reason]));
-    state.needConnections = false;
-  } else if (state.needConnections || state.ticks % CONNECTIONS_EVERY === 0) {
+  if (!connections) return;
+  state.connections = new Map(connections.connections.map((c) => [c.pane, c]));
+  state.cap = connections.cap;
+  state.unavailable = new Map((connections.unavailable || []).map((u) => [u.pane, u.reason]));
+  state.needConnections = false;
+}
+
+async function apply(directory, cards, connections) {
+  const moved = state.panes.find((p) => p.pane === state.detail)?.revision;
+  take(directory, cards, connections);
+  if (!connections && (state.needConnections || state.ticks % CONNECTIONS_EVERY === 0)) {
     await refreshConnections();
   }
   await followFamilies();
@@ -1126,6 +1169,25 @@ async function tick() {
     live(null, false);
     showError(error.message);
   }
+}
+
+// The page came with its first frame (GET / carries what /api/follow sends first, and the
+// session families): the fleet is drawn from it before the page makes a request of its own.
+function firstFrame() {
+  const block = $("first-frame");
+  let frame = null;
+  try {
+    frame = JSON.parse(block.textContent);
+  } catch {
+    return; // the page without a frame: the feed's first one draws it
+  }
+  block.remove();
+  if (!frame || !frame.directory) return;
+  take(frame.directory, frame.cards, frame.connections);
+  state.families = frame.families || {};
+  state.familiesKey = state.panes.map((p) => p.pane).join(" ");
+  state.familiesAgain = true; // read once more at the feed's next frame, as after a read
+  render();
 }
 
 function streamFollow() {
@@ -1186,6 +1248,7 @@ function init() {
       el.closest(".card")?.classList.toggle("soon", expires - nowServer() < SOON_SECONDS);
     }
   }, 1000);
+  firstFrame();
   route();
   follow();
   startAudit().catch((error) => showError(error.message));

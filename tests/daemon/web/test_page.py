@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from openbus.daemon.http.web import CSP, STATIC
 from openbus.daemon.state import StateDB
 from tests.support.daemon import RunningDaemon
 
-ASSETS = [("/", "text/html"), *((f"/static/{name}", "") for name in STATIC)]
+ASSETS = [(f"/static/{name}", "") for name in STATIC]
 
 
 def audit_actions(daemon: RunningDaemon) -> list[str]:
@@ -33,14 +35,22 @@ def test_the_page_and_its_assets_are_served_on_the_socket_with_a_strict_csp(
             assert response.content
             again = client.get(path, headers={"If-None-Match": response.headers["etag"]})
             assert again.status_code == 304
-        page = client.get("/").text
         missing = client.get("/static/nope.js")
+        assert audit_actions(daemon) == before  # the page's files carry no data: unaudited
+        response = client.get("/")
     assert missing.status_code == 404 and "nope.js" in missing.json()["message"]
-    assert '<script type="module" src="/static/app.js"></script>' in page
+    assert response.status_code == 200
+    assert response.headers["content-security-policy"] == CSP
+    assert response.headers["x-content-type-options"] == "nosniff"
+    assert response.headers["content-type"].startswith("text/html")
+    assert response.headers["cache-control"] == "no-store"
+    page = response.text
+    assert re.search(r'<script type="module" src="/static/app\.js\?v=[0-9a-f]{32}"></script>', page)
     assert "<script>" not in page and " style=" not in page  # nothing inline for the CSP to allow
     assert "http://" not in page.replace('xmlns="http://www.w3.org', "")
     assert "https://" not in page  # nothing loads from outside the box
-    assert audit_actions(daemon) == before  # the page carries no fleet data: nothing audited
+    # the page carries its first frame of fleet data: one audited read (test_first_frame.py)
+    assert audit_actions(daemon)[len(before) :] == ["human.page"]
 
 
 @pytest.mark.parametrize("path", ["/", "/static/app.js", "/static/app.css", "/api/connections"])
