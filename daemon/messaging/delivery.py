@@ -22,8 +22,8 @@ Then, once and only once (``book.begin_typing``), it types ONE bracketed paste h
 daemon's provenance line and the text, each of its lines behind a quote bar
 (``typed_form``: the sender's words can never look like the stamp), waits until the
 composer shows it (the screen still idle, the composer no longer empty), presses Enter (for
-Codex only after its paste-burst window), and re-parses until the turn started or the
-composer emptied:
+Codex and Gemini CLI only after their paste windows), and re-parses until the turn started or
+the composer emptied:
 
 * ``delivered``: the paste landed in the idle composer and was submitted;
 * ``unconfirmed``: the paste failed partway, the screen left the checked idle state before
@@ -60,7 +60,9 @@ PASTE_TIMEOUT = 3.0
 CONFIRM_TIMEOUT = 8.0
 # Codex treats a burst of fast input as a paste and holds an Enter that follows too closely
 # (harnesses.md: 40+ characters and Enter at once stayed unsent; Enter 0.3 s later submitted).
-PASTE_BURST_SECONDS = {"codex": 0.4}
+# Gemini CLI (0.59, 0.61) takes an Enter within 40 ms of a bracketed paste as a newline in the
+# draft (a terminal it does not trust to mark pastes, as tmux's is to it): the same margin.
+PASTE_BURST_SECONDS = {"codex": 0.4, "gemini": 0.4}
 # What empties each harness's composer, pressed only while the screen is idle with text in
 # the composer: Claude Code's Ctrl-U drops a pasted block (a typed line per press); Codex's
 # Ctrl-C empties its whole composer at once (on an empty one it would offer to quit, so it is
