@@ -1,13 +1,15 @@
-"""The fleet directory reads the real Claude Code and Codex TUIs right, through the real daemon.
+"""The fleet directory reads the real harness TUIs right, through the real daemon.
 
-Each harness runs in a pane of a private tmux server against the stub model (with the stub's
-small MCP endpoint, its tools not pre-approved), and the real daemon follows that server. The
-tests drive the TUI the way a person would and read what the daemon reports on the human side
-(``GET /api/directory``, ``GET /api/panes/{pane}`` over the unix socket): the harness found in
-the process tree; ``idle`` with an empty composer at the prompt; ``idle`` with a draft while a
-prompt is typed but not sent; ``busy`` while the model holds a turn open; ``menu`` while the
-harness asks to run an MCP tool; ``exited`` once the agent quits; and a new incarnation when
-the same pane id runs the agent again.
+Each harness (every pin of Claude Code, Codex, OpenCode, omp and Gemini CLI) runs in a pane of
+a private tmux server against the stub model, and the real daemon follows that server. Claude
+Code and Codex get the stub's small MCP endpoint, its tools not pre-approved; OpenCode, omp
+and Gemini CLI ask before a shell command that writes, which raises their permission prompt
+instead. The tests drive the TUI the way a person would and read what the daemon reports on
+the human side (``GET /api/directory``, ``GET /api/panes/{pane}`` over the unix socket): the
+harness found in the process tree; ``idle`` with an empty composer at the prompt; ``idle`` with
+a draft while a prompt is typed but not sent; ``busy`` while the model holds a turn open;
+``menu`` while the harness asks to run a tool; ``exited`` once the agent quits; and a new
+incarnation when the same pane id runs the agent again.
 
 One stub, tmux server, daemon and agent pane serve all cases of one harness version (a
 module-scoped fixture, parametrized by every pinned version of each harness); every case starts
@@ -168,7 +170,7 @@ def _launch(pin: Pin, root: Path, stub: StubModel) -> tuple[list[str], dict[str,
     return codex.tui_argv(*codex.mcp_args(MCP_SERVER, stub.mcp_url)), codex.env(), cwd
 
 
-@pytest.fixture(scope="module", params=pin_params("claude", "codex", "omp", "gemini"))
+@pytest.fixture(scope="module", params=pin_params("claude", "codex", "opencode", "omp", "gemini"))
 def agent(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Agent]:
@@ -184,7 +186,7 @@ def agent(
             agent = Agent(harness, argv, env, cwd, tmux, stub, daemon, client)
             agent.start()
             yield agent
-            if harness in MARKERS:  # Gemini CLI outlives its tmux server (SIGHUP): quit it
+            if harness in MARKERS:  # Gemini CLI outlives its tmux server (SIGHUP): quit each
                 agent.quit_if_running()
 
 
