@@ -22,7 +22,8 @@ Then, once and only once (``book.begin_typing``), it types ONE bracketed paste h
 daemon's provenance line and the text, each of its lines behind a quote bar
 (``typed_form``: the sender's words can never look like the stamp), waits until the
 composer shows it (the screen still idle, the composer no longer empty), presses Enter (for
-Codex only after its paste-burst window), and re-parses until the turn started or the
+Codex and Gemini CLI only after their paste windows; for Gemini CLI again should it have become
+a line break in the draft, ``ENTER_AGAIN``), and re-parses until the turn started or the
 composer emptied:
 
 * ``delivered``: the paste landed in the idle composer and was submitted;
@@ -60,7 +61,16 @@ PASTE_TIMEOUT = 3.0
 CONFIRM_TIMEOUT = 8.0
 # Codex treats a burst of fast input as a paste and holds an Enter that follows too closely
 # (harnesses.md: 40+ characters and Enter at once stayed unsent; Enter 0.3 s later submitted).
-PASTE_BURST_SECONDS = {"codex": 0.4}
+# Gemini CLI (0.59, 0.61) takes an Enter within 40 ms of a bracketed paste as a newline in the
+# draft (a terminal it does not trust to mark pastes, as tmux's is to it): the same margin.
+PASTE_BURST_SECONDS = {"codex": 0.4, "gemini": 0.4}
+# On a loaded host Gemini CLI can still be inside that window when the Enter comes (its timer
+# and its re-render wait their turn): the draft then gains a line break instead. Seen as the
+# screen changing while the composer still holds the text, Enter is pressed again after the
+# window once more, this many more times at most; an Enter that finds the composer empty does
+# nothing in Gemini CLI.
+ENTER_AGAIN = {"gemini": 2}
+ENTER_AGAIN_SECONDS = 0.4  # the wait before each further Enter: the paste window once more
 # What empties each harness's composer, pressed only while the screen is idle with text in
 # the composer: Claude Code's Ctrl-U drops a pasted block (a typed line per press); Codex's
 # Ctrl-C empties its whole composer at once (on an empty one it would offer to quit, so it is
@@ -297,19 +307,39 @@ class DeliveryEngine:
         burst = PASTE_BURST_SECONDS.get(view.harness, 0.0) - (time.monotonic() - started)
         if burst > 0:
             await asyncio.sleep(burst)
-        try:
-            await self.fleet.enter(pane)
-        except OpenbusError as exc:
-            return Outcome.UNCONFIRMED, f"Enter could not be sent: {exc.message}"
 
         def submitted(reading: Reading, text: str) -> bool:
             return reading.state == "busy" or (
                 reading.state == "idle" and reading.composer_empty is True and text != before
             )
 
-        if await self._until(pane, submitted, self.confirm_timeout):
-            return Outcome.DELIVERED, None
-        return Outcome.UNCONFIRMED, "the submission could not be confirmed on screen"
+        deadline = time.monotonic() + self.confirm_timeout
+        again = ENTER_AGAIN.get(view.harness, 0)
+        shown = landed[1]
+        while True:
+            try:
+                await self.fleet.enter(pane)
+            except OpenbusError as exc:
+                return Outcome.UNCONFIRMED, f"Enter could not be sent: {exc.message}"
+
+            def settled(
+                reading: Reading, text: str, last: str = shown, more: bool = again > 0
+            ) -> bool:
+                # submitted, or (where Enter may have become a line break) a changed screen
+                # with the text still in the composer
+                return submitted(reading, text) or (
+                    more and text != last and in_composer(reading, text)
+                )
+
+            seen = await self._until(pane, settled, max(0.0, deadline - time.monotonic()))
+            if seen is None:
+                return Outcome.UNCONFIRMED, "the submission could not be confirmed on screen"
+            if submitted(*seen):
+                return Outcome.DELIVERED, None
+            again -= 1
+            shown = seen[1]
+            # the window again: the Enter just taken as a line break shows it had not closed
+            await asyncio.sleep(ENTER_AGAIN_SECONDS)
 
     async def _leave_composer(self, pane: str, harness: str) -> bool:
         """After an unconfirmed attempt: empty what it left in the composer with the harness's

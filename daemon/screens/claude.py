@@ -22,7 +22,12 @@ parser recognized: a ``busy`` status makes an idle-looking screen busy (the turn
 the screen has not caught up) until that screen has stood still for ``STILL_SCREEN_SECONDS``
 (a working Claude redraws its spinner: a still idle composer is idle, whatever a lagging or
 left-behind status says); a ``waiting`` status under an idle-looking screen is a conflict and
-reads ``unknown``. It never turns an unrecognized screen into a state.
+reads ``unknown``. It never turns an unrecognized screen into a state, with one exception
+that is still read from the screen: a frame Claude Code left half redrawn (seen in a 15-row
+pane after a permission was approved: the box's top rule overwritten, the busy footer of the
+turn left above the prompt) that ends with the prompt line, the bottom rule and the idle
+footer (``? for shortcuts``) reads ``idle`` once the status file says idle and the screen has
+stood still ``STILL_SCREEN_SECONDS``; Claude redraws it only on its next output.
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ _SLASH_ITEM = re.compile(r"^/[\w:-]+(?:\s{2,}\S.*)?$")
 _SPINNER = re.compile(r"^[^\w\s❯●⎿│]\s+(\S.*….*)$")
 _PLACEHOLDER = re.compile(r'^Try "[^"]*"$')
 _OFFLINE = "Unable to connect to Anthropic services"
+_IDLE_FOOTER = "? for shortcuts"
 
 
 def _composer(lines: list[str]) -> tuple[int, int] | None:
@@ -66,6 +72,26 @@ def _composer(lines: list[str]) -> tuple[int, int] | None:
         ):
             return top, bottom
     return None
+
+
+def _prompt_over_footer(lines: list[str]) -> int | None:
+    """The index of a prompt line (``❯ …``) right above the last rule, with Claude's idle
+    footer (``? for shortcuts``, no ``esc to interrupt``) the first line under that rule: the
+    bottom of the composer box, its top rule lost."""
+    rules = [i for i, line in enumerate(lines) if _RULE.match(line)]
+    if not rules or rules[-1] < 1:
+        return None
+    bottom = rules[-1]
+    footer = next((line for line in lines[bottom + 1 :] if line.strip()), "")
+    prompt = lines[bottom - 1]
+    if (
+        _IDLE_FOOTER not in footer
+        or "esc to interrupt" in footer.lower()
+        or not _PROMPT.match(prompt)
+        or _OPTION_SELECTED.match(prompt)
+    ):
+        return None
+    return bottom - 1
 
 
 def _last_reply(lines: list[str]) -> str:
@@ -92,6 +118,13 @@ RULES = {
     "exited-offline": Rule(
         "the start-up failure page (Unable to connect to Anthropic services)",
         "starting Claude Code again where it can reach its API",
+    ),
+    "idle-half-redrawn": Rule(
+        "no whole composer box, but the screen ends with the prompt line (❯), the box's bottom "
+        f"rule and the idle footer ({_IDLE_FOOTER}); the status file says idle and the screen "
+        f"stood still {STILL_SCREEN_SECONDS:g} s (a frame Claude left half redrawn)",
+        "Claude's next output redrawing the frame, a busy or waiting status file, or the "
+        "screen changing",
     ),
     "unknown-no-composer": Rule(
         "no composer box and no dialog on screen: nothing this parser recognises",
@@ -154,6 +187,16 @@ def parse(text: str, ev: Evidence) -> Reading:
             )
         if any(_OFFLINE in line for line in lines):
             return reading("exited", None, _OFFLINE, "exited-offline", [_OFFLINE])
+        prompt = _prompt_over_footer(lines)
+        still = ev.screen_still is not None and ev.screen_still >= STILL_SCREEN_SECONDS
+        status = ev.claude_status.status if ev.claude_status is not None else None
+        if prompt is not None and status == "idle" and still:
+            m = _PROMPT.match(lines[prompt])
+            draft = (m.group(1) if m else "").replace("\u00a0", " ").strip()
+            empty = not draft or bool(_PLACEHOLDER.match(draft))
+            summary = _last_reply(lines[:prompt]) or "ready"
+            shown = lines[prompt : prompt + 3]
+            return reading("idle", empty, summary, "idle-half-redrawn", shown)
         return reading("unknown", None, "", "unknown-no-composer", lines[-3:])
 
     top, bottom = box

@@ -4,8 +4,10 @@ Theory of operation
 -------------------
 omp ends its screen with the composer: a status line (`` π > ⬢ MODEL > cwd ▶──…``) and under
 it the input line, which starts ``╰─`` and holds the draft (``╰─ hello``; an empty composer is
-``╰─`` alone). Nothing is drawn below the input line, so the composer is found only as the last
-non-blank line.
+``╰─`` alone). A draft of several lines (typed or pasted line breaks, or one long line wrapped)
+goes on below it, each further line indented three columns (``   rest``). Nothing else is drawn
+below the composer, so it is found from the end of the screen: the last ``╰─`` line with only
+such continuation lines under it.
 
 * menu: a box whose top border carries its question (``╭─ Allow tool: bash ──``) drawn at the
   bottom of the screen, with its options (``❯ Approve`` selected, ``Deny``) and the hint
@@ -40,6 +42,7 @@ from openbus.daemon.screens.base import (
 _MESSAGE = re.compile(r"^ \S")  # a message line (right-aligned titles and boxes are not)
 _TURN_FOOTER = " Wall time:"  # omp's own line after a turn that ran tools
 _INPUT = re.compile(r"^╰─(?: (.*))?$")
+_CONTINUATION = "   "  # a further line of a draft, under the input line
 _STATUS_IDLE = re.compile(r"^ π > ")
 _STATUS_BUSY = re.compile(r"^ [\u2800-\u28ff] \d+[smh]")
 _BOX_TOP = re.compile(r"^╭─ (.+?) ─")
@@ -82,6 +85,18 @@ def _menu(lines: list[str]) -> Menu | None:
     return Menu(question, tuple(options))
 
 
+def _composer(lines: list[str]) -> int | None:
+    """The index of the input line: the last ``╰─`` line with nothing under it but a draft's
+    further lines (indented, or blank between them); None when the screen ends otherwise."""
+    for i in range(len(lines) - 1, 0, -1):
+        line = lines[i]
+        if _INPUT.match(line):
+            return i
+        if line and not line.startswith(_CONTINUATION):
+            return None
+    return None
+
+
 RULES = {
     "exited": EXITED,
     "menu-selector": Rule(
@@ -90,7 +105,8 @@ RULES = {
         "the input line returns",
     ),
     "unknown-no-input": Rule(
-        "the last line is not omp's input line (╰─) and no selector box ends the screen",
+        "the screen does not end with omp's input line (╰─, with a draft's indented further "
+        "lines under it) and no selector box ends the screen",
         "the screen redrawn with the input line",
     ),
     "busy-status": Rule(
@@ -100,7 +116,7 @@ RULES = {
     ),
     "idle-status": Rule(
         "the input line under a status line starting ' π > '; the input is empty when nothing "
-        "follows ╰─",
+        "follows ╰─ and no further line of a draft is under it",
         "a submitted prompt (busy), a selector box (menu), or text typed in (a draft)",
     ),
     "unknown-status": Rule(
@@ -122,20 +138,22 @@ def parse(text: str, ev: Evidence) -> Reading:
     if menu is not None:
         shown = [line for line in lines if _BOX_TOP.match(line)][-1:]
         return reading("menu", None, menu.question, "menu-selector", shown, menu=menu)
-    m = _INPUT.match(lines[-1])
-    status = lines[-2]
-    if m is None:
+    at = _composer(lines)
+    if at is None:
         return reading("unknown", None, "", "unknown-no-input", lines[-2:])
-    composer_empty = not (m.group(1) or "").strip()
-    working = len(lines) > 2 and "Working…" in lines[-3]
+    m = _INPUT.match(lines[at])
+    assert m is not None
+    status = lines[at - 1]
+    composer_empty = not (m.group(1) or "").strip() and not any(lines[at + 1 :])
+    working = at > 1 and "Working…" in lines[at - 2]
     if _STATUS_BUSY.match(status) or working:
-        return reading("busy", composer_empty, "working", "busy-status", lines[-3:-1])
+        return reading("busy", composer_empty, "working", "busy-status", lines[at - 2 : at])
     if _STATUS_IDLE.match(status):
         said = [
             line.strip()
-            for line in lines[:-2]
+            for line in lines[: at - 1]
             if _MESSAGE.match(line) and not line.startswith(_TURN_FOOTER)
         ]
         summary = said[-1] if said else "ready"
-        return reading("idle", composer_empty, summary, "idle-status", lines[-2:])
-    return reading("unknown", None, "", "unknown-status", lines[-2:])
+        return reading("idle", composer_empty, summary, "idle-status", lines[at - 1 : at + 1])
+    return reading("unknown", None, "", "unknown-status", lines[at - 1 : at + 1])

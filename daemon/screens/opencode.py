@@ -12,7 +12,9 @@ are drawn with ``┃`` too, so the composer is the ``┃`` block right above the
   (``Allow once   Allow always   Reject``) and ``enter confirm``: Enter picks the first (the
   selected one; the others are reached with the arrow keys, so no single key is given for them);
 * busy: ``esc interrupt`` in the footer under the composer;
-* idle: the composer and a footer without it;
+* idle: the composer and a footer without it; its summary is the last line of the last
+  reply, the line above that turn's footer (``▣  Build · MODEL · 6.5s``), or ``ready`` before
+  any turn;
 * exited: tmux says dead or an exit marker ends the screen;
 * anything else (dialogs, the empty screen it shows while starting): unknown.
 
@@ -38,6 +40,7 @@ PLACEHOLDER = "Ask anything…"
 _TITLE_PREFIX = "OC | "
 _PERMISSION = "△ Permission required"
 _CONFIRM = "enter confirm"
+_TURN_FOOTER = "▣ "  # under each finished reply: agent, model, time
 
 
 def _menu(lines: list[str]) -> Menu | None:
@@ -60,6 +63,19 @@ def _title(ev: Evidence) -> str | None:
     return title[len(_TITLE_PREFIX) :].strip() or None if title.startswith(_TITLE_PREFIX) else None
 
 
+def _summary(lines: list[str]) -> str:
+    """The last line of the last reply: the message line above the last turn footer."""
+    for i in range(len(lines) - 1, -1, -1):
+        if lines[i].strip().startswith(_TURN_FOOTER):
+            said = [
+                line.strip()
+                for line in lines[:i]
+                if line.strip() and not line.lstrip().startswith(("┃", "╹", _TURN_FOOTER))
+            ]
+            return said[-1] if said else "ready"
+    return "ready"
+
+
 RULES = {
     "exited": EXITED,
     "menu-permission": Rule(
@@ -78,7 +94,8 @@ RULES = {
     ),
     "idle-composer": Rule(
         "the composer box with no 'esc interrupt' under it; it is empty when it shows only "
-        f"the placeholder ({PLACEHOLDER})",
+        f"the placeholder ({PLACEHOLDER}); the summary is the line above the last turn footer "
+        f"({_TURN_FOOTER.strip()} Build · MODEL · TIME)",
         "a submitted prompt (busy), a permission prompt (menu), or text typed in (a draft)",
     ),
 }
@@ -111,4 +128,5 @@ def parse(text: str, ev: Evidence) -> Reading:
     under = lines[bottom + 1 : bottom + 3]
     if "esc interrupt" in " ".join(under):
         return reading("busy", composer_empty, "working", "busy-esc-interrupt", under)
-    return reading("idle", composer_empty, "ready", "idle-composer", lines[bottom - 1 : bottom])
+    summary = _summary(lines[: bottom - len(box)])
+    return reading("idle", composer_empty, summary, "idle-composer", lines[bottom - 1 : bottom])

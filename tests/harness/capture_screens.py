@@ -128,6 +128,13 @@ LONG_DRAFT = (
     "keep the old import path working for a release, and say so in the changelog"
 )
 MULTILINE_DRAFT = "first line of the draft\nsecond line\nthird line\nfourth line\nfifth line"
+# A message as the delivery engine pastes it: the stamp (long enough to wrap at 120 columns),
+# then the sender's line behind the quote bar
+DELIVERED_DRAFT = (
+    "[openbus message from agent:claude:pane:%2:24492 (pane %2) \u00b7 id soak-0 \u00b7 1 line "
+    "follows, each behind \u2502 \u00b7 reply with send_message]\n"
+    "\u2502 soak 0: please look at the failing billing test and report back when done"
+)
 
 
 def paste(tmux: TmuxServer, pane: str, text: str) -> None:
@@ -303,8 +310,9 @@ START_TIMEOUT = 120.0
 
 
 def capture_more(pin: Pin) -> None:
-    """OpenCode, omp or Gemini CLI: idle, a draft, a held turn, its reply, a shell command's
-    permission prompt, after the tool, 60-column and 15-row panes, a short-pane draft, exited."""
+    """OpenCode, omp or Gemini CLI: idle, a pasted message, a draft, a held turn, its reply, a
+    shell command's permission prompt, after the tool, 60-column and 15-row panes, a short-pane
+    draft, exited."""
     name = pin.name
     marks = MARKERS[name]  # type: ignore[index]
     with world(name) as (stub, tmux, cwd):
@@ -314,6 +322,14 @@ def capture_more(pin: Pin) -> None:
         idle = dict(absent=[marks.busy], timeout=90.0)
         tmux.wait_for(pane, *marks.ready, timeout=START_TIMEOUT)
         cap.save("idle", "idle", True, "fresh session against the stub, empty composer")
+
+        paste(tmux, pane, DELIVERED_DRAFT)  # OpenCode shows a pasted block as a placeholder
+        wait_until(
+            lambda: any(m in tmux.capture(pane) for m in ("soak 0:", "Pasted")), what="the paste"
+        )
+        cap.save("draft-pasted", "idle", False, "a pasted two-line message, as delivery pastes")
+        clear_composer(tmux, pane, marks.ready[0], DELIVERED_DRAFT)
+        tmux.wait_for(pane, *marks.ready, absent=["Pasted"])
 
         type_prompt(tmux, pane, "hello slow turn please")
         cap.save("draft", "idle", False, "a typed, unsent prompt in the composer")
