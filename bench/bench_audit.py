@@ -65,6 +65,7 @@ class Daemon:
         sections: dict[str, dict[str, Any]] = {
             "daemon": {
                 "listen": f"127.0.0.1:{free_port()}",
+                "web_listen": f"127.0.0.1:{free_port()}",  # two daemons run at once in part 2
                 "socket": str(self.socket),
                 "state_dir": str(tmp / "state"),
             }
