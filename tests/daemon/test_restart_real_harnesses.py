@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from openbus.daemon.core.restart import Step
+from openbus.daemon.launch_proc import identity_of
 from tests.support.daemon import RunningDaemon, restart_daemon, running_daemon, start_daemon
 from tests.support.harnesses import (
     CLAUDE_IDLE,
@@ -290,6 +291,10 @@ def restore_after_the_server_is_killed(
             session_id: agent.kind for session_id, agent in agent_of.items()
         }
         assert len({r["pane"] for r in restored}) == len(agents)
+        # the server the restore started, by pid and start time: what the known intermittent
+        # below is told apart by
+        server = identity_of(int(tmux.run("display-message", "-p", "#{pid}").strip()))
+        assert server is not None
         for r in restored:  # an agent that exits leaves its last screen for the failure message
             tmux.run("set-option", "-p", "-t", r["pane"], "remain-on-exit", "on", check=False)
         records = [r for r in audit(daemon) if r["action"] == "session.resume"]
@@ -297,10 +302,18 @@ def restore_after_the_server_is_killed(
         assert all(r["details"].get("rejoined") for r in records)
         assert cli_json(daemon, "restore", "--dry-run")["sessions"] == []  # nothing twice
 
-        for i, r in enumerate(restored):
-            agent = agent_of[r["session_id"]]
-            calls_an_openbus_tool(agent, stub, r["pane"], f"RESTORED-{i}")
-            assert f"ANSWER-BEFORE-{agents.index(agent)}" in agent.transcript(r["session_id"])
+        try:
+            for i, r in enumerate(restored):
+                agent = agent_of[r["session_id"]]
+                calls_an_openbus_tool(agent, stub, r["pane"], f"RESTORED-{i}")
+                assert f"ANSWER-BEFORE-{agents.index(agent)}" in agent.transcript(r["session_id"])
+        except (AssertionError, RuntimeError):
+            if identity_of(server.pid) != server:
+                # seen in 1 of 21 loaded runs of the three-Claude test, cause not found: the
+                # whole new server went away seconds into the restore (tolerated here only once
+                # the restore has answered and only when that server is gone)
+                pytest.xfail(f"known intermittent: the restored tmux server {server} exited")
+            raise
         connections = connections_of(daemon)
         connected = {c["pane"] for c in connections}
         assert connected == {r["pane"] for r in restored}
@@ -315,13 +328,6 @@ def restore_after_the_server_is_killed(
         assert not any(c["pane"] in old_panes - connected for c in connections_of(daemon))
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="known intermittent under load: in 1 of 21 loaded runs its new tmux server went "
-    "away seconds into the restore (cause not found), and it failed once more run beside "
-    "another real-harness file; the two causes found (a token refused before its launch "
-    "committed, a turn not yet in its transcript) are fixed and tested",
-)
 def test_restore_brings_back_three_connected_claudes_after_the_tmux_server_is_killed(
     tmp_path: Path, stub: StubModel, project: Path, tmux: TmuxServer
 ) -> None:
