@@ -309,9 +309,11 @@ def restore_after_the_server_is_killed(
                 assert f"ANSWER-BEFORE-{agents.index(agent)}" in agent.transcript(r["session_id"])
         except (AssertionError, RuntimeError):
             if identity_of(server.pid) != server:
-                # seen in 1 of 21 loaded runs of the three-Claude test, cause not found: the
-                # whole new server went away seconds into the restore (tolerated here only once
-                # the restore has answered and only when that server is gone)
+                # seen in 1 of 21 loaded runs of the three-Claude test: the whole new server
+                # went away seconds into the restore. One crash that does that is avoided now
+                # (tmux 3.3a and an all-panes subscription, see the watcher); whether it was
+                # this one is not known. Tolerated only once the restore has answered and only
+                # when that server is gone
                 pytest.xfail(f"known intermittent: the restored tmux server {server} exited")
             raise
         connections = connections_of(daemon)
