@@ -277,7 +277,17 @@ def restore_after_the_server_is_killed(
         agent_of = dict(zip(session_ids, agents, strict=True))
         old_panes = {one["pane"] for one in launched}
 
+        agents_before = {one["pid"]: identity_of(one["pid"]) for one in launched}
         tmux.run("kill-server", check=False)
+        # each agent ends on its lost server's hangup, not at once (measured: a Claude Code
+        # still running under load when the listing came): one still running is not lost yet,
+        # and restore does not resume a session beside its running process
+        for pid, before in agents_before.items():
+            wait_until(
+                lambda pid=pid, before=before: identity_of(pid) != before,
+                timeout=60,
+                what=f"agent process {pid} to end with its tmux server",
+            )
         listed = cli_json(daemon, "restore", "--dry-run")
         assert sorted(s["session_id"] for s in listed["sessions"]) == sorted(sessions)
         assert {s["preset"] for s in listed["sessions"]} == {"observe"}
