@@ -242,7 +242,15 @@ def endpoint_override(harness: str, mcp_url: str) -> list[str]:
     return []
 
 
-RESUME_FORMS = {"claude": ("--resume", "{session_id}"), "codex": ("resume", "{session_id}")}
+# What a harness's own argv takes to resume a session (the history's resume argv, less the
+# binary). OpenCode 1.18 continues a session with ``--session ID`` (``-s``). Gemini CLI 0.61
+# documents ``--resume`` with "latest" or a list index, not a session id, and omp could not be
+# run here (it needs bun): neither is offered until a run shows its form.
+RESUME_FORMS = {
+    "claude": ("--resume", "{session_id}"),
+    "codex": ("resume", "{session_id}"),
+    "opencode": ("--session", "{session_id}"),
+}
 
 
 def resume_unavailable(launcher: Launcher) -> str | None:

@@ -25,12 +25,18 @@ again, output before it is on the captured screen). A pause whose answer has not
 by the capture marks the pane dirty again when it does. ``on``/``off`` are never used: on
 tmux 3.3a, toggling them under load crashes the server.
 
-Each client also subscribes (``refresh-client -B``, on its attach command line: sent on
-its stdin it can beat the attach and fail) to its session's panes' process and dead
-flag: tmux checks a subscription once a second and announces a change
-(``%subscription-changed``), so a pane whose process died (remain-on-exit) or was replaced
-(``respawn-pane -k``) has its metadata re-read and is captured within about a second, without
-waiting for the safety check.
+Each client also subscribes (``refresh-client -B``) to each window of its session, one
+subscription per window (``@N``), for its panes' processes and dead flags: tmux checks a
+subscription once a second and announces a change (``%subscription-changed``), so a pane whose
+process died (remain-on-exit) or was replaced (``respawn-pane -k``) has its metadata re-read
+and is captured within about a second, without waiting for the safety check. Never one for all
+panes (``%*``) or for the session: tmux 3.3a's server dereferences the client's session for
+those each second, and a client whose session is gone (destroyed, or the client detaching) but
+who has not yet left crashes the whole server (measured: every time the client is held there
+for a second). A window's subscription looks the window up and survives it; a pane's (``%N``)
+does too but is never checked once the pane is dead. The subscriptions go on the client's
+stdin once it has answered a command (sent earlier they can beat the attach and fail), and
+follow each listing: new windows are subscribed, gone ones dropped.
 
 A safety check every ``resync`` seconds lists only the panes' shape (the fields tmux keeps in
 memory, not the current command and path it reads from /proc for each pane) and reads the
@@ -81,9 +87,10 @@ SHAPE_FORMAT = "\x1f".join(
     if name not in ("pane_current_command", "pane_current_path")
 )
 
-# What each client subscribes to for every pane of its session (``%*``): its process and dead flag.
-# Run by tmux right after the attach (on the attach's command line), as the new client.
-SUBSCRIBE = ("refresh-client", "-B", "openbus-process:%*:#{pane_pid}:#{pane_dead}")
+# What each client subscribes to for each window ``@N`` of its session: each pane's process and
+# dead flag, ``%N:PID:DEAD`` words (named per window; never ``%*``, see the module).
+SUBSCRIPTION = "openbus-process-"
+SUBSCRIBED_FORMAT = "#{P:#{pane_id}:#{pane_pid}:#{pane_dead} }"
 
 STRUCTURE_EVENTS = frozenset(
     {
@@ -171,6 +178,7 @@ class Watcher:
         self.pause_after = pause_after
         self._bursts: dict[str, int] = {}  # %output bursts per dirty pane since its last batch
         self._naming: set[ControlClient] = set()
+        self._subscribed: dict[ControlClient, set[str]] = {}  # the windows each client follows
         self.retell = 60.0  # seconds between full listings told even when tmux's are unchanged
         self._last_shape: list[str] | None = None
         self._full = True  # the next structure refresh reads the full list
@@ -210,6 +218,7 @@ class Watcher:
         self._paused.clear()
         self._bursts.clear()
         self._probes.clear()
+        self._subscribed.clear()
         self._stale_sessions.clear()  # the next follow captures every pane
         self._last_listing = None
         self._last_shape = None
@@ -295,7 +304,7 @@ class Watcher:
             if session in self._clients:
                 continue
             client = ControlClient(
-                self.tmux.attach_argv(session, then=[SUBSCRIBE]),
+                self.tmux.attach_argv(session),
                 self.tmux.env,
                 self._on_event,
                 label=session,
@@ -340,12 +349,14 @@ class Watcher:
                 self._paused[pane] = (client, done)
                 self.stats.pauses += 1
         elif name == "subscription-changed":
-            # openbus-process $S @W IDX %P : PID:DEAD - the pane's process died or changed
-            pane = event.args[4] if len(event.args) > 4 else ""
-            if pane.startswith("%"):
-                self._meta.pop(pane, None)
-                self._dirty.add(pane)
-                self._dirty_event.set()
+            # openbus-process-@W $S @W IDX - : %P:PID:DEAD ... - a process in the window died
+            # or changed: its panes are read again
+            words = event.args[event.args.index(":") + 1 :] if ":" in event.args else ()
+            for pane in (word.split(":", 1)[0] for word in words):
+                if pane.startswith("%"):
+                    self._meta.pop(pane, None)
+                    self._dirty.add(pane)
+                    self._dirty_event.set()
         elif name in STRUCTURE_EVENTS:
             self._full = True
             self._structure_event.set()
@@ -353,6 +364,7 @@ class Watcher:
             for pane in [p for p, (c, _) in self._paused.items() if c is client]:
                 del self._paused[pane]
             self._probes.pop(client, None)
+            self._subscribed.pop(client, None)
             if self._clients.get(client.label) is client:
                 # not closed by us: its session's panes are unwatched until a new client
                 if client.label not in self._stale_sessions:
@@ -461,6 +473,39 @@ class Watcher:
             lines = future.result()
             if lines and lines[0].strip():
                 client.name = lines[0].strip()
+                self._subscribe(self._last_infos)  # it answers now: its windows' subscriptions
+        elif client.alive:  # it beat the attach: ask again in a moment
+            asyncio.get_running_loop().call_later(self.debounce, self._learn_name, client)
+
+    def _subscribe(self, infos: list[PaneInfo]) -> None:
+        """Each client that has answered subscribes to its session's windows it does not follow
+        yet and drops those gone (see the module: one subscription per window, never ``%*``)."""
+        windows: dict[str, set[str]] = {}
+        for info in infos:
+            windows.setdefault(info.session_id, set()).add(info.window_id)
+        for session, client in list(self._clients.items()):
+            if not client.alive:
+                continue
+            if client.name is None:
+                self._learn_name(client)  # it subscribes once it has answered
+                continue
+            wanted = windows.get(session, set())
+            have = self._subscribed.setdefault(client, set())
+            lines = [
+                f"refresh-client -B {quote(f'{SUBSCRIPTION}{window}:{window}:{SUBSCRIBED_FORMAT}')}"
+                for window in sorted(wanted - have)
+            ]
+            lines += [
+                f"refresh-client -B {quote(SUBSCRIPTION + window)}"
+                for window in sorted(have - wanted)
+            ]
+            if not lines:
+                continue
+            try:
+                client.send_quietly(lines)
+            except ConnectionError:
+                continue
+            self._subscribed[client] = set(wanted)
 
     def _redirty(self, pane: str, _: object) -> None:
         if pane in self._paused:
@@ -558,6 +603,7 @@ class Watcher:
                 self.stats.checks += 1
                 if shape == self._last_shape:
                     await self._follow_sessions(sessions)
+                    self._subscribe(self._last_infos)
                     return
             sessions_f, shape_f, panes_f = client.send(
                 [
@@ -596,6 +642,7 @@ class Watcher:
             self._dirty.update(new)
             self._dirty_event.set()
         await self._follow_sessions(sessions)
+        self._subscribe(infos)
 
     async def _follow_sessions(self, sessions: list[str]) -> None:
         """One control client per session: attach new sessions', close vanished ones'."""

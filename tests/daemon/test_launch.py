@@ -23,6 +23,7 @@ from openbus.daemon.launch_plan import (
     gemini_settings_refusal,
     plan_launch,
     plan_resume,
+    resume_unavailable,
 )
 from openbus.kernel.errors import BadRequest
 from openbus.kernel.scopes import Preset
@@ -137,6 +138,16 @@ def test_a_resume_runs_the_launchers_resume_form_with_the_endpoint_when_connecte
         mcp_url=URL,
     )
     assert codex.argv == ("codex", "-m", "x", "resume", SID) and not codex.connect
+    # OpenCode continues a session with --session; it cannot be connected, so it resumes Off
+    opencode = plan_resume(
+        builtin_launchers()["opencode"], session_id=SID, preset=Preset.OBSERVE, mcp_url=URL
+    )
+    assert opencode.argv == ("opencode", "--session", SID) and not opencode.connect
+    assert opencode.reason is not None and "OpenCode" in opencode.reason
+    assert resume_unavailable(builtin_launchers()["opencode"]) is None
+    for harness in ("gemini", "omp"):  # no resume form shown for them yet
+        reason = resume_unavailable(Launcher(harness, harness, (harness,)))
+        assert reason is not None and "no resume command" in reason
     mine = Launcher("mine", "claude", ("claude",), resume=("claude", "-r", "{session_id}"))
     templated = plan_resume(mine, session_id=SID, preset=Preset.OFF, mcp_url=URL)
     assert templated.argv == ("claude", "-r", SID)

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from openbus.daemon.core.restart import Step
+from openbus.daemon.launch_proc import identity_of
 from tests.support.daemon import RunningDaemon, restart_daemon, running_daemon, start_daemon
 from tests.support.harnesses import (
     CLAUDE_IDLE,
@@ -239,19 +240,12 @@ def test_a_codex_launched_off_is_restarted_onto_its_session_and_connected(
     restart_to_connect(tmp_path, stub, project, tmux, make_codex(tmp_path / "x", stub, project))
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="known intermittent under load: in 1 of 21 loaded runs its new tmux server went "
-    "away seconds into the restore (cause not found), and it failed once more run beside "
-    "another real-harness file; the two causes found (a token refused before its launch "
-    "committed, a turn not yet in its transcript) are fixed and tested",
-)
-def test_restore_brings_back_three_connected_claudes_after_the_tmux_server_is_killed(
-    tmp_path: Path, stub: StubModel, project: Path, tmux: TmuxServer
+def restore_after_the_server_is_killed(
+    tmp_path: Path, stub: StubModel, project: Path, tmux: TmuxServer, agents: list[Agent]
 ) -> None:
-    # three profiles (own config dirs): three Claude Code TUIs starting at the same instant on
-    # one config dir lost one of them now and then, whoever started them
-    agents = [Agent(make_claude(tmp_path / f"c{i}", stub, project), tmux) for i in range(3)]
+    """Launch each agent connected (preset observe), hold a turn, kill the tmux server, run
+    ``openbus restore``: each session comes back in its own pane with its grant and calls an
+    openbus tool; nothing is offered twice and a stray pane gets no grant."""
     extra: dict[str, dict[str, Any]] = {"tmux": {"socket": str(tmux.socket)}}
     for i, agent in enumerate(agents):
         extra[f"launchers.agent{i}"] = agent.launcher
@@ -259,25 +253,41 @@ def test_restore_brings_back_three_connected_claudes_after_the_tmux_server_is_ki
     with running_daemon(tmp_path / "d", extra) as daemon:
         launched = [
             cli_json(daemon, "launch", f"agent{i}", "--preset", "observe", "--cwd", str(project))
-            for i in range(3)
+            for i in range(len(agents))
         ]
         for i, one in enumerate(launched):
             converse(agents[i], stub, one["pane"], f"BEFORE-{i}")
-        for i, one in enumerate(launched):
-            # Claude Code writes a turn to its transcript after it shows it: a server killed
-            # before that leaves a session it refuses to resume ("No conversation found")
+        session_ids = [session_of(agents[i], daemon, one) for i, one in enumerate(launched)]
+        for i, session_id in enumerate(session_ids):
+            # a harness writes a turn to its transcript after it shows it: a server killed
+            # before that leaves a session it refuses to resume (Claude Code: "No conversation
+            # found")
             wait_until(
-                lambda i=i, one=one: (
-                    f"ANSWER-BEFORE-{i}" in agents[i].transcript(one["session_id"])
+                lambda i=i, session_id=session_id: (
+                    f"ANSWER-BEFORE-{i}" in agents[i].transcript(session_id)
                 ),
                 timeout=60,
                 what=f"agent{i}'s turn in its transcript",
             )
-        sessions = {one["session_id"]: one["connect"]["principal"] for one in launched}
-        agent_of = {one["session_id"]: agents[i] for i, one in enumerate(launched)}
+        sessions = {
+            session_id: one["connect"]["principal"]
+            for session_id, one in zip(session_ids, launched, strict=True)
+        }
+        assert all(sessions.values()), launched
+        agent_of = dict(zip(session_ids, agents, strict=True))
         old_panes = {one["pane"] for one in launched}
 
+        agents_before = {one["pid"]: identity_of(one["pid"]) for one in launched}
         tmux.run("kill-server", check=False)
+        # each agent ends on its lost server's hangup, not at once (measured: a Claude Code
+        # still running under load when the listing came): one still running is not lost yet,
+        # and restore does not resume a session beside its running process
+        for pid, before in agents_before.items():
+            wait_until(
+                lambda pid=pid, before=before: identity_of(pid) != before,
+                timeout=60,
+                what=f"agent process {pid} to end with its tmux server",
+            )
         listed = cli_json(daemon, "restore", "--dry-run")
         assert sorted(s["session_id"] for s in listed["sessions"]) == sorted(sessions)
         assert {s["preset"] for s in listed["sessions"]} == {"observe"}
@@ -287,7 +297,14 @@ def test_restore_brings_back_three_connected_claudes_after_the_tmux_server_is_ki
         restored = json.loads(answer.stdout)["restored"]
         assert answer.returncode == 0 and all(r["ok"] for r in restored), restored
         assert {r["session_id"]: r["principal"] for r in restored} == sessions  # same grants
-        assert len({r["pane"] for r in restored}) == 3
+        assert {r["session_id"]: r["harness"] for r in restored} == {
+            session_id: agent.kind for session_id, agent in agent_of.items()
+        }
+        assert len({r["pane"] for r in restored}) == len(agents)
+        # the server the restore started, by pid and start time: what the known intermittent
+        # below is told apart by
+        server = identity_of(int(tmux.run("display-message", "-p", "#{pid}").strip()))
+        assert server is not None
         for r in restored:  # an agent that exits leaves its last screen for the failure message
             tmux.run("set-option", "-p", "-t", r["pane"], "remain-on-exit", "on", check=False)
         records = [r for r in audit(daemon) if r["action"] == "session.resume"]
@@ -295,18 +312,50 @@ def test_restore_brings_back_three_connected_claudes_after_the_tmux_server_is_ki
         assert all(r["details"].get("rejoined") for r in records)
         assert cli_json(daemon, "restore", "--dry-run")["sessions"] == []  # nothing twice
 
-        for i, r in enumerate(restored):
-            agent = agent_of[r["session_id"]]
-            calls_an_openbus_tool(agent, stub, r["pane"], f"RESTORED-{i}")
-            assert "ANSWER-BEFORE-" in agent.transcript(r["session_id"])
-        connected = {c["pane"] for c in connections_of(daemon)}
+        try:
+            for i, r in enumerate(restored):
+                agent = agent_of[r["session_id"]]
+                calls_an_openbus_tool(agent, stub, r["pane"], f"RESTORED-{i}")
+                assert f"ANSWER-BEFORE-{agents.index(agent)}" in agent.transcript(r["session_id"])
+        except (AssertionError, RuntimeError):
+            if identity_of(server.pid) != server:
+                # seen in 1 of 21 loaded runs of the three-Claude test: the whole new server
+                # went away seconds into the restore. One crash that does that is avoided now
+                # (tmux 3.3a and an all-panes subscription, see the watcher); whether it was
+                # this one is not known. Tolerated only once the restore has answered and only
+                # when that server is gone
+                pytest.xfail(f"known intermittent: the restored tmux server {server} exited")
+            raise
+        connections = connections_of(daemon)
+        connected = {c["pane"] for c in connections}
         assert connected == {r["pane"] for r in restored}
+        assert {c["actor"] for c in connections} == {
+            f"agent:{agent.kind}:{session_id}" for session_id, agent in agent_of.items()
+        }
         # a pane opened by hand on the new server, maybe under an old pane's id, gets no grant
         stray = tmux.run("new-window", "-d", "-P", "-F", "#{pane_id}", "sleep 600").strip()
         assert stray not in connected
         refused = daemon.cli("connect", stray, "--preset", "observe")
         assert refused.returncode != 0 and "runs no coding agent" in refused.stderr
         assert not any(c["pane"] in old_panes - connected for c in connections_of(daemon))
+
+
+def test_restore_brings_back_three_connected_claudes_after_the_tmux_server_is_killed(
+    tmp_path: Path, stub: StubModel, project: Path, tmux: TmuxServer
+) -> None:
+    # three profiles (own config dirs): three Claude Code TUIs starting at the same instant on
+    # one config dir lost one of them now and then, whoever started them
+    agents = [Agent(make_claude(tmp_path / f"c{i}", stub, project), tmux) for i in range(3)]
+    restore_after_the_server_is_killed(tmp_path, stub, project, tmux, agents)
+
+
+def test_restore_brings_back_connected_codexes_beside_a_claude_after_the_tmux_server_is_killed(
+    tmp_path: Path, stub: StubModel, project: Path, tmux: TmuxServer
+) -> None:
+    # each Codex its own CODEX_HOME (its rollouts, its session ids), as each Claude its config
+    agents = [Agent(make_claude(tmp_path / "c0", stub, project), tmux)]
+    agents += [Agent(make_codex(tmp_path / f"x{i}", stub, project), tmux) for i in (1, 2)]
+    restore_after_the_server_is_killed(tmp_path, stub, project, tmux, agents)
 
 
 def kill_during_a_restart(

@@ -4,6 +4,9 @@ goes away and comes back."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -153,6 +156,55 @@ def test_a_pane_respawned_with_kill_is_a_new_incarnation_without_waiting_for_a_s
         assert panes(d)[pane]["state"] == "idle"
         events = d.pane(pane)["events"]
         assert [e["kind"] for e in events][:2] == ["appeared", "incarnation"]
+
+    follow(server, scenario, resync=NO_SAFETY_CHECK)
+
+
+def test_a_watched_session_destroyed_while_its_client_cannot_leave_keeps_the_server_up(
+    server: TmuxServer,
+) -> None:
+    """tmux 3.3a's server checks a client's subscriptions each second; one for all panes of the
+    session (``%*``) read through the session pointer a destroyed session's client still held
+    until it left, and crashed the whole server (measured: every time the client was held for
+    a second). The watcher's per-window subscriptions survive it."""
+    doomed = server.session("doomed", ["sleep", "600"])
+    first = server.new_window(server.fake_harness("claude", CASES, "claude-idle"))
+    second = server.new_window(server.fake_harness("claude", CASES, "claude-idle"))
+    for pane in (first, second):
+        server.run("set-option", "-p", "-t", pane, "remain-on-exit", "on")
+    pid = server.run("display-message", "-p", "#{pid}").strip()
+
+    async def scenario(d: Directory, w: Watcher) -> None:
+        await until(
+            lambda: doomed in panes(d) and panes(d).get(second, {}).get("state") == "idle",
+            "both sessions followed",
+        )
+        # a respawn is told by its window's subscription only (no safety check): the doomed
+        # session's client is subscribed
+        before = panes(d)[doomed]["pid"]
+        server.run("respawn-pane", "-k", "-t", doomed, "sleep 601")
+        await until(lambda: panes(d)[doomed]["pid"] != before, "the respawn seen")
+        clients = server.run("list-clients", "-F", "#{client_pid} #{session_name}").splitlines()
+        held = [int(c.split()[0]) for c in clients if c.split()[1:] == ["doomed"]]
+        assert len(held) == 1, clients
+        os.kill(held[0], signal.SIGSTOP)  # it cannot leave when its session goes
+        try:
+            server.run("kill-session", "-t", "doomed")
+            # two of the main client's checks, one after the other, each telling a pane's
+            # exit: more than a second passes, so the held client's check has run too
+            for pane in (first, second):
+                server.keys(pane, "exit", "Enter")
+                await until(
+                    lambda pane=pane: (
+                        panes(d).get(pane, {}).get("state") == "exited" or not d.server_running
+                    ),
+                    "the exit seen, or the server gone",
+                )
+            now = server.run("display-message", "-p", "#{pid}", check=False).strip()
+            assert now == pid, f"the tmux server (pid {pid}) went away"
+        finally:
+            with contextlib.suppress(ProcessLookupError):  # the watcher ends a client that
+                os.kill(held[0], signal.SIGCONT)  # stops answering, this one too
 
     follow(server, scenario, resync=NO_SAFETY_CHECK)
 
