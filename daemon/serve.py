@@ -96,9 +96,10 @@ def gunicorn_argv(config: Config, app: str = APP) -> list[str]:
         "1",
         "--worker-class",
         "openbus.daemon.http.worker.Worker",
-        # uvloop: 145 against 174 us of the worker's CPU per audited request (bench_audit)
+        # asyncio's own loop, named: gunicorn's "auto" would take uvloop wherever it is
+        # installed, and on uvloop a restore's launches on a new tmux server failed
         "--asgi-loop",
-        "uvloop",
+        "asyncio",
         "--bind",
         config.daemon.listen,
         "--bind",
