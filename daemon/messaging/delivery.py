@@ -69,8 +69,7 @@ PASTE_BURST_SECONDS = {"codex": 0.4, "gemini": 0.4}
 # screen changing while the composer still holds the text, Enter is pressed again after the
 # window once more, this many more times at most; an Enter that finds the composer empty does
 # nothing in Gemini CLI.
-ENTER_AGAIN = {"gemini": 2}
-ENTER_AGAIN_SECONDS = 0.4  # the wait before each further Enter: the paste window once more
+ENTER_AGAIN = {"gemini": 2}  # each further Enter waits the harness's paste window again
 # What empties each harness's composer, pressed only while the screen is idle with text in
 # the composer: Claude Code's Ctrl-U drops a pasted block (a typed line per press); Codex's
 # Ctrl-C empties its whole composer at once (on an empty one it would offer to quit, so it is
@@ -339,7 +338,7 @@ class DeliveryEngine:
             again -= 1
             shown = seen[1]
             # the window again: the Enter just taken as a line break shows it had not closed
-            await asyncio.sleep(ENTER_AGAIN_SECONDS)
+            await asyncio.sleep(PASTE_BURST_SECONDS.get(view.harness, 0.0))
 
     async def _leave_composer(self, pane: str, harness: str) -> bool:
         """After an unconfirmed attempt: empty what it left in the composer with the harness's
