@@ -2,9 +2,10 @@
 Python, and ``list_sessions`` with 200 agent panes against ``list_panes``.
 
 Ours: the session tools' read of the newest reply after the child wrote one more turn
-(``ReplyReader.read`` on a file it has read before, then masking the reply), which is what
-every ``read_session`` call after the first costs. The floor: open the file, read its last
-64 KiB and parse those lines for the last assistant text, with nothing kept between calls.
+(``ReplyReader.read`` with ``last=1`` on a file it has read before, then masking the reply),
+which is what every ``read_session {replies: 1}`` call after the first costs. The floor:
+open the file, read its last 64 KiB and parse those lines for the last assistant text, with
+nothing kept between calls.
 The cold first read of the whole file is printed beside them. Target: ours p50 <= 2x floor.
 
 ``list_sessions`` (``limit`` 200) and ``list_panes`` are called alternately over the mcp SDK by
@@ -112,7 +113,7 @@ def bench_read() -> None:
             with path.open("a") as handle:
                 handle.write(_turn(i + n))
             t0 = time.perf_counter()
-            read = reader.read(path, "claude")
+            read = reader.read(path, "claude", last=1)
             unmasked.append((time.perf_counter() - t0) * 1000)
             masker.mask(read.pending or "")
             ours.append((time.perf_counter() - t0) * 1000)

@@ -777,16 +777,17 @@ class SessionTools(Feature):
                 state = self.directory.entry(child.pane_id).state
         idle = state in ("idle", "gone", "exited")
         texts: list[str] = []
+        total = 0
         source = None
         if child.session_id:
             transcript = self.history.find_transcript(child.harness, child.session_id)
             if transcript is not None:
                 source = str(transcript.path)
-                read = self.replies.read(transcript.path, child.harness)
-                texts = list(read.replies)
+                read = self.replies.read(transcript.path, child.harness, last=count)
+                texts, total = list(read.replies), read.total
                 if read.pending and idle:
                     texts.append(read.pending)
-        total = len(texts)
+                    total += 1
         shown = texts[-count:] if count else texts
         out = []
         kinds: set[str] = set()

@@ -4,8 +4,8 @@ A Collaborate parent calls ``start_session`` with ``worktree: true``; the human 
 card with ``openbus approve``; the child starts in its worktree on its branch (a planted
 post-checkout hook did not run) and gets the brief under the parent's provenance line; the
 child's stub replies ``pong from the child session``, which the parent's ``read_session`` with
-``wait_seconds`` returns; ``send_to_session`` reaches the child and its reply, holding a key,
-comes back masked; ``list_sessions {mine: true}`` returns exactly the child, its last reply
+``wait_seconds`` returns; ``send_to_session`` hands the child a key, and its reply holding
+that key comes back masked; ``list_sessions {mine: true}`` returns exactly the child, its last reply
 masked too.
 
 Refusals, with a Collaborate parent and an Observe agent (two Claude Code TUIs): a start
@@ -151,7 +151,9 @@ def test_a_claude_parent_starts_reads_and_messages_a_claude_child_in_a_worktree(
         assert f"started: {child_pane}" in daemon.cli("pane", a["pane"], check=True).stdout
 
         stub.script(reply(f"second pong, the key is {KEY}"), match="PING-TWO")
-        sent = parent.data("send_to_session", {"session": child_pane, "text": "PING-TWO now"})
+        sent = parent.data(
+            "send_to_session", {"session": child_pane, "text": f"PING-TWO now, the key is {KEY}"}
+        )
         assert sent["outcome"] == "queued", sent
         again = parent.wait_read(child_pane)
         last = again["replies"][-1]["text"]
