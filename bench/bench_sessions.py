@@ -10,7 +10,9 @@ The cold first read of the whole file is printed beside them. Target: ours p50 <
 
 ``list_sessions`` (``limit`` 200) and ``list_panes`` are called alternately over the mcp SDK by
 one Collaborate agent of the real daemon (a subprocess) whose tmux server holds 200 panes the
-directory takes for Claude Code. Target: ``list_sessions`` p50 <= 1.2x ``list_panes``'.
+directory takes for Claude Code. The agent has no family, so its listing is kept until the
+directory changes (as ``list_panes``' answer is); a caller with a family is not measured
+here. Target: ``list_sessions`` p50 <= 1.2x ``list_panes``'.
 
 ``start_session`` until the child is idle and its brief typed (the brief's message
 ``delivered``), by an agent the human let start sessions, against the same work done by hand:
