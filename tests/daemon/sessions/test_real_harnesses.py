@@ -13,7 +13,10 @@ outside the folders anyone trusts, a start from a full-access launcher by a call
 not run that way, a read of and a message to a session outside the family, a start whose card
 the human declines, and a start by the Observe agent. None opens a pane or a worktree or types
 into a pane; each answer names its real reason, and each call the daemon refused is one audit
-record naming it."""
+record naming it.
+
+A Codex parent starts a Claude child and the reverse; each parent is first refused a start
+outside the trusted folders, the reason reaching its model."""
 
 from __future__ import annotations
 
@@ -281,9 +284,11 @@ def test_a_parent_of_one_harness_starts_and_reads_a_child_of_the_other(
         parent = Parent(
             tmux, stub, a["pane"], CODEX_IDLE if parent_kind == "codex" else CLAUDE_IDLE
         )
+        refused = parent.call("start_session", {"prompt": "x", "cwd": "/usr"}, attempts=20)
+        assert "ask the user" in refused, refused  # the daemon's reason reaches the model
         stub.script(reply(PONG), match="PING-CHILD")
         brief = "Reply with exactly: pong from the child session. (PING-CHILD)"
-        started = parent.data("start_session", {"prompt": brief, "launcher": "child"}, attempts=20)
+        started = parent.data("start_session", {"prompt": brief, "launcher": "child"})
         assert started["state"] == "waiting_for_consent", started
         [card] = cli_json(daemon, "cards")["cards"]
         daemon.cli("approve", card["id"], check=True)
