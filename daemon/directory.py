@@ -206,6 +206,7 @@ class Directory:
         self.server_since = clock.now()
         self._snapshot: dict[str, Any] | None = None
         self._snapshot_json: bytes | None = None
+        self._sorted: list[Entry] | None = None  # entries in listing order, until a change
 
     # ------------------------------------------------------------------ reads
 
@@ -235,7 +236,10 @@ class Directory:
         }
 
     def entries(self) -> list[Entry]:
-        return sorted(self._entries.values(), key=_sort_key)
+        """Every entry in listing order (sorted once per change of the set of entries)."""
+        if self._sorted is None:
+            self._sorted = sorted(self._entries.values(), key=_sort_key)
+        return list(self._sorted)
 
     def entry(self, pane_id: str) -> Entry:
         check_pane_id(pane_id)
@@ -337,6 +341,7 @@ class Directory:
                 self._entries.pop(info.pane_id, None)
             else:
                 self._entries[info.pane_id] = before
+            self._sorted = None
 
     def reprobe(self, pane_id: str) -> None:
         """Probe one known pane's processes again now, as a listing would: a launch whose
@@ -424,6 +429,7 @@ class Directory:
                     text = previous.text
                     entry.stale = previous.stale  # the carried screen is no more current
             self._entries[info.pane_id] = entry
+            self._sorted = None
             added = True
         changed = added or info != entry.info or ended != entry.ended
         entry.ended = ended
@@ -529,6 +535,7 @@ class Directory:
 
     def _remove(self, pane_id: str) -> None:
         self._entries.pop(pane_id, None)
+        self._sorted = None
         self._failing.pop(pane_id, None)
         lock = self._locks.get(pane_id)
         if lock is not None and not lock.locked():
@@ -539,6 +546,7 @@ class Directory:
         self.version += 1
         self._snapshot = None
         self._snapshot_json = None
+        self._sorted = None
         change = Change(kind, pane_id, self.version)
         for listener in self._listeners:
             try:

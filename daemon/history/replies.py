@@ -8,8 +8,8 @@ no such event), joined in order, between two of the human's (or a peer's) prompt
 transcript parsers (``history.parse``) tell from tool results and harness context.
 ``ReplyReader`` keeps, per file, the offset it has read to and the turns so far, and on each
 ``read`` parses only the complete lines appended since, so reading a long session's newest
-reply costs the new bytes, not the whole file. A file that shrank or was replaced is read
-again from the start.
+reply (``last=1``) costs the new bytes, not the whole file. A file that shrank or was
+replaced is read again from the start.
 """
 
 from __future__ import annotations
@@ -88,16 +88,19 @@ class _Turns:
 
 @dataclass(frozen=True)
 class Replies:
-    replies: tuple[str, ...]  # finished turns' replies, oldest first
+    replies: tuple[str, ...]  # finished turns' replies (the last ``last`` asked), oldest first
     pending: str | None  # the text of the turn still being written, if any
     prompts: int
+    total: int = 0  # finished turns' replies in all (``replies`` may hold only the last few)
 
 
 class ReplyReader:
     def __init__(self) -> None:
         self._files: dict[str, _Turns] = {}
 
-    def read(self, path: Path, harness: str) -> Replies:
+    def read(self, path: Path, harness: str, last: int | None = None) -> Replies:
+        """The replies in ``path`` so far: all, or with ``last`` only the newest ``last`` of
+        them (a long session's copy of every reply is then not made)."""
         key = str(path)
         try:
             handle = open(path, "rb")  # noqa: SIM115 - closed below, after the stat
@@ -129,4 +132,6 @@ class ReplyReader:
                     turns.offset += end + 1
                     rest = rest[end + 1 :]
         pending = "\n\n".join(t for t in turns.current if t.strip()).strip() or None
-        return Replies(tuple(turns.replies), pending, turns.prompts)
+        done = turns.replies
+        kept = tuple(done[-last:]) if last else tuple(done)
+        return Replies(kept, pending, turns.prompts, len(done))

@@ -39,6 +39,7 @@ _c: Any = importlib.import_module("re._constants")
 
 OPENBUS_TOKEN = re.compile(r"obk_[A-Za-z0-9_-]{16,}")
 OPENBUS_KIND = "openbus token"
+CHOSEN_KEPT = 4096  # needle sets whose detectors are kept worked out
 
 
 @dataclass(frozen=True)
@@ -177,21 +178,35 @@ class Masker:
                 self._roots[needle] = []
             else:
                 self._roots[root].append(needle)
+        self._chosen: dict[tuple[str, ...], Detectors] = {}  # needles found -> _admitted
 
     def _active(self, text: str) -> Detectors:
         """The detectors (and of theirs the regexes) that can find anything in ``text``. A
         text that is not ASCII skips nothing, as case-insensitive matching can reach an ASCII
-        letter from one that is not."""
+        letter from one that is not. The detectors a set of needles admits are worked out
+        once per set (``_chosen``): most texts hold one of a few such sets."""
         if not text.isascii():
             return self._detectors
         low = text.lower()
-        keep = set(self._always)
+        found: list[str] = []
         for root, longer in self._roots.items():
             if root in low:
-                keep |= self._admits[root]
-                for needle in longer:
-                    if needle in low:
-                        keep |= self._admits[needle]
+                found.append(root)
+                found.extend(needle for needle in longer if needle in low)
+        key = tuple(found)
+        chosen = self._chosen.get(key)
+        if chosen is None:
+            if len(self._chosen) >= CHOSEN_KEPT:
+                self._chosen.clear()
+            chosen = self._chosen[key] = self._admitted(found)
+        return chosen
+
+    def _admitted(self, needles: Iterable[str]) -> Detectors:
+        """The detectors (and of theirs the regexes) that a text holding ``needles`` (and no
+        other needle) may match: those no text skips, and those a needle admits."""
+        keep = set(self._always)
+        for needle in needles:
+            keep |= self._admits[needle]
         out: Detectors = []
         for d, (plugin, kind, regexes) in enumerate(self._detectors):
             if regexes is None:

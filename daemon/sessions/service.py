@@ -23,7 +23,9 @@ actions (scope ``spawn``, never human):
 * ``session.list``: live agent panes (and with ``status`` ended sessions from the history
   index) without the caller; outside the family only harness, folder and state; family rows
   add the title and the last reply (masked, cut at 1 KiB); the caller's pending starts; the
-  launchers ``session.start`` accepts.
+  launchers ``session.start`` accepts. A caller with no family and no pending start gets
+  rows that follow the directory alone: its listing is kept until the directory changes, and
+  the same answer object lets the MCP endpoint reuse its wire form.
 * ``session.read``: family only; the child's replies from its transcript
   (``history.replies``), masked, each cut at 16 KiB with the cut marked. ``wait_seconds``
   (at most 50) waits for a start to settle, or for the child to be idle with a reply newer
@@ -105,6 +107,7 @@ MAX_BRIEF_CHARS = 32 * 1024
 POLL_SECONDS = 0.25
 MAX_LIST = 200
 KEPT_STARTS = 1000
+KEPT_LISTINGS = 1000  # callers whose last family-less listing is kept for its next call
 AGENT_HARNESSES = ("claude", "codex", "opencode", "omp", "gemini")
 
 
@@ -162,6 +165,8 @@ class SessionTools(Feature):
         self._spawned_by: dict[str, str] = {}
         self._starts: dict[str, Pending] = {}
         self._seen: dict[tuple[str, str], int] = {}  # (reader, child) -> replies read
+        # caller -> (what its last listing hung on, that listing): for a caller with no family
+        self._listed: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {}
         self._revoked: dict[str, asyncio.Event] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self.started = 0
@@ -632,6 +637,18 @@ class SessionTools(Feature):
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIST:
             raise BadRequest(f"limit must be between 1 and {MAX_LIST}", field="limit")
         family = self.family
+        starts = [
+            self._start_view(p)
+            for p in self._starts.values()
+            if p.start.parent == caller.id and not p.start.state.final
+        ]
+        alone = status == "live" and not starts and not family.members(caller.id)
+        if alone:  # no row can be a family one: the rows follow the directory alone
+            key = (caller.pane_id, mine, limit, self.directory.version)
+            kept = self._listed.get(caller.id)
+            if kept is not None and kept[0] == key:
+                call.details["count"] = len(kept[1]["sessions"])
+                return kept[1]  # the same object: the endpoint sends its wire form again
         rows: list[dict[str, Any]] = []
         live_sessions: set[str] = set()
         if status in ("live", "all"):
@@ -683,18 +700,18 @@ class SessionTools(Feature):
                         "state": "ended",
                     }
                 )
-        starts = [
-            self._start_view(p)
-            for p in self._starts.values()
-            if p.start.parent == caller.id and not p.start.state.final
-        ]
         call.details["count"] = len(rows)
-        return {
+        result = {
             "sessions": rows,
             "pending_starts": starts,
             "launchers": self._accepted(),
             "harnesses": sorted({self.config.launchers[n].harness for n in self._accepted()}),
         }
+        if alone:
+            if len(self._listed) >= KEPT_LISTINGS:
+                self._listed.clear()
+            self._listed[caller.id] = (key, result)
+        return result
 
     # ------------------------------------------------------------------ read
 
@@ -777,16 +794,17 @@ class SessionTools(Feature):
                 state = self.directory.entry(child.pane_id).state
         idle = state in ("idle", "gone", "exited")
         texts: list[str] = []
+        total = 0
         source = None
         if child.session_id:
             transcript = self.history.find_transcript(child.harness, child.session_id)
             if transcript is not None:
                 source = str(transcript.path)
-                read = self.replies.read(transcript.path, child.harness)
-                texts = list(read.replies)
+                read = self.replies.read(transcript.path, child.harness, last=count)
+                texts, total = list(read.replies), read.total
                 if read.pending and idle:
                     texts.append(read.pending)
-        total = len(texts)
+                    total += 1
         shown = texts[-count:] if count else texts
         out = []
         kinds: set[str] = set()

@@ -3,15 +3,15 @@
 Theory of operation
 -------------------
 ``check(cwd)`` finds the repository around ``cwd`` (its top level, project name and current
-branch) and refuses one whose own config sets a checkout filter (``filter.<name>.smudge`` or
-``.process``): making a worktree would run that command. ``create`` then claims
-``<root>/<project>/<name>`` with an atomic ``mkdir`` and ``git worktree add -b
-openbus/<name>`` into it; a folder or branch that already exists takes the next suffix
-(``-2``, ``-3``, ...), so two starts with one title never race for a name. The base branch is
-recorded in the repository's config as ``branch.openbus/<name>.openbusBase``. The daemon's
-creates in one repository run one at a time (git's own lock files would refuse a second writer
-at the same moment), and a git that found a lock file held by someone else (the user's own
-git) is run again, a few times, shortly after.
+branch) and refuses one whose own config (or a file it includes) sets a checkout filter
+(``filter.<name>.smudge`` or ``.process``): making a worktree would run that command.
+``create`` then claims ``<root>/<project>/<name>`` with an atomic ``mkdir`` and ``git
+worktree add -b openbus/<name>`` into it; a folder or branch that already exists takes the
+next suffix (``-2``, ``-3``, ...), so two starts with one title never race for a name. The base
+branch is recorded in the repository's config as ``branch.openbus/<name>.openbusBase``. The
+daemon's creates in one repository run one at a time (git's own lock files would refuse a
+second writer at the same moment), and a git that found a lock file held by someone else (the
+user's own git) is run again, a few times, shortly after.
 
 Every git runs with ``core.hooksPath=/dev/null`` (no hook of the repository runs, e.g. its
 post-checkout), ``core.fsmonitor=false`` (no fsmonitor command), ``submodule.recurse=false``
@@ -110,7 +110,7 @@ async def check(cwd: Path) -> Repo:
         raise Forbidden(f"{cwd} is not in a git repository: no worktree", field="worktree")
     top = Path(out.strip())
     code, out, _ = await git(
-        top, "config", "--local", "--get-regexp", r"^filter\..*\.(smudge|process)$"
+        top, "config", "--local", "--includes", "--get-regexp", r"^filter\..*\.(smudge|process)$"
     )
     if code == 0 and out.strip():
         name = out.split()[0]

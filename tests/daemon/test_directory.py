@@ -132,6 +132,18 @@ def test_a_pane_missing_from_the_listing_is_removed() -> None:
         d.pane("%1")
 
 
+def test_entries_keep_listing_order_through_adds_moves_and_removals() -> None:
+    d, _, _ = make()
+    one, two, three = (info(f"%{n}", pid=10 * n, window_index=1) for n in (1, 2, 3))
+    d.panes_listed([three, one])
+    assert [e.pane_id for e in d.entries()] == ["%1", "%3"]
+    d.entries().clear()  # a caller's list is its own
+    d.panes_listed([three, one, two])
+    assert [e.pane_id for e in d.entries()] == ["%1", "%2", "%3"]
+    d.panes_listed([replace(three, window_index=0), two])  # %3 moved to the first window
+    assert [e.pane_id for e in d.entries()] == ["%3", "%2"]
+
+
 def test_an_unknown_pane_is_not_found_and_a_bad_id_is_a_bad_request() -> None:
     d, _, _ = make()
     with pytest.raises(NotFound, match="no pane %7"):

@@ -35,7 +35,19 @@ def test_claude_replies_are_one_per_turn_and_the_last_is_pending(tmp_path: Path)
     second = reader.read(path, "claude")
     assert second.replies == ("pong\n\nfrom the child",)
     assert second.pending == "again"
-    assert second.prompts == 2
+    assert second.prompts == 2 and second.total == 1
+
+
+def test_only_the_newest_replies_asked_for_are_handed_back_with_the_count_of_all(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_text("".join(claude_user(f"q{i}") + claude_assistant(f"a{i}") for i in range(5)))
+    reader = ReplyReader()
+    newest = reader.read(path, "claude", last=2)
+    assert newest.replies == ("a2", "a3") and newest.pending == "a4" and newest.total == 4
+    assert reader.read(path, "claude").replies == ("a0", "a1", "a2", "a3")
+    assert reader.read(path, "claude", last=10).replies == ("a0", "a1", "a2", "a3")
 
 
 def test_a_replaced_file_is_read_again_from_the_start(tmp_path: Path) -> None:

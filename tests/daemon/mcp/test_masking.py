@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+from openbus.daemon.mcp import masking
 from openbus.daemon.mcp.masking import Masker, needles_of
 from openbus.daemon.mcp.observe import _find_project
 
@@ -110,3 +111,18 @@ def test_a_regex_names_the_literals_every_match_must_hold() -> None:
     assert needles_of(re.compile(r"([\'\"])([A-Za-z]+)(\1)")) == {"'", '"'}
     assert needles_of(re.compile(r"(?:api|)key", re.IGNORECASE)) == {"key"}
     assert needles_of(re.compile(r"\d{8,10}[a-z]*")) is None  # nothing literal to require
+
+
+def test_lines_holding_the_same_needles_reuse_one_choice_of_detectors(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(masking, "CHOSEN_KEPT", 3)  # forget often: each answer stays the same
+    masker = Masker()
+    once = {line: masker.mask(line) for line in [*SECRETS.values(), *BENIGN]}
+    assert 0 < len(masker._chosen) <= 3
+    for line, first in [*once.items(), *reversed(once.items())]:
+        assert masker.mask(line) == first, line
+    key = SECRETS["AWS Access Key"]
+    benign = key.replace("AKIAIOSFODNN7EXAMPLE", "AKIAnope")  # the same needles, no key
+    assert masker._active(benign) is masker._active(key)
+    assert masker.mask(benign).text == benign

@@ -4,10 +4,19 @@ A Collaborate parent calls ``start_session`` with ``worktree: true``; the human 
 card with ``openbus approve``; the child starts in its worktree on its branch (a planted
 post-checkout hook did not run) and gets the brief under the parent's provenance line; the
 child's stub replies ``pong from the child session``, which the parent's ``read_session`` with
-``wait_seconds`` returns; ``send_to_session`` reaches the child and its reply, holding a key,
-comes back masked; ``list_sessions {mine: true}`` returns exactly the child, its last reply
-masked too. A start outside
-the folders anyone trusts is refused, and creates no card, pane or worktree."""
+``wait_seconds`` returns; ``send_to_session`` hands the child a key, and its reply holding
+that key comes back masked; ``list_sessions {mine: true}`` returns exactly the child, its last reply
+masked too.
+
+Refusals, with a Collaborate parent and an Observe agent (two Claude Code TUIs): a start
+outside the folders anyone trusts, a start from a full-access launcher by a caller that does
+not run that way, a read of and a message to a session outside the family, a start whose card
+the human declines, and a start by the Observe agent. None opens a pane or a worktree or types
+into a pane; each answer names its real reason, and each call the daemon refused is one audit
+record naming it.
+
+A Codex parent starts a Claude child and the reverse; each parent is first refused a start
+outside the trusted folders, the reason reaching its model."""
 
 from __future__ import annotations
 
@@ -110,10 +119,8 @@ def test_a_claude_parent_starts_reads_and_messages_a_claude_child_in_a_worktree(
         parent = Parent(tmux, stub, a["pane"])
         before = panes(daemon)
 
-        refused = parent.call("start_session", {"prompt": "x", "cwd": "/usr"}, attempts=20)
-        assert "ask the user" in refused, refused
-        assert cli_json(daemon, "cards")["cards"] == []
-        assert panes(daemon) == before and not trees.exists()
+        parent.data("list_sessions", {}, attempts=20)  # once Claude Code has connected
+        assert panes(daemon) == before
 
         child_turn = stub.script(reply(PONG), match="PING-CHILD")
         brief = "Reply with exactly: pong from the child session. (PING-CHILD)"
@@ -147,7 +154,9 @@ def test_a_claude_parent_starts_reads_and_messages_a_claude_child_in_a_worktree(
         assert f"started: {child_pane}" in daemon.cli("pane", a["pane"], check=True).stdout
 
         stub.script(reply(f"second pong, the key is {KEY}"), match="PING-TWO")
-        sent = parent.data("send_to_session", {"session": child_pane, "text": "PING-TWO now"})
+        sent = parent.data(
+            "send_to_session", {"session": child_pane, "text": f"PING-TWO now, the key is {KEY}"}
+        )
         assert sent["outcome"] == "queued", sent
         again = parent.wait_read(child_pane)
         last = again["replies"][-1]["text"]
@@ -163,6 +172,92 @@ def test_a_claude_parent_starts_reads_and_messages_a_claude_child_in_a_worktree(
 
 def panes(daemon: RunningDaemon) -> set[str]:
     return {p["pane"] for p in cli_json(daemon, "directory")["panes"]}
+
+
+def test_refused_calls_open_no_pane_or_worktree_reach_no_pane_and_say_why(
+    tmp_path: Path, stub: StubModel, tmux: TmuxServer
+) -> None:
+    project = make_repo(tmp_path / "project")
+    trees = tmp_path / "trees"
+    parent_harness = make_claude(tmp_path / "a", stub, project)
+    watcher_harness = make_claude(tmp_path / "w", stub, project)
+    child_harness = make_claude(tmp_path / "b", stub, project)
+    yolo = claude_launcher(child_harness)
+    yolo["argv"] = [*yolo["argv"], "--dangerously-skip-permissions"]
+    extra: dict[str, dict[str, Any]] = {
+        "tmux": {"socket": str(tmux.socket)},
+        "sessions": {"worktrees_root": str(trees)},
+        "launchers.parent": claude_launcher(parent_harness),
+        "launchers.watcher": claude_launcher(watcher_harness),
+        "launchers.child": claude_launcher(child_harness),
+        "launchers.yolo": yolo,
+    }
+    (tmp_path / "d").mkdir()
+    with running_daemon(tmp_path / "d", extra) as daemon:
+        a = launch(daemon, "parent", project)
+        w = cli_json(daemon, "launch", "watcher", "--preset", "observe", "--cwd", str(project))
+        tmux.wait_for(a["pane"], CLAUDE_IDLE, timeout=60)
+        tmux.wait_for(w["pane"], CLAUDE_IDLE, timeout=60)
+        parent = Parent(tmux, stub, a["pane"])
+        watcher = Parent(tmux, stub, w["pane"])
+        before = all_panes(tmux)
+
+        outside = parent.call("start_session", {"prompt": "x", "cwd": "/usr"}, attempts=20)
+        assert "ask the user" in outside, outside
+        full = parent.call("start_session", {"prompt": "x", "launcher": "yolo"})
+        assert "approvals and sandbox off" in full, full
+        read = parent.call("read_session", {"session": w["pane"]})
+        assert "is not in your family" in read, read
+        sent = parent.call("send_to_session", {"session": w["pane"], "text": "SHOULD-NOT-TYPE"})
+        assert "is not in your family" in sent, sent
+
+        started = parent.data(
+            "start_session",
+            {"prompt": "never", "title": "declined", "worktree": True, "launcher": "child"},
+        )
+        assert started["state"] == "waiting_for_consent", started
+        [card] = cli_json(daemon, "cards")["cards"]
+        daemon.cli("decline", card["id"], check=True)
+        declined = parent.data("read_session", {"session": started["start"], "wait_seconds": 20})
+        assert declined["state"] == "declined", declined
+        assert declined["reason"] == "the human declined the start", declined
+
+        watcher.data("list_panes", {}, attempts=20)  # once Claude Code has connected
+        observe = watcher.call("start_session", {"prompt": "x"})
+        assert '"source":"openbus' not in observe, observe  # the tool is not offered at all
+        assert "No such tool available: mcp__openbus__start_session" in observe, observe
+
+        assert all_panes(tmux) == before
+        assert not trees.exists()
+        assert cli_json(daemon, "cards")["cards"] == []
+        assert "SHOULD-NOT-TYPE" not in tmux.capture(w["pane"])
+        assert "[openbus message" not in tmux.capture(w["pane"])
+        records = cli_json(daemon, "audit", "tail", "-n", "500")["records"]
+        refused = [
+            (r["action"], r["details"].get("message", ""))
+            for r in records
+            if r["action"].startswith("session.") and r["outcome"] == "refused"
+        ]
+        assert [action for action, _ in refused] == [
+            "session.start",
+            "session.start",
+            "session.read",
+            "session.send",
+        ], refused
+        assert "ask the user" in refused[0][1]
+        assert "approvals and sandbox off" in refused[1][1]
+        assert all("not in your family" in message for _, message in refused[2:])
+        starts = [
+            r for r in records if r["action"] == "session.start" and r["outcome"] != "refused"
+        ]
+        assert [r["outcome"] for r in starts] == ["card"], starts
+        assert not [r for r in records if r["action"] == "session.launch"]
+        by_watcher = [r for r in records if r["actor"] == w["connect"]["actor"]]
+        assert not [r for r in by_watcher if r["action"].startswith("session.")], by_watcher
+
+
+def all_panes(tmux: TmuxServer) -> set[str]:
+    return set(tmux.run("list-panes", "-a", "-F", "#{pane_id}").split())
 
 
 @pytest.mark.parametrize(("parent_kind", "child_kind"), [("codex", "claude"), ("claude", "codex")])
@@ -189,9 +284,11 @@ def test_a_parent_of_one_harness_starts_and_reads_a_child_of_the_other(
         parent = Parent(
             tmux, stub, a["pane"], CODEX_IDLE if parent_kind == "codex" else CLAUDE_IDLE
         )
+        refused = parent.call("start_session", {"prompt": "x", "cwd": "/usr"}, attempts=20)
+        assert "ask the user" in refused, refused  # the daemon's reason reaches the model
         stub.script(reply(PONG), match="PING-CHILD")
         brief = "Reply with exactly: pong from the child session. (PING-CHILD)"
-        started = parent.data("start_session", {"prompt": brief, "launcher": "child"}, attempts=20)
+        started = parent.data("start_session", {"prompt": brief, "launcher": "child"})
         assert started["state"] == "waiting_for_consent", started
         [card] = cli_json(daemon, "cards")["cards"]
         daemon.cli("approve", card["id"], check=True)

@@ -22,6 +22,7 @@ from openbus.kernel.scopes import Preset
 from tests.daemon.messaging.conftest import Agent, World
 from tests.daemon.sessions.conftest import child_argv, git, make_repo
 from tests.support.tmux import TmuxServer, tmux_server
+from tests.support.wait import async_wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -256,5 +257,29 @@ def test_the_brief_waits_for_a_child_that_draws_its_composer_before_it_takes_inp
         assert status["outcome"] == "delivered"
         assert [r for r in child_received(w) if "Reply with: warm" in r] != []
         assert len(child_received(w)) == 1
+
+    run(scenario)
+
+
+def test_a_listing_without_family_is_kept_until_the_directory_changes(run: Any) -> None:
+    async def scenario(w: Sessions) -> None:
+        parent = await w.parent("parent")
+        other = await w.parent("other")
+        first = await w.tool(parent, "session.list")
+        assert [s["pane"] for s in first["sessions"]] == [other.pane]
+        assert await w.tool(parent, "session.list") is first
+        third = await w.parent("third")  # a new pane: the directory changed
+        second = await w.tool(parent, "session.list")
+        assert {s["pane"] for s in second["sessions"]} == {other.pane, third.pane}
+        await w.gate.run(w.human, "sessions.allow", {"pane": parent.pane})
+        started = await w.tool(parent, "session.start", prompt="hi")
+
+        async def child_row() -> Any:
+            listed = await w.tool(parent, "session.list")
+            rows = [s for s in listed["sessions"] if s["pane"] == started["pane"]]
+            return listed if rows and rows[0].get("relation") == "child" else None
+
+        listed = await async_wait_until(child_row, timeout=15, what="the child in the listing")
+        assert await w.tool(parent, "session.list") is not listed  # a family's, made afresh
 
     run(scenario)

@@ -80,6 +80,16 @@ def test_a_repository_with_a_checkout_filter_gets_no_worktree(repo: Path, tmp_pa
     assert not marker.exists()
 
 
+def test_a_checkout_filter_set_through_an_included_file_gets_no_worktree(
+    repo: Path, tmp_path: Path
+) -> None:
+    included = tmp_path / "included.cfg"
+    included.write_text(f'[filter "evil"]\n\tsmudge = touch {tmp_path / "ran"}; cat\n')
+    run(repo, "config", "include.path", str(included))
+    with pytest.raises(Forbidden, match="checkout filter"):
+        asyncio.run(worktree.check(repo))
+
+
 def test_a_folder_outside_git_gets_no_worktree(tmp_path: Path) -> None:
     with pytest.raises(Forbidden, match="not in a git repository"):
         asyncio.run(worktree.check(tmp_path))
