@@ -88,14 +88,20 @@ def test_a_new_agent_in_the_pane_of_one_that_exited_inherits_nothing(fleet: Flee
     assert answer.status_code == 409 and "runs no coding agent" in answer.json()["message"]
 
 
-def test_openbus_restore_lists_a_lost_session_and_openbus_resume_reopens_it_with_its_grant(
-    fleet: Fleet,
-) -> None:
-    launched = fleet.launch("fakeclaude", "observe")
-    session_id = launched["connect"]["session_id"]
+def lose_a_connected_agent(fleet: Fleet) -> dict[str, Any]:
+    """Launch a stand-in agent with preset observe, kill its tmux server, wait for it to end."""
+    launched: dict[str, Any] = fleet.launch("fakeclaude", "observe")
     before = identity_of(launched["pid"])
     fleet.tmux.run("kill-server", check=False)
     wait_until(lambda: identity_of(launched["pid"]) != before, timeout=30, what="the agent ended")
+    return launched
+
+
+def test_openbus_restore_lists_a_lost_session_and_openbus_resume_reopens_it_with_its_grant(
+    fleet: Fleet,
+) -> None:
+    launched = lose_a_connected_agent(fleet)
+    session_id = launched["connect"]["session_id"]
     listed = fleet.daemon.cli("restore", "--dry-run", check=True).stdout
     assert listed.startswith("restore 1 session(s)?") and f"claude {session_id}" in listed
     assert "(observe)" in listed

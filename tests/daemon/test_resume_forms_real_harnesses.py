@@ -2,14 +2,13 @@
 against the stub model.
 
 A session is resumed by its full id, never by "latest" or a list index: a newer session in the
-same project (the one "latest" or index 1 would now pick) is left alone. The argv is the one
-``plan_resume`` builds from a structured launcher; the test only appends the CLI's one-prompt
-flag so the run ends by itself.
+same project (the one "latest" or index 1 would now pick) is left alone. The arguments are the
+ones ``plan_resume`` builds from a structured launcher, run in the CLI's one-prompt mode so the
+run ends by itself.
 """
 
 from __future__ import annotations
 
-import subprocess
 import uuid
 from pathlib import Path
 
@@ -33,19 +32,11 @@ def resumed_turn_history(harness: Harness, stub: StubModel, session_id: str) -> 
     launcher = Launcher(name="agent", harness=harness.name, argv=tuple(harness.command))
     assert resume_unavailable(launcher) is None
     plan = plan_resume(launcher, session_id=session_id, preset=Preset.OFF, mcp_url="")
-    assert list(plan.argv[-2:]) == ["--resume", session_id]
+    command = tuple(harness.command)
+    assert plan.argv == (*command, "--resume", session_id)
     api = "gemini" if harness.name == "gemini" else None
     stub.script(reply("RESUMED-OK"), match="THIRD-PROMPT", api=api)
-    done = subprocess.run(
-        [*plan.argv, *harness.model_args, "-p", "THIRD-PROMPT says the resumed one"],
-        env=harness.env(),
-        cwd=harness.cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
+    done = run_print(harness, "THIRD-PROMPT says the resumed one", *plan.argv[len(command) :])
     assert "RESUMED-OK" in done.stdout
     [turn] = [t for t in stub.turns() if "THIRD-PROMPT" in t.prompt]
     return str(turn.body)
