@@ -329,46 +329,10 @@ class HistoryStore:
 
     def _upsert(self, e: SessionEntry) -> None:
         """Replace the entry; it gets a fresh (highest) rowid."""
-        db = self._db
         self._delete(*e.key)
-        values = (
-            e.repo,
-            e.repo_root,
-            repo_short(e.repo),
-            e.origin,
-            e.cwd,
-            json.dumps(list(e.branches)),
-            json.dumps(list(e.prs)),
-            e.title,
-            json.dumps(list(e.prompts)),
-            e.started,
-            e.last_active,
-            int(e.subagent),
-            e.parent_session_id,
-            e.transcript,
-        )
-        cur = db.execute(
-            "INSERT INTO sessions (harness, session_id, repo, repo_root, repo_short, origin,"
-            " cwd, branches, prs, title, prompts, started, last_active, subagent,"
-            " parent_session_id, transcript) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (*e.key, *values),
-        )
-        rowid = cur.lastrowid
+        rowid = self._db.execute(INSERT_SESSION, session_row(e)).lastrowid
         self._unmerged += 1
-        db.execute(
-            "INSERT INTO sessions_fts (rowid, title, prompts, repo, cwd, branches, prs, repokeys)"
-            " VALUES (?,?,?,?,?,?,?,?)",
-            (
-                rowid,
-                e.title or "",
-                "\n".join(e.prompts),
-                " ".join(x for x in (e.repo, e.repo_root, e.origin) if x),
-                e.cwd or "",
-                " ".join(e.branches),
-                " ".join(e.prs),
-                " ".join(sorted(repo_token(k) for k in repo_keys(e))),
-            ),
-        )
+        self._db.execute(INSERT_TEXT, (rowid, *text_row(e)))
 
     def _delete(self, harness: str, session_id: str) -> None:
         row = self._db.execute(
@@ -378,6 +342,51 @@ class HistoryStore:
             return
         self._db.execute("DELETE FROM sessions_fts WHERE rowid = ?", (row[0],))
         self._db.execute("DELETE FROM sessions WHERE id = ?", (row[0],))
+
+
+INSERT_SESSION = (
+    "INSERT INTO sessions (harness, session_id, repo, repo_root, repo_short, origin, cwd,"
+    " branches, prs, title, prompts, started, last_active, subagent, parent_session_id,"
+    " transcript) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+)
+INSERT_TEXT = (
+    "INSERT INTO sessions_fts (rowid, title, prompts, repo, cwd, branches, prs, repokeys)"
+    " VALUES (?,?,?,?,?,?,?,?)"
+)
+
+
+def session_row(e: SessionEntry) -> tuple[Any, ...]:
+    """The values of ``INSERT_SESSION`` for an entry."""
+    return (
+        *e.key,
+        e.repo,
+        e.repo_root,
+        repo_short(e.repo),
+        e.origin,
+        e.cwd,
+        json.dumps(list(e.branches)),
+        json.dumps(list(e.prs)),
+        e.title,
+        json.dumps(list(e.prompts)),
+        e.started,
+        e.last_active,
+        int(e.subagent),
+        e.parent_session_id,
+        e.transcript,
+    )
+
+
+def text_row(e: SessionEntry) -> tuple[str, ...]:
+    """The values of ``INSERT_TEXT`` for an entry, after its rowid."""
+    return (
+        e.title or "",
+        "\n".join(e.prompts),
+        " ".join(x for x in (e.repo, e.repo_root, e.origin) if x),
+        e.cwd or "",
+        " ".join(e.branches),
+        " ".join(e.prs),
+        " ".join(sorted(repo_token(k) for k in repo_keys(e))),
+    )
 
 
 class _Transaction:
