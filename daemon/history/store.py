@@ -9,8 +9,9 @@ rebuilt by reconcile: it holds only what the transcripts can give again.
 
 A ranked search scores by bm25 with column weights the newest ``CANDIDATES`` sessions
 matching every term and the newest ``CANDIDATES`` matching any term, each a walk down the
-full-text index that stops there; full matches rank first, then partial ones, so the work is
-bounded however many sessions match (a million as a thousand).
+full-text index that stops there; full matches rank first, then partial ones (the second walk only when fewer
+than the limit match every term), so the rows scored are bounded however many sessions match
+(a million as a thousand); bm25 itself reads each term's whole list once a query.
 
 One connection, shared by the daemon's event loop and a reconcile thread under a lock. A
 reconcile parses transcripts outside the lock and writes them a batch at a time
@@ -201,7 +202,9 @@ class HistoryStore:
         # without reading every full match to mark them.
         full = [(s, -r) for r, s in self._db.execute(sql, (every or anyterm, CANDIDATES))]
         partial: list[tuple[float, int]] = []
-        if every is not None:  # one term: every match is a full one
+        # one term: every match is a full one; ``limit`` full matches: no partial one ranks
+        # among the best (bm25 reads the whole of each term's list: a walk is dear at scale)
+        if every is not None and len(full) < limit:
             whole = {-r for _, r in full}
             partial = [
                 (s, -r) for r, s in self._db.execute(sql, (anyterm, CANDIDATES)) if r not in whole
