@@ -9,9 +9,10 @@ rebuilt by reconcile: it holds only what the transcripts can give again.
 
 A ranked search scores by bm25 with column weights the newest ``CANDIDATES`` sessions
 matching every term and the newest ``CANDIDATES`` matching any term, each a walk down the
-full-text index that stops there; full matches rank first, then partial ones (the second walk only when fewer
-than the limit match every term), so the rows scored are bounded however many sessions match
-(a million as a thousand); bm25 itself reads each term's whole list once a query.
+full-text index that stops there; full matches rank first, then partial ones (the second walk
+only when fewer than the limit match every term), so the rows scored are bounded however many
+sessions match (a million as a thousand). bm25 itself reads the whole list of each term once
+a query (its document count), which grows with the index.
 
 One connection, shared by the daemon's event loop and a reconcile thread under a lock. A
 reconcile parses transcripts outside the lock and writes them a batch at a time

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from openbus.daemon.directory import Directory
 from openbus.daemon import directory_probe
+from openbus.daemon.directory import Directory
 from openbus.daemon.directory_probe import Detected, ProcessProbe, ProcIdentity
 from openbus.daemon.launch_proc import process_tree
 from openbus.daemon.screens import ClaudeStatus
