@@ -134,6 +134,24 @@ def _classify(pid: int) -> str | None:
     return classify_argv(_argv(pid), _comm(pid), exe)
 
 
+def _children(pid: int) -> list[int] | None:
+    """The children of a process, from ``/proc/<pid>/task/<tid>/children`` (a thread's own
+    children: every thread's are read); None when the kernel has no such files."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []  # gone
+    found: list[int] = []
+    for tid in tasks:
+        raw = _read(f"/proc/{pid}/task/{tid}/children", 1 << 20)
+        if raw is None:
+            if os.path.isdir(f"/proc/{pid}/task/{tid}"):
+                return None  # the thread is there, its children file is not
+            continue
+        found += (int(child) for child in raw.split())
+    return found
+
+
 def _children_map() -> dict[int, list[int]]:
     children: dict[int, list[int]] = {}
     try:
@@ -203,14 +221,27 @@ class ProcessProbe:
 
     @staticmethod
     def _descendant(root: int, pane: ProcIdentity) -> Detected | None:
-        """The first harness below ``root``, else the first shell (what the wrapper runs)."""
-        tree = _children_map()
+        """The first harness below ``root``, else the first shell (what the wrapper runs).
+        Children are read from each process's own ``children`` files: a scan of every
+        process on the host (the fallback) costs that per pane, a pane running a script is
+        asked again at each change, and a host may run a thousand processes."""
+        tree: dict[int, list[int]] | None = None
+
+        def children(pid: int) -> list[int]:
+            nonlocal tree
+            if tree is None:
+                direct = _children(pid)
+                if direct is not None:
+                    return direct
+                tree = _children_map()
+            return tree.get(pid, [])
+
         frontier, depth = [root], 0
         shell: Detected | None = None
         while frontier and depth < 3:
             nxt: list[int] = []
             for pid in frontier:
-                for child in tree.get(pid, []):
+                for child in children(pid):
                     kind = _classify(child)
                     if kind not in (None, "shell"):
                         return Detected(kind, proc_identity(child), pane)

@@ -9,8 +9,10 @@ rebuilt by reconcile: it holds only what the transcripts can give again.
 
 A ranked search scores by bm25 with column weights the newest ``CANDIDATES`` sessions
 matching every term and the newest ``CANDIDATES`` matching any term, each a walk down the
-full-text index that stops there; full matches rank first, then partial ones, so the work is
-bounded however many sessions match (a million as a thousand).
+full-text index that stops there; full matches rank first, then partial ones (the second walk
+only when fewer than the limit match every term), so the rows scored are bounded however many
+sessions match (a million as a thousand). bm25 itself reads the whole list of each term once
+a query (its document count), which grows with the index.
 
 One connection, shared by the daemon's event loop and a reconcile thread under a lock. A
 reconcile parses transcripts outside the lock and writes them a batch at a time
@@ -201,7 +203,9 @@ class HistoryStore:
         # without reading every full match to mark them.
         full = [(s, -r) for r, s in self._db.execute(sql, (every or anyterm, CANDIDATES))]
         partial: list[tuple[float, int]] = []
-        if every is not None:  # one term: every match is a full one
+        # one term: every match is a full one; ``limit`` full matches: no partial one ranks
+        # among the best (bm25 reads the whole of each term's list: a walk is dear at scale)
+        if every is not None and len(full) < limit:
             whole = {-r for _, r in full}
             partial = [
                 (s, -r) for r, s in self._db.execute(sql, (anyterm, CANDIDATES)) if r not in whole
@@ -329,46 +333,10 @@ class HistoryStore:
 
     def _upsert(self, e: SessionEntry) -> None:
         """Replace the entry; it gets a fresh (highest) rowid."""
-        db = self._db
         self._delete(*e.key)
-        values = (
-            e.repo,
-            e.repo_root,
-            repo_short(e.repo),
-            e.origin,
-            e.cwd,
-            json.dumps(list(e.branches)),
-            json.dumps(list(e.prs)),
-            e.title,
-            json.dumps(list(e.prompts)),
-            e.started,
-            e.last_active,
-            int(e.subagent),
-            e.parent_session_id,
-            e.transcript,
-        )
-        cur = db.execute(
-            "INSERT INTO sessions (harness, session_id, repo, repo_root, repo_short, origin,"
-            " cwd, branches, prs, title, prompts, started, last_active, subagent,"
-            " parent_session_id, transcript) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (*e.key, *values),
-        )
-        rowid = cur.lastrowid
+        rowid = self._db.execute(INSERT_SESSION, session_row(e)).lastrowid
         self._unmerged += 1
-        db.execute(
-            "INSERT INTO sessions_fts (rowid, title, prompts, repo, cwd, branches, prs, repokeys)"
-            " VALUES (?,?,?,?,?,?,?,?)",
-            (
-                rowid,
-                e.title or "",
-                "\n".join(e.prompts),
-                " ".join(x for x in (e.repo, e.repo_root, e.origin) if x),
-                e.cwd or "",
-                " ".join(e.branches),
-                " ".join(e.prs),
-                " ".join(sorted(repo_token(k) for k in repo_keys(e))),
-            ),
-        )
+        self._db.execute(INSERT_TEXT, (rowid, *text_row(e)))
 
     def _delete(self, harness: str, session_id: str) -> None:
         row = self._db.execute(
@@ -378,6 +346,51 @@ class HistoryStore:
             return
         self._db.execute("DELETE FROM sessions_fts WHERE rowid = ?", (row[0],))
         self._db.execute("DELETE FROM sessions WHERE id = ?", (row[0],))
+
+
+INSERT_SESSION = (
+    "INSERT INTO sessions (harness, session_id, repo, repo_root, repo_short, origin, cwd,"
+    " branches, prs, title, prompts, started, last_active, subagent, parent_session_id,"
+    " transcript) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+)
+INSERT_TEXT = (
+    "INSERT INTO sessions_fts (rowid, title, prompts, repo, cwd, branches, prs, repokeys)"
+    " VALUES (?,?,?,?,?,?,?,?)"
+)
+
+
+def session_row(e: SessionEntry) -> tuple[Any, ...]:
+    """The values of ``INSERT_SESSION`` for an entry."""
+    return (
+        *e.key,
+        e.repo,
+        e.repo_root,
+        repo_short(e.repo),
+        e.origin,
+        e.cwd,
+        json.dumps(list(e.branches)),
+        json.dumps(list(e.prs)),
+        e.title,
+        json.dumps(list(e.prompts)),
+        e.started,
+        e.last_active,
+        int(e.subagent),
+        e.parent_session_id,
+        e.transcript,
+    )
+
+
+def text_row(e: SessionEntry) -> tuple[str, ...]:
+    """The values of ``INSERT_TEXT`` for an entry, after its rowid."""
+    return (
+        e.title or "",
+        "\n".join(e.prompts),
+        " ".join(x for x in (e.repo, e.repo_root, e.origin) if x),
+        e.cwd or "",
+        " ".join(e.branches),
+        " ".join(e.prs),
+        " ".join(sorted(repo_token(k) for k in repo_keys(e))),
+    )
 
 
 class _Transaction:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from openbus.daemon import directory_probe
 from openbus.daemon.directory import Directory
 from openbus.daemon.directory_probe import Detected, ProcessProbe, ProcIdentity
 from openbus.daemon.launch_proc import process_tree
@@ -373,3 +374,25 @@ def test_a_shell_started_under_an_unrecognised_wrapper_is_seen_below_it() -> Non
             with contextlib.suppress(ProcessLookupError):
                 os.kill(child, signal.SIGKILL)
         wrapper.wait()
+
+
+def test_a_process_children_read_from_its_own_files_match_a_scan_of_every_process() -> None:
+    """Detection below a wrapper reads ``/proc/<pid>/task/*/children`` rather than every
+    process's stat file; both name the same children, a thread's children included."""
+    script = (
+        "import subprocess, threading, time\n"
+        "a = subprocess.Popen(['sleep', '30'])\n"
+        "t = threading.Thread(target=lambda: subprocess.Popen(['sleep', '30']))\n"
+        "t.start(); t.join(); print('ready', flush=True); time.sleep(30)\n"
+    )
+    wrapper = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
+    try:
+        assert wrapper.stdout is not None and wrapper.stdout.readline() == b"ready\n"
+        direct = directory_probe._children(wrapper.pid)
+        assert direct is not None and len(direct) == 2
+        assert sorted(direct) == sorted(directory_probe._children_map()[wrapper.pid])
+    finally:
+        for child in process_tree(wrapper.pid)[::-1]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child, signal.SIGKILL)
+        wrapper.communicate()

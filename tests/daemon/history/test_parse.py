@@ -5,7 +5,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from openbus.daemon.history.model import MAX_PROMPT_CHARS, MAX_PROMPTS, MAX_TITLE_CHARS
+import pytest
+
+from openbus.daemon.history.model import (
+    MAX_PROMPT_CHARS,
+    MAX_PROMPTS,
+    MAX_TITLE_CHARS,
+    parse_time,
+)
 from openbus.daemon.history.parse import (
     find_prs,
     parse_claude,
@@ -190,3 +197,20 @@ def test_pr_links_from_github_and_gitlab_are_found() -> None:
         "https://github.com/a/b/pull/12",
         "https://gitlab.com/g/sub/p/-/merge_requests/9",
     ]
+
+
+def test_timestamps_read_the_same_however_the_harness_spells_them() -> None:
+    expected = 1_796_018_400.0  # 2026-11-30T06:00:00Z
+    for spelling in (
+        "2026-11-30T06:00:00Z",
+        "2026-11-30T06:00:00.000Z",
+        "2026-11-30T06:00:00.000000000Z",
+        " 2026-11-30T06:00:00Z ",
+        "2026-11-30T08:00:00+02:00",
+        "2026-11-30T06:00:00",
+        expected,
+        expected * 1000,
+    ):
+        assert parse_time(spelling) == expected, spelling
+    assert parse_time("2026-11-30T06:00:00.123456789Z") == pytest.approx(expected + 0.123456)
+    assert parse_time("yesterday") is None and parse_time(True) is None
