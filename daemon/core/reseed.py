@@ -4,13 +4,21 @@ Theory of operation
 -------------------
 Control keeps its charter by being restarted fresh (charter plus the current directory),
 not by the harness's compaction. ``ReseedWatch`` reads the control session's transcript
-records as they are appended (Claude Code's JSONL: ``assistant`` records carry the model's
-``usage`` and the ``tool_use`` blocks it called) and keeps two facts:
+records as they are appended and keeps two facts:
 
-* the context size: the last turn's input tokens, cache reads and cache writes together,
-  which is what the next request would carry;
-* drift: a tool call that edits files or runs commands (``Edit``, ``Write``, ``Bash``, ...)
-  means control started doing project work, which its charter forbids.
+* the context size, what the next request would carry:
+
+  - Claude Code's JSONL: an ``assistant`` record's ``usage``, the last turn's input tokens,
+    cache reads and cache writes together;
+  - Codex's rollout: an ``event_msg`` of type ``token_count``, whose ``info`` holds the last
+    request's ``last_token_usage``; its ``total_tokens`` is what Codex itself counts against
+    the model's context window (``model_context_window`` beside it);
+
+* drift: a tool call that edits files or runs commands means control started doing project
+  work, which its charter forbids: Claude Code's ``tool_use`` blocks named ``Edit``,
+  ``Write``, ``Bash``, ...; Codex's ``response_item`` calls of its own shell and patch tools
+  (``shell``, ``exec_command``, ``apply_patch``, ...; an MCP tool's call carries its server's
+  ``namespace`` and is never drift).
 
 ``verdict(limit)`` is ``None`` while neither holds, else the reason to re-seed. A watch is for
 one control session; a re-seeded control gets a new one. Plain rules over values.
@@ -23,6 +31,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 DRIFT_TOOLS = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit", "Bash", "BashOutput"})
+CODEX_DRIFT_TOOLS = frozenset(
+    {"shell", "shell_command", "exec_command", "write_stdin", "apply_patch", "local_shell"}
+)
+CODEX_CALLS = frozenset({"function_call", "custom_tool_call", "local_shell_call"})
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 @dataclass
@@ -31,18 +47,25 @@ class ReseedWatch:
     drifted: list[str] = field(default_factory=list)
 
     def observe(self, record: Mapping[str, Any]) -> None:
-        if record.get("type") != "assistant":
+        kind = record.get("type")
+        if kind in ("event_msg", "response_item"):
+            self._codex(record.get("payload"))
+            return
+        if kind != "assistant":
             return
         message = record.get("message")
         if not isinstance(message, Mapping):
             return
         usage = message.get("usage")
         if isinstance(usage, Mapping):
-            total = 0
-            for key in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"):
-                value = usage.get(key)
-                if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-                    total += value
+            total = sum(
+                _count(usage.get(key))
+                for key in (
+                    "input_tokens",
+                    "cache_read_input_tokens",
+                    "cache_creation_input_tokens",
+                )
+            )
             if total:
                 self.context_tokens = total
         content = message.get("content")
@@ -54,6 +77,22 @@ class ReseedWatch:
                     and block.get("name") in DRIFT_TOOLS
                 ):
                     self.drifted.append(str(block["name"]))
+
+    def _codex(self, payload: object) -> None:
+        if not isinstance(payload, Mapping):
+            return
+        kind = payload.get("type")
+        if kind == "token_count":
+            info = payload.get("info")
+            last = info.get("last_token_usage") if isinstance(info, Mapping) else None
+            if isinstance(last, Mapping):
+                total = _count(last.get("total_tokens")) or _count(last.get("input_tokens"))
+                if total:
+                    self.context_tokens = total
+        elif kind in CODEX_CALLS and not payload.get("namespace"):
+            name = "local_shell" if kind == "local_shell_call" else payload.get("name")
+            if name in CODEX_DRIFT_TOOLS:
+                self.drifted.append(str(name))
 
     def verdict(self, limit: int) -> str | None:
         if self.drifted:

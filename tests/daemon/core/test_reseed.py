@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from openbus.daemon.core.reseed import ReseedWatch
@@ -38,3 +40,34 @@ def test_other_records_and_odd_values_are_ignored() -> None:
         watch.observe(record)
     assert watch.context_tokens == 0
     assert watch.verdict(1) is None
+
+
+DATA = Path(__file__).parents[1] / "history" / "data"
+
+
+def test_a_codex_rollouts_token_counts_give_its_context_and_mcp_calls_are_no_drift() -> None:
+    watch = ReseedWatch()
+    for path in ("codex-interactive-rollout.jsonl", "codex-exec-mcp-rollout.jsonl"):
+        for line in (DATA / path).read_text().splitlines():
+            watch.observe(json.loads(line))
+    # the last token_count's last request: 10 in, 5 out (Codex counts the total)
+    assert watch.context_tokens == 15
+    assert watch.verdict(14) == "its context reached 15 tokens (limit 14)"
+    assert watch.verdict(15) is None  # its MCP calls (namespace mcp__steer) are no drift
+
+
+def codex_call(kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
+    payload: dict[str, Any] = {"type": kind, "name": name, "arguments": "{}", "call_id": "c1"}
+    if namespace:
+        payload["namespace"] = namespace
+    return {"type": "response_item", "payload": payload}
+
+
+def test_codex_running_commands_or_patching_files_is_drift() -> None:
+    watch = ReseedWatch()
+    watch.observe(codex_call("function_call", "hand_off", "mcp__openbus"))
+    watch.observe(codex_call("function_call", "exec_command", "mcp__other"))
+    assert watch.verdict(10**9) is None
+    watch.observe(codex_call("function_call", "exec_command"))
+    watch.observe(codex_call("custom_tool_call", "apply_patch"))
+    assert watch.verdict(10**9) == "its charter drifted: it called apply_patch, exec_command"
