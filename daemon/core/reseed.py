@@ -34,6 +34,7 @@ DRIFT_TOOLS = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit", "Bash", "
 CODEX_DRIFT_TOOLS = frozenset(
     {"shell", "shell_command", "exec_command", "write_stdin", "apply_patch", "local_shell"}
 )
+CLAUDE_CONTEXT = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
 CODEX_CALLS = frozenset({"function_call", "custom_tool_call", "local_shell_call"})
 
 
