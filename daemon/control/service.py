@@ -183,6 +183,7 @@ class ControlService(Feature):
         self._control_waiting = 0  # control's wait_for_changes calls blocked right now
         self._follower: TranscriptFollower | None = None
         self._reseeding = False
+        self._starting = asyncio.Lock()
         cards.listeners.append(self._on_card)
         gate.register(ASK, self.ask)
         gate.register(THREADS, self.thread)
@@ -294,6 +295,9 @@ class ControlService(Feature):
             call.details.update({"pane": current.pane_id, "started": False})
             return {"started": False, "pane": current.pane_id, "principal": current.id}
         launcher = self.config.control.launcher
+        first_use = call.params.get("first_use")
+        if first_use is not None:
+            call.details["first_use"] = str(first_use)  # the request that needed control
         call.params = {
             "launcher": launcher,
             "preset": "collaborate",
@@ -469,14 +473,46 @@ class ControlService(Feature):
 
     def _delegated(self, request: Entry) -> None:
         """A request is control's: on the feed; and if control is not blocked in
-        ``wait_for_changes`` (its turn ended), a line typed into its pane wakes it."""
+        ``wait_for_changes`` (its turn ended), a line typed into its pane wakes it. With no
+        control running, this first use starts it (as the requester), and its first
+        ``wait_for_changes`` answers with the requests waiting."""
         self.feed.thread_entry(request.to_dict())
         if self._control_waiting == 0:
-            self._spawn(self._nudge(request))
+            self._spawn(self._wake(request))
 
-    async def _nudge(self, request: Entry) -> None:
+    async def _wake(self, request: Entry) -> None:
         current = self.grants.control()
-        if current is None or current.pane_id is None or current.incarnation is None:
+        if current is not None and await self.launch.ensure_live(current):
+            await self._nudge(current, request)
+            return
+        async with self._starting:  # two requests at once start one control
+            if self.grants.control() is not None:
+                return  # started meanwhile: its first wait answers with this request
+            await self._start_on_first_use(request)
+
+    async def _start_on_first_use(self, request: Entry) -> None:
+        kind, _, user = request.thread.partition(":")
+        if kind != "human":
+            return
+        try:
+            await self.gate.run(human(user), "control.start", {"first_use": request.id})
+        except OpenbusError as exc:
+            note = self._entry(
+                request,
+                EntryKind.NOTE,
+                "system",
+                f"control could not be started for this request: {exc.message}",
+            )
+            self._recorded(
+                "control.start_failed",
+                request.id,
+                {"request": request.id, "reason": exc.message},
+                [self.threads.add(note)],
+            )
+            self._added()
+
+    async def _nudge(self, current: Principal, request: Entry) -> None:
+        if current.pane_id is None or current.incarnation is None:
             return
         with contextlib.suppress(OpenbusError):
             await self.gate.run(
