@@ -179,6 +179,7 @@ class ControlService(Feature):
         self._tasks: set[asyncio.Task[None]] = set()
         self.routed = {"direct": 0, "control": 0, "fallback": 0}
         self.reseeds = 0
+        self.looks = 0  # re-seed looks at a running control's transcript (one a tick)
         self.nudges = 0  # lines typed into control's pane to wake it for a request
         self._control_waiting = 0  # control's wait_for_changes calls blocked right now
         self._follower: TranscriptFollower | None = None
@@ -215,6 +216,7 @@ class ControlService(Feature):
             "feed_revision": self.feed.revision,
             "routed": dict(self.routed),
             "reseeds": self.reseeds,
+            "looks": self.looks,
             "nudges": self.nudges,
         }
 
@@ -233,6 +235,7 @@ class ControlService(Feature):
             self._follower = (
                 TranscriptFollower.of(current, launcher) if launcher is not None else None
             )
+        self.looks += 1
         if self._follower is None:
             return
         reason = self._follower.read().verdict(self.config.control.reseed_tokens)
