@@ -10,7 +10,10 @@ Theory of operation
   origin, so the recipient's stamp names it), an ``input`` entry links the pane to the
   request, and the message's outcome is followed: if it ends undelivered (the pane was
   recycled, exited, changed), the request falls back to control. Otherwise (or if the send
-  is refused) the request is ``delegated``: a ``thread`` change on the feed wakes control.
+  is refused) the request is ``delegated``: a ``thread`` change on the feed wakes control
+  blocked in ``wait_for_changes``; a control whose turn ended gets a line typed into its
+  pane; with no control running, the request starts it (first use, as the requester: one
+  start for requests arriving together), and its first wait answers with what waits.
 * ``threads.get`` (human): the requester's thread, or one request with what it caused;
   ``wait_seconds`` blocks until a newer entry arrives (control's reply), event-driven.
 * ``directory.wait`` (scope read; the ``wait_for_changes`` tool): the feed's changes since a
