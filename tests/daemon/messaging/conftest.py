@@ -221,7 +221,8 @@ def run_world(tmp_path: Path, server: TmuxServer) -> Callable[[Scenario], None]:
         boss = tmp_path / "agents" / "control"
         (boss / "bin").mkdir(parents=True, exist_ok=True)
         (boss / "control").mkdir(exist_ok=True)
-        shutil.copy(FAKE_AGENT, boss / "bin" / "claude")
+        tui = boss / "bin" / "claude"
+        shutil.copy(FAKE_AGENT, tui)
         config = parse_config(
             {
                 "daemon": {
@@ -233,7 +234,7 @@ def run_world(tmp_path: Path, server: TmuxServer) -> Callable[[Scenario], None]:
                 "launchers": {
                     "boss": {
                         "harness": "claude",
-                        "argv": [sys.executable, str(boss / "bin" / "claude"), str(boss / "control")],
+                        "argv": [sys.executable, str(tui), str(boss / "control")],
                         "cwd": str(tmp_path),
                     }
                 },
