@@ -3,10 +3,11 @@ an ambiguous ``openbus ask`` while no control runs starts it (first use: tmux se
 ``control`` with the charter as its first prompt; ``openbus control start`` then says it
 runs), and control's first ``wait_for_changes`` answers with the request; its scripted turn
 calls ``list_panes``, ``hand_off`` (the target gets the brief under a stamp naming control and
-the request) and ``reply`` (in ``openbus ask --json``), then waits once more and ends its
-turn. A request naming one pane's folder goes straight there, and control's model gets no
-request for it; while the directory stays unchanged, control's model gets none at all. An
-ordinary Collaborate agent is never offered the act tools."""
+the request) and ``reply`` (in ``openbus ask --json``), presses ``1`` on another agent's
+permission prompt (a card: nothing is typed until the human approves it), then waits once
+more and ends its turn. A request naming one pane's folder goes straight there, and
+control's model gets no request for it; while the directory stays unchanged, control's
+model gets none at all. An ordinary Collaborate agent is never offered the act tools."""
 
 from __future__ import annotations
 
@@ -36,6 +37,8 @@ from tests.support.wait import wait_until
 
 pytestmark = [pytest.mark.harness, pytest.mark.timeout(240)]
 
+PROMPT = Path(__file__).parent / "permission_prompt.py"
+CAPTURED = Path(__file__).parents[1] / "screens" / "captured" / "claude-permission-menu.txt"
 IDLE_WAIT = 2  # control's last wait_for_changes before it ends its turn (seconds)
 IDLE_LOOKS = 5  # the daemon's looks at an idle control the test sees (one a second)
 
@@ -115,11 +118,15 @@ def model_requests(stub: StubModel) -> int:
     return sum(1 for r in list(stub.requests) if r.kind in ("turn", "title"))
 
 
-def control_turn(stub: StubModel, fleet: ControlFleet, brief: str) -> Script:
+def control_turn(
+    stub: StubModel, fleet: ControlFleet, brief: str, press: dict[str, Any] | None = None
+) -> Script:
     """Control's scripted turn for request r1: wait_for_changes (it answers with the request),
-    list_panes, hand_off to the worker, reply; then wait_for_changes again, which answers
-    with nothing after its timeout, and the turn ends (the charter's way to go idle)."""
+    list_panes, hand_off to the worker, reply (and ``press_key`` with ``press``, if given);
+    then wait_for_changes again, which answers with nothing after its timeout, and the turn
+    ends (the charter's way to go idle)."""
     worker = fleet.worker
+    pressing = [call_tool("mcp__openbus__press_key", press)] if press else []
     return stub.script(
         # the first prompt can arrive before the MCP server is connected: Claude Code's own
         # tool waits for it
@@ -136,6 +143,7 @@ def control_turn(stub: StubModel, fleet: ControlFleet, brief: str) -> Script:
             },
         ),
         call_tool("mcp__openbus__reply", {"thread": "r1", "text": f"Handed to {worker['pane']}."}),
+        *pressing,
         call_tool("mcp__openbus__wait_for_changes", {"timeout_seconds": IDLE_WAIT}),
         reply("nothing waits: ending my turn"),
         match=MARK,
@@ -147,8 +155,25 @@ def test_real_claude_code_as_control_hands_off_ambiguous_requests_and_replies(
 ) -> None:
     with control_fleet(tmp_path, stub, tmux) as fleet:
         daemon, worker = fleet.daemon, fleet.worker
+        # another agent's permission prompt, which control answers with a key
+        script = tmp_path / "prompting" / "bin" / "claude"
+        script.parent.mkdir(parents=True)
+        shutil.copy(PROMPT, script)
+        keys = tmp_path / "prompting" / "keys"
+        asking_pane = tmux.new_window([sys.executable, str(script), str(CAPTURED), str(keys)])
+        menu = wait_until(
+            lambda: (e := pane_entry(daemon, asking_pane)) and e["state"] == "menu" and e,
+            timeout=30,
+            what="the permission prompt read as a menu",
+        )
+        press = {
+            "pane": asking_pane,
+            "incarnation": menu["incarnation"],
+            "revision": menu["revision"],
+            "key": "1",
+        }
         brief = "Write the release notes draft for the parser change (the human asked)."
-        turn = control_turn(stub, fleet, brief)
+        turn = control_turn(stub, fleet, brief, press)
         # no control runs: the request starts it (first use), and its first wait sees it
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             asking = pool.submit(
@@ -182,6 +207,14 @@ def test_real_claude_code_as_control_hands_off_ambiguous_requests_and_replies(
         turn.wait_finished(timeout=60)
         wait_until(lambda: brief in fleet.typed(), timeout=30, what="the brief typed")
         assert "from control \u00b7 origin r1" in fleet.typed()
+        # its key for the other agent's menu is a card; nothing typed until it is approved
+        with daemon.human() as client:
+            [card] = client.get("/api/cards").json()["cards"]
+            assert "Do you want to proceed?" in json.dumps(card)
+            assert not keys.exists()
+            decided = client.post(f"/api/cards/{card['id']}", json={"decision": "approve"})
+            assert decided.is_success, decided.text
+        wait_until(lambda: keys.exists() and keys.read_bytes() == b"1", timeout=30, what="the key")
         offered = stub.turns()[-1].body.get("tools", [])  # once its MCP server is connected
         names = {t.get("name") for t in offered}
         assert {"mcp__openbus__hand_off", "mcp__openbus__press_key"} <= names
