@@ -65,7 +65,7 @@ from dataclasses import replace
 from typing import Any
 
 from openbus.daemon.cards import Cards
-from openbus.daemon.config import Config
+from openbus.daemon.config import Config, Launcher
 from openbus.daemon.control.charter import first_prompt
 from openbus.daemon.control.feed import ControlFeed
 from openbus.daemon.control.reseed import TranscriptFollower
@@ -94,13 +94,21 @@ from openbus.daemon.feature import Feature
 from openbus.daemon.gate import Call, Gate, Write
 from openbus.daemon.grants import CONTROL_ROLE, Grants, Principal
 from openbus.daemon.launch import LaunchService
+from openbus.daemon.launch_plan import PROMPTABLE, connect_unavailable
 from openbus.daemon.messaging.service import MessagingService
 from openbus.daemon.pane_owners import PaneOwners
 from openbus.daemon.resume import Resumer, session_ref
 from openbus.daemon.state import StateDB
 from openbus.daemon.tmux.adapter import Tmux
 from openbus.kernel.clock import Clock
-from openbus.kernel.errors import BadRequest, Conflict, NotFound, OpenbusError, Refused
+from openbus.kernel.errors import (
+    BadRequest,
+    Conflict,
+    NotFound,
+    OpenbusError,
+    Refused,
+    Unavailable,
+)
 from openbus.kernel.ids import check_pane_id
 from openbus.kernel.scopes import Scope
 
@@ -129,6 +137,17 @@ RESUME_CARD = "control_resume"
 MAX_REPLY_CHARS = 8000
 MAX_THREAD_WAIT = 50.0
 FOLLOW_SECONDS = 3600.0  # a direct send's outcome is followed for the message's hour
+
+
+def control_unfit(launcher: Launcher) -> str | None:
+    """Why a launcher cannot run control (it must be connected, for its tools, and take the
+    charter as its first prompt), or None."""
+    unavailable = connect_unavailable(launcher)
+    if unavailable is not None:
+        return unavailable
+    if launcher.harness not in PROMPTABLE:
+        return f"{launcher.harness} takes no first prompt, which carries control's charter"
+    return None
 
 
 def facts_of(entry: PaneEntry) -> PaneFacts:
@@ -301,6 +320,9 @@ class ControlService(Feature):
             call.details.update({"pane": current.pane_id, "started": False})
             return {"started": False, "pane": current.pane_id, "principal": current.id}
         launcher = self.config.control.launcher
+        why_not = control_unfit(self.config.launchers[launcher])
+        if why_not is not None:
+            raise Unavailable(f"control cannot run on launcher {launcher!r}: {why_not}")
         first_use = call.params.get("first_use")
         if first_use is not None:
             call.details["first_use"] = str(first_use)  # the request that needed control
