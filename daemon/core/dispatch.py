@@ -21,9 +21,9 @@ reason. The rule is two steps so a decision costs a few dictionary lookups:
 ``RoutingIndex.build(panes)`` turns the directory's panes (``PaneFacts``) into a map from
 identity key to panes (and multi-word titles by their first word), once per directory
 version; the direct decision a match makes on its own is made the first time it is needed
-and kept with the index. ``decide(text, index)`` splits
-the text in one pass in C: a byte table turns every character no word holds into a space,
-leaving the runs of word characters (``pieces``). The common case is then a few set
+and kept with the index. ``decide(text, index)`` splits the text in one pass in C: a byte
+table turns every character no word holds into a space, leaving the runs of word
+characters (``pieces``). The common case is then a few set
 operations in C: every piece is a word already known harmless (``Lexicon``: a bounded memory
 of pieces seen before that are one whole word, no stop word, no risky stem, no PR
 reference), and exactly one of them names one agent pane: the prepared decision. Anything
