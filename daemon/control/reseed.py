@@ -48,6 +48,7 @@ class TranscriptFollower:
     path: Path | None = None
     offset: int = 0
     partial: bytes = b""
+    told: bool = False  # control's thread was told it is too large to re-seed for size
 
     @classmethod
     def of(cls, principal: Principal, launcher: Launcher) -> TranscriptFollower | None:

@@ -260,7 +260,18 @@ class ControlService(Feature):
         self.looks += 1
         if self._follower is None:
             return
-        reason = self._follower.read().verdict(self.config.control.reseed_tokens)
+        limit = self.config.control.reseed_tokens
+        watch = self._follower.read()
+        reason = watch.verdict(limit)
+        if watch.born_over(limit) and not self._follower.told:
+            self._follower.told = True
+            self._control_note(
+                "control.too_large",
+                current,
+                f"control's first request already carried {watch.first_context} tokens, past "
+                f"reseed_tokens ({limit}): it is not re-seeded for size, since a fresh control "
+                "would start as large (raise [control] reseed_tokens)",
+            )
         if reason is None or self._reseeding:
             return
         self._reseeding = True
@@ -269,23 +280,29 @@ class ControlService(Feature):
         finally:
             self._reseeding = False
 
-    async def _reseed(self, old: Principal, reason: str) -> None:
+    def _control_note(
+        self, action: str, principal: Principal, text: str, reason: str | None = None
+    ) -> None:
+        """A line in control's own thread, with its system record."""
         note = Entry(
             seq=self.threads.next_seq(),
             thread=CONTROL_THREAD,
             kind=EntryKind.NOTE,
             time=self.clock.now(),
             actor="system",
-            text=f"control was re-seeded: {reason}",
-            pane=old.pane_id,
-            incarnation=old.incarnation,
+            text=text,
+            pane=principal.pane_id,
+            incarnation=principal.incarnation,
         )
         self._recorded(
-            "control.reseed",
-            old.pane_id,
-            {"principal": old.id, "reason": reason},
+            action,
+            principal.pane_id,
+            {"principal": principal.id, "reason": reason or text},
             [self.threads.add(note)],
         )
+
+    async def _reseed(self, old: Principal, reason: str) -> None:
+        self._control_note("control.reseed", old, f"control was re-seeded: {reason}", reason)
         self.reseeds += 1
         self._follower = None
         await self.launch.revoke(old, f"re-seeded: {reason}")

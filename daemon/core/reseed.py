@@ -20,7 +20,10 @@ records as they are appended and keeps two facts:
   (``shell``, ``exec_command``, ``apply_patch``, ...; an MCP tool's call carries its server's
   ``namespace`` and is never drift).
 
-``verdict(limit)`` is ``None`` while neither holds, else the reason to re-seed. A watch is for
+``verdict(limit)`` is ``None`` while neither holds, else the reason to re-seed. A control
+whose first request already passed the limit (a fleet whose directory alone is that large)
+is not re-seeded for size: its fresh successor would start as large and be restarted again
+and again; ``born_over`` says so, for the daemon to tell once. A watch is for
 one control session; a re-seeded control gets a new one. Plain rules over values.
 """
 
@@ -45,7 +48,13 @@ def _count(value: object) -> int:
 @dataclass
 class ReseedWatch:
     context_tokens: int = 0
+    first_context: int = 0  # the fresh session's first request: the charter and directory
     drifted: list[str] = field(default_factory=list)
+
+    def _context(self, total: int) -> None:
+        if total:
+            self.context_tokens = total
+            self.first_context = self.first_context or total
 
     def observe(self, record: Mapping[str, Any]) -> None:
         kind = record.get("type")
@@ -59,16 +68,7 @@ class ReseedWatch:
             return
         usage = message.get("usage")
         if isinstance(usage, Mapping):
-            total = sum(
-                _count(usage.get(key))
-                for key in (
-                    "input_tokens",
-                    "cache_read_input_tokens",
-                    "cache_creation_input_tokens",
-                )
-            )
-            if total:
-                self.context_tokens = total
+            self._context(sum(_count(usage.get(key)) for key in CLAUDE_CONTEXT))
         content = message.get("content")
         if isinstance(content, list):
             for block in content:
@@ -87,9 +87,7 @@ class ReseedWatch:
             info = payload.get("info")
             last = info.get("last_token_usage") if isinstance(info, Mapping) else None
             if isinstance(last, Mapping):
-                total = _count(last.get("total_tokens")) or _count(last.get("input_tokens"))
-                if total:
-                    self.context_tokens = total
+                self._context(_count(last.get("total_tokens")) or _count(last.get("input_tokens")))
         elif kind in CODEX_CALLS and not payload.get("namespace"):
             name = "local_shell" if kind == "local_shell_call" else payload.get("name")
             if name in CODEX_DRIFT_TOOLS:
@@ -98,6 +96,11 @@ class ReseedWatch:
     def verdict(self, limit: int) -> str | None:
         if self.drifted:
             return f"its charter drifted: it called {', '.join(sorted(set(self.drifted)))}"
-        if self.context_tokens > limit:
+        if self.context_tokens > limit and not self.born_over(limit):
             return f"its context reached {self.context_tokens} tokens (limit {limit})"
         return None
+
+    def born_over(self, limit: int) -> bool:
+        """Its first request already passed the limit (the charter and the directory alone):
+        a fresh control would be no smaller, so re-seeding for size would only repeat."""
+        return self.first_context > limit
