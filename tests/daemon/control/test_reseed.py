@@ -65,19 +65,23 @@ def audit_of(daemon: RunningDaemon, action: str) -> list[Any]:
     return [r for r in records if r["action"] == action]
 
 
+def recorded(daemon: RunningDaemon, action: str) -> tuple[Any, str]:
+    """The one ``action`` record, once it is there, and the last line of control's thread."""
+    [record] = wait_until(lambda: audit_of(daemon, action), timeout=30, what=action)
+    with daemon.human() as client:
+        thread = client.get("/api/threads", params={"thread": "control"}).json()
+    return record, str(thread["entries"][-1]["text"])
+
+
 def test_a_control_whose_first_request_is_past_the_limit_is_kept_and_its_thread_told(
     tmp_path: Path, tmux: TmuxServer
 ) -> None:
     with running_daemon(tmp_path / "d", fake_control(tmp_path, tmux, 100)) as daemon:
         first = cli_json(daemon, "control", "start")
         write_transcript(tmp_path, first["connect"]["session_id"], 440, 900)
-        [told] = wait_until(
-            lambda: audit_of(daemon, "control.too_large"), timeout=30, what="the note"
-        )
+        told, line = recorded(daemon, "control.too_large")
         assert "440 tokens" in told["details"]["reason"]
-        with daemon.human() as client:
-            thread = client.get("/api/threads", params={"thread": "control"}).json()
-        assert "not re-seeded for size" in thread["entries"][-1]["text"]
+        assert "not re-seeded for size" in line
         assert audit_of(daemon, "control.reseed") == []
         assert cli_json(daemon, "control", "start")["pane"] == first["pane"]
 
@@ -92,13 +96,9 @@ def test_a_control_whose_context_passes_the_limit_is_restarted_fresh(
         assert cli_json(daemon, "control", "start")["started"] is False  # under the limit
 
         write_transcript(tmp_path, session, 4040)
-        [record] = wait_until(
-            lambda: audit_of(daemon, "control.reseed"), timeout=30, what="the re-seed record"
-        )
+        record, line = recorded(daemon, "control.reseed")
         assert "4040 tokens" in record["details"]["reason"]
-        with daemon.human() as client:
-            thread = client.get("/api/threads", params={"thread": "control"}).json()
-        assert "re-seeded" in thread["entries"][-1]["text"]
+        assert "re-seeded" in line
 
         def new_control() -> Any:
             panes = cli_json(daemon, "directory")["panes"]
