@@ -73,6 +73,21 @@ class ControlFleet:
             body: dict[str, Any] = client.get("/healthz").json()
         return body
 
+    def until_quiet(self, looks: int) -> dict[str, Any]:
+        """Control's health once its feed revision has held for ``looks`` of the daemon's
+        looks at control (one a second): the directory unchanged that long."""
+        since: dict[str, Any] = {}
+
+        def held() -> dict[str, Any] | None:
+            now = self.health()["control"]
+            if since.get("feed_revision") != now["feed_revision"]:
+                since.clear()
+                since.update(now)
+            return since if now["looks"] >= since["looks"] + looks else None
+
+        found: dict[str, Any] = wait_until(held, timeout=90, what=f"{looks} quiet looks")
+        return found
+
 
 @contextmanager
 def control_fleet(tmp_path: Path, stub: StubModel, tmux: TmuxServer) -> Iterator[ControlFleet]:
@@ -225,17 +240,13 @@ def test_real_claude_code_as_control_hands_off_ambiguous_requests_and_replies(
         wait_until(lambda: "tokenizer" in fleet.typed(), timeout=30, what="the direct send")
         assert model_requests(stub) == turns  # control's model got no request for it
 
-        # idle: control ended its turn; while the directory is unchanged, the daemon looks
-        # at control's transcript once a tick and nothing reaches its model
-        before = fleet.health()["control"]
-        wait_until(
-            lambda: fleet.health()["control"]["looks"] >= before["looks"] + IDLE_LOOKS,
-            timeout=60,
-            what=f"{IDLE_LOOKS} more looks at an idle control",
-        )
+        # idle: control ended its turn; once the worker has settled after the direct send,
+        # the directory stays unchanged while the daemon looks at control's transcript once
+        # a tick, and nothing reaches control's model
+        quiet = fleet.until_quiet(IDLE_LOOKS)
         after = fleet.health()["control"]
-        assert after["feed_revision"] == before["feed_revision"]  # nothing changed
-        assert after["nudges"] == before["nudges"] == 0
+        assert after["looks"] >= quiet["looks"] + IDLE_LOOKS
+        assert after["nudges"] == quiet["nudges"] == 0
         assert model_requests(stub) == turns  # no model request from control while idle
 
         detail = cli_json(daemon, "pane", worker["pane"])
