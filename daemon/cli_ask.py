@@ -1,8 +1,9 @@
 """``openbus ask TEXT [--wait SECONDS] [--json]``: a request to the fleet, routed by the fast
 dispatcher (direct to the one matching pane) or to control; ``--wait`` waits for what it
 causes until control answers, at most 50 s. ``openbus thread [REQUEST]``: the
-requester's thread, or one request and every entry it caused. ``openbus control start``: the
-control session in tmux session ``control``, unless it already runs. ``openbus control
+requester's thread, or one request and every entry it caused. A request that goes to control
+while none runs starts it. ``openbus control start``: the control session in tmux session
+``control`` ahead of first use, unless it already runs. ``openbus control
 allow-panes [--off]``: "control may open panes" (windows, resumed sessions) without a card."""
 
 from __future__ import annotations

@@ -1,5 +1,8 @@
 """Reading the control session's transcript for its re-seed (``core.reseed``): the file found
-by its session id under the launcher's Claude Code config dir, read from where it was left."""
+by its session id (Claude Code's ``<config dir>/projects/*/<id>.jsonl`` under the launcher's
+``CLAUDE_CONFIG_DIR``; Codex's ``<home>/sessions/YYYY/MM/DD/rollout-*-<id>.jsonl`` under its
+``CODEX_HOME``, the id known once launch has bound it from the rollout), read from where it
+was left."""
 
 from __future__ import annotations
 
@@ -22,26 +25,45 @@ def claude_config_dir(launcher: Launcher) -> Path:
     return Path(os.path.expanduser("~")) / ".claude"
 
 
+def codex_home(launcher: Launcher) -> Path:
+    configured = launcher.env.get("CODEX_HOME") or os.environ.get("CODEX_HOME")
+    if configured:
+        return Path(configured)
+    return Path(os.path.expanduser("~")) / ".codex"
+
+
+def _transcript_glob(harness: str, session_id: str) -> str:
+    if harness == "codex":
+        return f"sessions/*/*/*/rollout-*-{session_id}.jsonl"
+    return f"projects/*/{session_id}.jsonl"
+
+
 @dataclass
 class TranscriptFollower:
     principal: str
     session_id: str
-    config_dir: Path
+    config_dir: Path  # Claude Code's config dir, or Codex's home
+    harness: str = "claude"
     watch: ReseedWatch = field(default_factory=ReseedWatch)
     path: Path | None = None
     offset: int = 0
     partial: bytes = b""
+    told: bool = False  # control's thread was told it is too large to re-seed for size
 
     @classmethod
     def of(cls, principal: Principal, launcher: Launcher) -> TranscriptFollower | None:
-        if principal.harness != "claude" or not principal.session_id:
-            return None  # only Claude Code's transcript usage is read
-        return cls(principal.id, principal.session_id, claude_config_dir(launcher))
+        if not principal.session_id:
+            return None  # a Codex session's id is bound once its rollout is found
+        if principal.harness == "claude":
+            return cls(principal.id, principal.session_id, claude_config_dir(launcher))
+        if principal.harness == "codex":
+            return cls(principal.id, principal.session_id, codex_home(launcher), "codex")
+        return None  # only Claude Code's and Codex's transcripts carry usage records
 
     def read(self) -> ReseedWatch:
         """Read what was appended since the last look; the watch holds what it showed."""
         if self.path is None:
-            found = sorted((self.config_dir / "projects").glob(f"*/{self.session_id}.jsonl"))
+            found = sorted(self.config_dir.glob(_transcript_glob(self.harness, self.session_id)))
             if not found:
                 return self.watch
             self.path = found[0]

@@ -10,7 +10,10 @@ Theory of operation
   origin, so the recipient's stamp names it), an ``input`` entry links the pane to the
   request, and the message's outcome is followed: if it ends undelivered (the pane was
   recycled, exited, changed), the request falls back to control. Otherwise (or if the send
-  is refused) the request is ``delegated``: a ``thread`` change on the feed wakes control.
+  is refused) the request is ``delegated``: a ``thread`` change on the feed wakes control
+  blocked in ``wait_for_changes``; a control whose turn ended gets a line typed into its
+  pane; with no control running, the request starts it (first use, as the requester: one
+  start for requests arriving together), and its first wait answers with what waits.
 * ``threads.get`` (human): the requester's thread, or one request with what it caused;
   ``wait_seconds`` blocks until a newer entry arrives (control's reply), event-driven.
 * ``directory.wait`` (scope read; the ``wait_for_changes`` tool): the feed's changes since a
@@ -62,7 +65,7 @@ from dataclasses import replace
 from typing import Any
 
 from openbus.daemon.cards import Cards
-from openbus.daemon.config import Config
+from openbus.daemon.config import Config, Launcher
 from openbus.daemon.control.charter import first_prompt
 from openbus.daemon.control.feed import ControlFeed
 from openbus.daemon.control.reseed import TranscriptFollower
@@ -91,13 +94,21 @@ from openbus.daemon.feature import Feature
 from openbus.daemon.gate import Call, Gate, Write
 from openbus.daemon.grants import CONTROL_ROLE, Grants, Principal
 from openbus.daemon.launch import LaunchService
+from openbus.daemon.launch_plan import PROMPTABLE, connect_unavailable
 from openbus.daemon.messaging.service import MessagingService
 from openbus.daemon.pane_owners import PaneOwners
 from openbus.daemon.resume import Resumer, session_ref
 from openbus.daemon.state import StateDB
 from openbus.daemon.tmux.adapter import Tmux
 from openbus.kernel.clock import Clock
-from openbus.kernel.errors import BadRequest, Conflict, NotFound, OpenbusError, Refused
+from openbus.kernel.errors import (
+    BadRequest,
+    Conflict,
+    NotFound,
+    OpenbusError,
+    Refused,
+    Unavailable,
+)
 from openbus.kernel.ids import check_pane_id
 from openbus.kernel.scopes import Scope
 
@@ -126,6 +137,17 @@ RESUME_CARD = "control_resume"
 MAX_REPLY_CHARS = 8000
 MAX_THREAD_WAIT = 50.0
 FOLLOW_SECONDS = 3600.0  # a direct send's outcome is followed for the message's hour
+
+
+def control_unfit(launcher: Launcher) -> str | None:
+    """Why a launcher cannot run control (it must be connected, for its tools, and take the
+    charter as its first prompt), or None."""
+    unavailable = connect_unavailable(launcher)
+    if unavailable is not None:
+        return unavailable
+    if launcher.harness not in PROMPTABLE:
+        return f"{launcher.harness} takes no first prompt, which carries control's charter"
+    return None
 
 
 def facts_of(entry: PaneEntry) -> PaneFacts:
@@ -179,10 +201,12 @@ class ControlService(Feature):
         self._tasks: set[asyncio.Task[None]] = set()
         self.routed = {"direct": 0, "control": 0, "fallback": 0}
         self.reseeds = 0
+        self.looks = 0  # re-seed looks at a running control's transcript (one a tick)
         self.nudges = 0  # lines typed into control's pane to wake it for a request
         self._control_waiting = 0  # control's wait_for_changes calls blocked right now
         self._follower: TranscriptFollower | None = None
         self._reseeding = False
+        self._starting = asyncio.Lock()
         cards.listeners.append(self._on_card)
         gate.register(ASK, self.ask)
         gate.register(THREADS, self.thread)
@@ -214,6 +238,7 @@ class ControlService(Feature):
             "feed_revision": self.feed.revision,
             "routed": dict(self.routed),
             "reseeds": self.reseeds,
+            "looks": self.looks,
             "nudges": self.nudges,
         }
 
@@ -232,9 +257,21 @@ class ControlService(Feature):
             self._follower = (
                 TranscriptFollower.of(current, launcher) if launcher is not None else None
             )
+        self.looks += 1
         if self._follower is None:
             return
-        reason = self._follower.read().verdict(self.config.control.reseed_tokens)
+        limit = self.config.control.reseed_tokens
+        watch = self._follower.read()
+        reason = watch.verdict(limit)
+        if watch.born_over(limit) and not self._follower.told:
+            self._follower.told = True
+            self._control_note(
+                "control.too_large",
+                current,
+                f"control's first request already carried {watch.first_context} tokens, past "
+                f"reseed_tokens ({limit}): it is not re-seeded for size, since a fresh control "
+                "would start as large (raise [control] reseed_tokens)",
+            )
         if reason is None or self._reseeding:
             return
         self._reseeding = True
@@ -243,23 +280,29 @@ class ControlService(Feature):
         finally:
             self._reseeding = False
 
-    async def _reseed(self, old: Principal, reason: str) -> None:
+    def _control_note(
+        self, action: str, principal: Principal, text: str, reason: str | None = None
+    ) -> None:
+        """A line in control's own thread, with its system record."""
         note = Entry(
             seq=self.threads.next_seq(),
             thread=CONTROL_THREAD,
             kind=EntryKind.NOTE,
             time=self.clock.now(),
             actor="system",
-            text=f"control was re-seeded: {reason}",
-            pane=old.pane_id,
-            incarnation=old.incarnation,
+            text=text,
+            pane=principal.pane_id,
+            incarnation=principal.incarnation,
         )
         self._recorded(
-            "control.reseed",
-            old.pane_id,
-            {"principal": old.id, "reason": reason},
+            action,
+            principal.pane_id,
+            {"principal": principal.id, "reason": reason or text},
             [self.threads.add(note)],
         )
+
+    async def _reseed(self, old: Principal, reason: str) -> None:
+        self._control_note("control.reseed", old, f"control was re-seeded: {reason}", reason)
         self.reseeds += 1
         self._follower = None
         await self.launch.revoke(old, f"re-seeded: {reason}")
@@ -294,6 +337,12 @@ class ControlService(Feature):
             call.details.update({"pane": current.pane_id, "started": False})
             return {"started": False, "pane": current.pane_id, "principal": current.id}
         launcher = self.config.control.launcher
+        why_not = control_unfit(self.config.launchers[launcher])
+        if why_not is not None:
+            raise Unavailable(f"control cannot run on launcher {launcher!r}: {why_not}")
+        first_use = call.params.get("first_use")
+        if first_use is not None:
+            call.details["first_use"] = str(first_use)  # the request that needed control
         call.params = {
             "launcher": launcher,
             "preset": "collaborate",
@@ -469,14 +518,46 @@ class ControlService(Feature):
 
     def _delegated(self, request: Entry) -> None:
         """A request is control's: on the feed; and if control is not blocked in
-        ``wait_for_changes`` (its turn ended), a line typed into its pane wakes it."""
+        ``wait_for_changes`` (its turn ended), a line typed into its pane wakes it. With no
+        control running, this first use starts it (as the requester), and its first
+        ``wait_for_changes`` answers with the requests waiting."""
         self.feed.thread_entry(request.to_dict())
         if self._control_waiting == 0:
-            self._spawn(self._nudge(request))
+            self._spawn(self._wake(request))
 
-    async def _nudge(self, request: Entry) -> None:
+    async def _wake(self, request: Entry) -> None:
         current = self.grants.control()
-        if current is None or current.pane_id is None or current.incarnation is None:
+        if current is not None and await self.launch.ensure_live(current):
+            await self._nudge(current, request)
+            return
+        async with self._starting:  # two requests at once start one control
+            if self.grants.control() is not None:
+                return  # started meanwhile: its first wait answers with this request
+            await self._start_on_first_use(request)
+
+    async def _start_on_first_use(self, request: Entry) -> None:
+        kind, _, user = request.thread.partition(":")
+        if kind != "human":
+            return
+        try:
+            await self.gate.run(human(user), "control.start", {"first_use": request.id})
+        except OpenbusError as exc:
+            note = self._entry(
+                request,
+                EntryKind.NOTE,
+                "system",
+                f"control could not be started for this request: {exc.message}",
+            )
+            self._recorded(
+                "control.start_failed",
+                request.id,
+                {"request": request.id, "reason": exc.message},
+                [self.threads.add(note)],
+            )
+            self._added()
+
+    async def _nudge(self, current: Principal, request: Entry) -> None:
+        if current.pane_id is None or current.incarnation is None:
             return
         with contextlib.suppress(OpenbusError):
             await self.gate.run(

@@ -20,12 +20,17 @@ reason. The rule is two steps so a decision costs a few dictionary lookups:
 
 ``RoutingIndex.build(panes)`` turns the directory's panes (``PaneFacts``) into a map from
 identity key to panes (and multi-word titles by their first word), once per directory
-version, with the direct decision each match makes on its own. ``decide(text, index)`` reads
-the text's words with one regex pass; the common case (no stop word, no phrase or PR, one
-identity word naming one agent pane) is then a few set operations in C and returns the
-prepared decision. Anything else takes one exact pass over the words (``scan``), which stops
-at the first word that keeps the request from going direct and otherwise collects every
-pane its words and phrases name. Both give the same answer for the same text and index.
+version; the direct decision a match makes on its own is made the first time it is needed
+and kept with the index. ``decide(text, index)`` splits the text in one pass in C: a byte
+table turns every character no word holds into a space, leaving the runs of word
+characters (``pieces``). The common case is then a few set
+operations in C: every piece is a word already known harmless (``Lexicon``: a bounded memory
+of pieces seen before that are one whole word, no stop word, no risky stem, no PR
+reference), and exactly one of them names one agent pane: the prepared decision. Anything
+else reads the words with the word pattern and takes one exact pass over them (``scan``),
+which stops at the first word that keeps the request from going direct and otherwise
+collects every pane its words and phrases name. Both give the same answer for the same text
+and index: when every piece is one whole word, the pieces are the pattern's words.
 A ``Decision``
 names the route, the target with the incarnation and screen revision it was decided on
 (the sender checks the incarnation again, and falls back to control if the pane changed),
@@ -35,7 +40,6 @@ the candidates and the reason.
 from __future__ import annotations
 
 import enum
-import operator
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -178,6 +182,25 @@ def words(text: str) -> list[str]:
     return _WORD.findall(text.lower())
 
 
+# Keeps the bytes a word may hold, lower-cases ASCII letters; every other byte (a separator,
+# or any byte of a non-ASCII character, none of which is in a word) becomes a space.
+_WORD_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789_./#:~+-")
+_SPACED = bytes(
+    c if c in _WORD_BYTES else c + 32 if 0x41 <= c <= 0x5A else 0x20 for c in range(256)
+)
+
+
+def pieces(text: str) -> list[str]:
+    """The runs of word characters in the lower-cased text: where the pattern finds its words
+    (no word spans two runs, so the words are the runs' words in order). ASCII text is
+    lower-cased by the same byte table; any other is lower-cased first (a few non-ASCII
+    letters lower-case to ASCII ones)."""
+    if text.isascii():
+        return text.encode("ascii").translate(_SPACED).decode("ascii").split()
+    lowered = text.lower().encode("utf-8", "surrogatepass")
+    return lowered.translate(_SPACED).decode("ascii").split()
+
+
 # The words that keep a request from going direct, each with why: whole words, and risky stems
 # keyed by their first four letters (a word is risky when it starts with a stem).
 _STOP_WORDS: dict[str, str] = {
@@ -189,7 +212,7 @@ _STEMS: dict[str, tuple[str, ...]] = {}
 for _stem in RISKY:
     _STEMS.setdefault(_stem[:4], ())
     _STEMS[_stem[:4]] += (_stem,)
-_HEAD = operator.itemgetter(slice(0, 4))
+_PR_MARKS = ("#", "/pull/", "/merge_requests/")
 _STOP_REASONS = {
     "risky": "asks for something destructive or outward-facing ({!r})",
     "pane": "pane or session management ({!r}) is control's work",
@@ -197,18 +220,70 @@ _STOP_REASONS = {
 }
 
 
+def _stop(token: str) -> str | None:
+    """Why the word ``token`` keeps a request from going direct, or None."""
+    kind = _STOP_WORDS.get(token)
+    if kind is not None:
+        return _STOP_REASONS[kind].format(token)
+    risky = _STEMS.get(token[:4])
+    if risky is not None and any(token.startswith(s) for s in risky):
+        return _STOP_REASONS["risky"].format(token)
+    return None
+
+
+class Lexicon:
+    """Pieces of text known to be harmless words: each one whole word (so the pieces of a
+    text made of them are its words), no stop word, no risky stem, no PR reference.
+
+    A piece is judged once, the first time a request holds it; a request made only of known
+    pieces is then checked in one set operation. Bounded: past ``limit`` pieces it starts
+    again empty. It changes no answer, only how soon it comes.
+    """
+
+    def __init__(self, limit: int = 1 << 16) -> None:
+        self.limit = limit
+        self.harmless: set[str] = set()
+
+    def all_harmless(self, pieces: list[str]) -> bool:
+        known = self.harmless
+        if known.issuperset(pieces):
+            return True
+        every = True
+        for piece in pieces:
+            if piece in known:
+                continue
+            if (
+                _WORD.fullmatch(piece) is None
+                or _stop(piece) is not None
+                or any(mark in piece for mark in _PR_MARKS)
+            ):
+                every = False
+                continue
+            if len(known) >= self.limit:
+                known.clear()
+            known.add(piece)
+        return every
+
+
+LEXICON = Lexicon()
+
+
 @dataclass
 class RoutingIndex:
     """Identity key -> the panes it names; built once per directory version.
 
-    Each match carries the direct decision it would make alone, made at build time, so a
-    request naming one pane costs its word scan and a dictionary lookup per word.
+    Each match's direct decision (what it decides alone) is made once, when first needed,
+    and kept (``direct``), so a request naming one pane costs its split, a set operation
+    and a lookup.
     """
 
     panes: dict[str, PaneFacts] = field(default_factory=dict)
     keys: dict[str, list[Match]] = field(default_factory=dict)
     titles: dict[str, list[tuple[tuple[str, ...], Match]]] = field(default_factory=dict)
     direct: dict[Match, Decision] = field(default_factory=dict)
+    # every word that names something: an identity key (its matches), or a multi-word
+    # title's first word (None: the phrase is read by ``scan``)
+    named: dict[str, list[Match] | None] = field(default_factory=dict)
 
     @classmethod
     def build(cls, panes: Iterable[PaneFacts]) -> RoutingIndex:
@@ -236,19 +311,22 @@ class RoutingIndex:
                 index._add(title[0], match)
             elif 1 < len(title) <= MAX_TITLE_WORDS:
                 index.titles.setdefault(title[0], []).append((title, match))
-                index._decide(match)
+        index.named = {**index.keys, **dict.fromkeys(index.titles)}
         return index
 
     def _add(self, key: str, match: Match) -> None:
         found = self.keys.setdefault(key, [])
         if all(m.pane != match.pane for m in found):
             found.append(match)
-            self._decide(match)
 
-    def _decide(self, match: Match) -> None:
+    def decision(self, match: Match) -> Decision | None:
+        """The direct decision ``match`` makes alone (None: its pane is no agent)."""
+        known = self.direct.get(match)
+        if known is not None:
+            return known
         facts = self.panes[match.pane]
-        if facts.agent and match not in self.direct:
-            self.direct[match] = Decision(
+        if facts.agent:
+            known = self.direct[match] = Decision(
                 Route.DIRECT,
                 f"one agent pane matches: {match.pane} by {match.kind} {match.value}",
                 pane=match.pane,
@@ -257,41 +335,38 @@ class RoutingIndex:
                 matched=(match,),
                 candidates=(match.pane,),
             )
+        return known
 
-    def quick(self, lowered: str, tokens: list[str]) -> Decision | None:
-        """The common case in a few set operations: no stop word, no phrase or PR to read,
-        and exactly one identity word naming one agent pane; None sends it to ``scan``."""
-        if not _STOP_WORDS.keys().isdisjoint(tokens) or not _STEMS.keys().isdisjoint(
-            map(_HEAD, tokens)
-        ):
+    def quick(self, pieces: list[str], lexicon: Lexicon = LEXICON) -> Decision | None:
+        """The common case in a few set operations: every piece a known harmless word, and
+        exactly one of them naming one agent pane (no phrase to read); None sends the
+        request to ``scan``."""
+        if not lexicon.harmless.issuperset(pieces) and not lexicon.all_harmless(pieces):
             return None
-        if "#" in lowered or "/pull/" in lowered or "/merge_requests/" in lowered:
-            return None
-        if not self.titles.keys().isdisjoint(tokens):
-            return None
-        hits = set(filter(self.keys.__contains__, tokens))
+        named = self.named
+        hits = named.keys() & pieces
         if len(hits) != 1:
             return None
-        found = self.keys[hits.pop()]
-        return self.direct.get(found[0]) if len(found) == 1 else None
+        found = named[hits.pop()]
+        if found is None or len(found) != 1:
+            return None
+        known = self.direct.get(found[0])
+        return known if known is not None else self.decision(found[0])
 
     def scan(self, tokens: list[str]) -> tuple[str | None, list[Match]]:
         """One pass over the text's words: the first that keeps it from going direct (why),
         else every match of its words and phrases, one per pane (the first found)."""
-        keys, titles, stop, stems = self.keys, self.titles, _STOP_WORDS, _STEMS
+        keys, titles = self.keys, self.titles
         out: dict[str, Match] = {}
         for start, token in enumerate(tokens):
-            kind = stop.get(token)
-            if kind is not None:
-                return _STOP_REASONS[kind].format(token), []
-            risky = stems.get(token[:4])
-            if risky is not None and any(token.startswith(s) for s in risky):
-                return _STOP_REASONS["risky"].format(token), []
+            reason = _stop(token)
+            if reason is not None:
+                return reason, []
             found = keys.get(token)
             if found is not None:
                 for m in found:
                     out.setdefault(m.pane, m)
-            if "#" in token or "/pull/" in token or "/merge_requests/" in token:
+            if any(mark in token for mark in _PR_MARKS):
                 for key in pr_keys(token):
                     for m in keys.get(key, ()):
                         out.setdefault(m.pane, m)
@@ -303,33 +378,45 @@ class RoutingIndex:
         return None, list(out.values())
 
 
-def _text_refusal(text: str) -> str | None:
+def _text_refusal(text: str, stripped: str) -> str | None:
     """Why the shape of ``text`` keeps it from going direct, or None."""
     if len(text) > MAX_DIRECT_CHARS:
         return f"longer than {MAX_DIRECT_CHARS} characters: control reads it"
-    if "\n" in text.strip():
+    if "\n" in stripped:
         return "more than one line: control reads it"
     if ";" in text or "&&" in text:
         return "several steps: control sequences them"
     return None
 
 
-def decide(text: object, index: RoutingIndex) -> Decision:
+def decide(text: object, index: RoutingIndex, lexicon: Lexicon = LEXICON) -> Decision:
     """Where a front end's request goes: one agent pane, or control (the default)."""
-    if not isinstance(text, str) or not text.strip():
+    if not isinstance(text, str) or not (stripped := text.strip()):
         raise BadRequest("a request needs some text", field="text")
-    refusal = _text_refusal(text)
-    if refusal is None:
-        lowered = text.lower()
-        tokens = _WORD.findall(lowered)
-        known = index.quick(lowered, tokens)
+    # the common case first: a text ``_text_refusal`` passes, named by one identity word
+    if (
+        len(text) <= MAX_DIRECT_CHARS
+        and "\n" not in stripped
+        and ";" not in text
+        and "&&" not in text
+    ):
+        known = index.quick(pieces(text), lexicon)
         if known is not None:
             return known
+    return _decide(text, stripped, index, lexicon)
+
+
+def _decide(text: str, stripped: str, index: RoutingIndex, lexicon: Lexicon) -> Decision:
+    refusal = _text_refusal(text, stripped)
+    if refusal is None:
+        runs = pieces(text)
+        # pieces all known harmless are the pattern's words; else the pattern reads them
+        tokens = runs if lexicon.harmless.issuperset(runs) else _WORD.findall(text.lower())
         refusal, matched = index.scan(tokens)
     if refusal is not None:
         return Decision(Route.CONTROL, refusal)
     if len(matched) == 1:
-        known = index.direct.get(matched[0])
+        known = index.decision(matched[0])
         if known is not None:
             return known
     agents = [m for m in matched if index.panes[m.pane].agent]
@@ -351,4 +438,6 @@ def decide(text: object, index: RoutingIndex) -> Decision:
             candidates=tuple(m.pane for m in agents),
         )
     (only,) = agents
-    return index.direct[only]
+    known = index.decision(only)
+    assert known is not None  # an agent's match
+    return known

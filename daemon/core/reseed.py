@@ -4,15 +4,26 @@ Theory of operation
 -------------------
 Control keeps its charter by being restarted fresh (charter plus the current directory),
 not by the harness's compaction. ``ReseedWatch`` reads the control session's transcript
-records as they are appended (Claude Code's JSONL: ``assistant`` records carry the model's
-``usage`` and the ``tool_use`` blocks it called) and keeps two facts:
+records as they are appended and keeps two facts:
 
-* the context size: the last turn's input tokens, cache reads and cache writes together,
-  which is what the next request would carry;
-* drift: a tool call that edits files or runs commands (``Edit``, ``Write``, ``Bash``, ...)
-  means control started doing project work, which its charter forbids.
+* the context size, what the next request would carry:
 
-``verdict(limit)`` is ``None`` while neither holds, else the reason to re-seed. A watch is for
+  - Claude Code's JSONL: an ``assistant`` record's ``usage``, the last turn's input tokens,
+    cache reads and cache writes together;
+  - Codex's rollout: an ``event_msg`` of type ``token_count``, whose ``info`` holds the last
+    request's ``last_token_usage``; its ``total_tokens`` is what Codex itself counts against
+    the model's context window (``model_context_window`` beside it);
+
+* drift: a tool call that edits files or runs commands means control started doing project
+  work, which its charter forbids: Claude Code's ``tool_use`` blocks named ``Edit``,
+  ``Write``, ``Bash``, ...; Codex's ``response_item`` calls of its own shell and patch tools
+  (``shell``, ``exec_command``, ``apply_patch``, ...; an MCP tool's call carries its server's
+  ``namespace`` and is never drift).
+
+``verdict(limit)`` is ``None`` while neither holds, else the reason to re-seed. A control
+whose first request already passed the limit (a fleet whose directory alone is that large)
+is not re-seeded for size: its fresh successor would start as large and be restarted again
+and again; ``born_over`` says so, for the daemon to tell once. A watch is for
 one control session; a re-seeded control gets a new one. Plain rules over values.
 """
 
@@ -23,28 +34,41 @@ from dataclasses import dataclass, field
 from typing import Any
 
 DRIFT_TOOLS = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit", "Bash", "BashOutput"})
+CODEX_DRIFT_TOOLS = frozenset(
+    {"shell", "shell_command", "exec_command", "write_stdin", "apply_patch", "local_shell"}
+)
+CLAUDE_CONTEXT = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+CODEX_CALLS = frozenset({"function_call", "custom_tool_call", "local_shell_call"})
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 @dataclass
 class ReseedWatch:
     context_tokens: int = 0
+    first_context: int = 0  # the fresh session's first request: the charter and directory
     drifted: list[str] = field(default_factory=list)
 
+    def _context(self, total: int) -> None:
+        if total:
+            self.context_tokens = total
+            self.first_context = self.first_context or total
+
     def observe(self, record: Mapping[str, Any]) -> None:
-        if record.get("type") != "assistant":
+        kind = record.get("type")
+        if kind in ("event_msg", "response_item"):
+            self._codex(record.get("payload"))
+            return
+        if kind != "assistant":
             return
         message = record.get("message")
         if not isinstance(message, Mapping):
             return
         usage = message.get("usage")
         if isinstance(usage, Mapping):
-            total = 0
-            for key in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"):
-                value = usage.get(key)
-                if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-                    total += value
-            if total:
-                self.context_tokens = total
+            self._context(sum(_count(usage.get(key)) for key in CLAUDE_CONTEXT))
         content = message.get("content")
         if isinstance(content, list):
             for block in content:
@@ -55,9 +79,28 @@ class ReseedWatch:
                 ):
                     self.drifted.append(str(block["name"]))
 
+    def _codex(self, payload: object) -> None:
+        if not isinstance(payload, Mapping):
+            return
+        kind = payload.get("type")
+        if kind == "token_count":
+            info = payload.get("info")
+            last = info.get("last_token_usage") if isinstance(info, Mapping) else None
+            if isinstance(last, Mapping):
+                self._context(_count(last.get("total_tokens")) or _count(last.get("input_tokens")))
+        elif kind in CODEX_CALLS and not payload.get("namespace"):
+            name = "local_shell" if kind == "local_shell_call" else payload.get("name")
+            if name in CODEX_DRIFT_TOOLS:
+                self.drifted.append(str(name))
+
     def verdict(self, limit: int) -> str | None:
         if self.drifted:
             return f"its charter drifted: it called {', '.join(sorted(set(self.drifted)))}"
-        if self.context_tokens > limit:
+        if self.context_tokens > limit and not self.born_over(limit):
             return f"its context reached {self.context_tokens} tokens (limit {limit})"
         return None
+
+    def born_over(self, limit: int) -> bool:
+        """Its first request already passed the limit (the charter and the directory alone):
+        a fresh control would be no smaller, so re-seeding for size would only repeat."""
+        return self.first_context > limit

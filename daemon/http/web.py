@@ -90,6 +90,7 @@ ICONS = {
     "terminal": "terminal",
     "send": "send",
     "restart": "rotate-ccw",
+    "control": "route",
 }
 ICONS_MARK = b"/*LUCIDE-ICONS*/ {}"
 

@@ -476,7 +476,12 @@ function paneCard(pane) {
     h(
       "div",
       { class: "pane-head" },
-      h("span", { class: "indicator" }, indicator(preset)),
+      h(
+        "span",
+        { class: "indicator" },
+        pane.control ? icon("control", "The control session") : null,
+        indicator(preset),
+      ),
       h(
         "button",
         { type: "button", class: "linkish title", onclick: () => openDetail(pane.pane) },

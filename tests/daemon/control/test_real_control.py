@@ -1,11 +1,13 @@
 """Real Claude Code as the control session, against the stub model, with the real daemon:
-``openbus control start`` opens tmux session ``control`` with the charter as its first
-prompt. An ambiguous ``openbus ask`` (made before control starts: control starts on first
-use) is what control's first ``wait_for_changes`` answers with; its scripted turn calls
-``list_panes``, ``hand_off`` (the target gets the brief under a stamp naming control and the
-request) and ``reply`` (in ``openbus ask --json``). A request naming one pane's folder goes
-straight there, and control's model gets no request for it. An ordinary Collaborate agent
-is never offered the act tools."""
+an ambiguous ``openbus ask`` while no control runs starts it (first use: tmux session
+``control`` with the charter as its first prompt; ``openbus control start`` then says it
+runs), and control's first ``wait_for_changes`` answers with the request; its scripted turn
+calls ``list_panes``, ``hand_off`` (the target gets the brief under a stamp naming control and
+the request) and ``reply`` (in ``openbus ask --json``), presses ``1`` on another agent's
+permission prompt (a card: nothing is typed until the human approves it), then waits once
+more and ends its turn. A request naming one pane's folder goes straight there, and
+control's model gets no request for it; while the directory stays unchanged, control's
+model gets none at all. An ordinary Collaborate agent is never offered the act tools."""
 
 from __future__ import annotations
 
@@ -15,6 +17,9 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +31,16 @@ from tests.daemon.mcp.test_endpoint import mcp_session
 from tests.daemon.messaging.conftest import FAKE_AGENT
 from tests.support.daemon import RunningDaemon, running_daemon
 from tests.support.harnesses import make_claude
-from tests.support.stub_model import StubModel, call_tool, reply
+from tests.support.stub_model import Script, StubModel, call_tool, reply
 from tests.support.tmux import TmuxServer
 from tests.support.wait import wait_until
 
 pytestmark = [pytest.mark.harness, pytest.mark.timeout(240)]
+
+PROMPT = Path(__file__).parent / "permission_prompt.py"
+CAPTURED = Path(__file__).parents[1] / "screens" / "captured" / "claude-permission-menu.txt"
+IDLE_WAIT = 2  # control's last wait_for_changes before it ends its turn (seconds)
+IDLE_LOOKS = 5  # the daemon's looks at an idle control the test sees (one a second)
 
 
 def cli_json(daemon: RunningDaemon, *args: str) -> Any:
@@ -44,9 +54,43 @@ def pane_entry(daemon: RunningDaemon, pane: str) -> Any:
     return None
 
 
-def test_real_claude_code_as_control_hands_off_ambiguous_requests_and_replies(
-    tmp_path: Path, stub: StubModel, tmux: TmuxServer
-) -> None:
+@dataclass
+class ControlFleet:
+    """A real daemon whose control launcher runs the real Claude Code against the stub, and
+    one worker pane (the fake TUI, seen as Claude Code) in ``alpha-svc``, idle."""
+
+    daemon: RunningDaemon
+    worker: dict[str, Any]
+    received: Path
+
+    def typed(self) -> str:
+        path = self.received / "received"
+        lines = path.read_text().splitlines() if path.exists() else []
+        return "\n".join(json.loads(line) for line in lines)
+
+    def health(self) -> dict[str, Any]:
+        with self.daemon.human() as client:
+            body: dict[str, Any] = client.get("/healthz").json()
+        return body
+
+    def until_quiet(self, looks: int) -> dict[str, Any]:
+        """Control's health once its feed revision has held for ``looks`` of the daemon's
+        looks at control (one a second): the directory unchanged that long."""
+        since: dict[str, Any] = {}
+
+        def held() -> dict[str, Any] | None:
+            now = self.health()["control"]
+            if since.get("feed_revision") != now["feed_revision"]:
+                since.clear()
+                since.update(now)
+            return since if now["looks"] >= since["looks"] + looks else None
+
+        found: dict[str, Any] = wait_until(held, timeout=90, what=f"{looks} quiet looks")
+        return found
+
+
+@contextmanager
+def control_fleet(tmp_path: Path, stub: StubModel, tmux: TmuxServer) -> Iterator[ControlFleet]:
     home = tmp_path / "control-home"
     alpha = tmp_path / "alpha-svc"
     for folder in (home, alpha):
@@ -81,52 +125,85 @@ def test_real_claude_code_as_control_hands_off_ambiguous_requests_and_replies(
             timeout=30,
             what="the worker idle",
         )
+        yield ControlFleet(daemon, worker, received)
 
-        def typed() -> str:
-            path = received / "received"
-            lines = path.read_text().splitlines() if path.exists() else []
-            return "\n".join(json.loads(line) for line in lines)
 
-        brief = "Write the release notes draft for the parser change (the human asked)."
-        turn = stub.script(
-            # the first prompt can arrive before the MCP server is connected: Claude Code's own
-            # tool waits for it
-            call_tool("WaitForMcpServers", {}),
-            call_tool("mcp__openbus__wait_for_changes", {"timeout_seconds": 50}),
-            call_tool("mcp__openbus__list_panes", {}),
-            call_tool(
-                "mcp__openbus__hand_off",
-                {
-                    "thread": "r1",
-                    "to": worker["pane"],
-                    "incarnation": worker["incarnation"],
-                    "brief": brief,
-                },
-            ),
-            call_tool(
-                "mcp__openbus__reply", {"thread": "r1", "text": f"Handed to {worker['pane']}."}
-            ),
-            reply("routed"),
-            match=MARK,
+def model_requests(stub: StubModel) -> int:
+    """Requests to the model (turns and title side calls), not the harness's other calls."""
+    return sum(1 for r in list(stub.requests) if r.kind in ("turn", "title"))
+
+
+def control_turn(
+    stub: StubModel, fleet: ControlFleet, brief: str, press: dict[str, Any] | None = None
+) -> Script:
+    """Control's scripted turn for request r1: wait_for_changes (it answers with the request),
+    list_panes, hand_off to the worker, reply (and ``press_key`` with ``press``, if given);
+    then wait_for_changes again, which answers with nothing after its timeout, and the turn
+    ends (the charter's way to go idle)."""
+    worker = fleet.worker
+    pressing = [call_tool("mcp__openbus__press_key", press)] if press else []
+    return stub.script(
+        # the first prompt can arrive before the MCP server is connected: Claude Code's own
+        # tool waits for it
+        call_tool("WaitForMcpServers", {}),
+        call_tool("mcp__openbus__wait_for_changes", {"timeout_seconds": 50}),
+        call_tool("mcp__openbus__list_panes", {}),
+        call_tool(
+            "mcp__openbus__hand_off",
+            {
+                "thread": "r1",
+                "to": worker["pane"],
+                "incarnation": worker["incarnation"],
+                "brief": brief,
+            },
+        ),
+        call_tool("mcp__openbus__reply", {"thread": "r1", "text": f"Handed to {worker['pane']}."}),
+        *pressing,
+        call_tool("mcp__openbus__wait_for_changes", {"timeout_seconds": IDLE_WAIT}),
+        reply("nothing waits: ending my turn"),
+        match=MARK,
+    )
+
+
+def test_real_claude_code_as_control_hands_off_ambiguous_requests_and_replies(
+    tmp_path: Path, stub: StubModel, tmux: TmuxServer
+) -> None:
+    with control_fleet(tmp_path, stub, tmux) as fleet:
+        daemon, worker = fleet.daemon, fleet.worker
+        # another agent's permission prompt, which control answers with a key
+        script = tmp_path / "prompting" / "bin" / "claude"
+        script.parent.mkdir(parents=True)
+        shutil.copy(PROMPT, script)
+        keys = tmp_path / "prompting" / "keys"
+        asking_pane = tmux.new_window([sys.executable, str(script), str(CAPTURED), str(keys)])
+        menu = wait_until(
+            lambda: (e := pane_entry(daemon, asking_pane)) and e["state"] == "menu" and e,
+            timeout=30,
+            what="the permission prompt read as a menu",
         )
-        # the request comes first (control starts on first use): its wait sees it at once
+        press = {
+            "pane": asking_pane,
+            "incarnation": menu["incarnation"],
+            "revision": menu["revision"],
+            "key": "1",
+        }
+        brief = "Write the release notes draft for the parser change (the human asked)."
+        turn = control_turn(stub, fleet, brief, press)
+        # no control runs: the request starts it (first use), and its first wait sees it
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             asking = pool.submit(
                 cli_json, daemon, "ask", "what should we work on next?", "--wait", "50"
             )
-            wait_until(
-                lambda: cli_json(daemon, "thread")["entries"], timeout=30, what="the request"
-            )
-            started = cli_json(daemon, "control", "start")
-            assert started["started"] is True
-            assert started["connect"]["actor"] is not None
             entry = wait_until(
-                lambda: (e := pane_entry(daemon, started["pane"])) and e.get("control") and e,
+                lambda: next(
+                    (p for p in cli_json(daemon, "directory")["panes"] if p.get("control")), None
+                ),
                 timeout=60,
-                what="the control pane with its indicator",
+                what="the control pane, started on first use, with its indicator",
             )
             assert entry["session"] == "control"
-            assert cli_json(daemon, "control", "start")["started"] is False  # one control
+            again = cli_json(daemon, "control", "start")
+            assert again == {**again, "started": False, "pane": entry["pane"]}  # one control
             allowed = cli_json(daemon, "control", "allow-panes")
             assert allowed == {"control_may_open_panes": True}
             taken = cli_json(daemon, "control", "allow-panes", "--off")
@@ -143,17 +220,34 @@ def test_real_claude_code_as_control_hands_off_ambiguous_requests_and_replies(
         assert asked["later"][-1]["kind"] == "reply"
         assert asked["later"][-1]["text"] == f"Handed to {worker['pane']}."
         turn.wait_finished(timeout=60)
-        wait_until(lambda: brief in typed(), timeout=30, what="the brief typed in the worker")
-        assert "from control \u00b7 origin r1" in typed()
+        wait_until(lambda: brief in fleet.typed(), timeout=30, what="the brief typed")
+        assert "from control \u00b7 origin r1" in fleet.typed()
+        # its key for the other agent's menu is a card; nothing typed until it is approved
+        with daemon.human() as client:
+            [card] = client.get("/api/cards").json()["cards"]
+            assert "Do you want to proceed?" in json.dumps(card)
+            assert not keys.exists()
+            decided = client.post(f"/api/cards/{card['id']}", json={"decision": "approve"})
+            assert decided.is_success, decided.text
+        wait_until(lambda: keys.exists() and keys.read_bytes() == b"1", timeout=30, what="the key")
         offered = stub.turns()[-1].body.get("tools", [])  # once its MCP server is connected
         names = {t.get("name") for t in offered}
         assert {"mcp__openbus__hand_off", "mcp__openbus__press_key"} <= names
 
-        turns = len(stub.turns())
+        turns = model_requests(stub)
         direct = cli_json(daemon, "ask", "in alpha-svc, add a test for the tokenizer")
         assert direct["sent_to"] == worker["pane"]
-        wait_until(lambda: "tokenizer" in typed(), timeout=30, what="the direct send typed")
-        assert len(stub.turns()) == turns  # control's model got no request for it
+        wait_until(lambda: "tokenizer" in fleet.typed(), timeout=30, what="the direct send")
+        assert model_requests(stub) == turns  # control's model got no request for it
+
+        # idle: control ended its turn; once the worker has settled after the direct send,
+        # the directory stays unchanged while the daemon looks at control's transcript once
+        # a tick, and nothing reaches control's model
+        quiet = fleet.until_quiet(IDLE_LOOKS)
+        after = fleet.health()["control"]
+        assert after["looks"] >= quiet["looks"] + IDLE_LOOKS
+        assert after["nudges"] == quiet["nudges"] == 0
+        assert model_requests(stub) == turns  # no model request from control while idle
 
         detail = cli_json(daemon, "pane", worker["pane"])
         assert [o["request"]["id"] for o in detail["origins"]][-1] == "r1"

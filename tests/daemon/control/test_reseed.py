@@ -27,51 +27,78 @@ def cli_json(daemon: RunningDaemon, *args: str) -> Any:
     return json.loads(daemon.cli(*args, "--json", check=True, timeout=90).stdout)
 
 
-def test_a_control_whose_context_passes_the_limit_is_restarted_fresh(
-    tmp_path: Path, tmux: TmuxServer
-) -> None:
+def fake_control(tmp_path: Path, tmux: TmuxServer, limit: int) -> dict[str, dict[str, Any]]:
+    """The daemon's config: control is the fake Claude Code TUI, its transcripts under
+    ``<tmp>/claude-config``, re-seeded past ``limit`` tokens."""
     script = tmp_path / "agent" / "bin" / "claude"
     script.parent.mkdir(parents=True)
     shutil.copy(FAKE_AGENT, script)
     received = tmp_path / "agent" / "control"
     received.mkdir()
-    config_dir = tmp_path / "claude-config"
-    extra: dict[str, dict[str, Any]] = {
+    (tmp_path / "d").mkdir()
+    return {
         "tmux": {"socket": str(tmux.socket)},
         "history": {"claude_config_dirs": [], "codex_homes": []},
         "launchers.boss": {
             "harness": "claude",
             "argv": [sys.executable, str(script), str(received)],
-            "env": {"CLAUDE_CONFIG_DIR": str(config_dir)},
+            "env": {"CLAUDE_CONFIG_DIR": str(tmp_path / "claude-config")},
             "cwd": str(tmp_path),
         },
-        "control": {"launcher": "boss", "reseed_tokens": 1000},
+        "control": {"launcher": "boss", "reseed_tokens": limit},
     }
-    (tmp_path / "d").mkdir()
-    with running_daemon(tmp_path / "d", extra) as daemon:
-        first = cli_json(daemon, "control", "start")
-        session = first["connect"]["session_id"]
-        transcript = config_dir / "projects" / "-somewhere" / f"{session}.jsonl"
-        transcript.parent.mkdir(parents=True)
-        usage = {"input_tokens": 40, "cache_read_input_tokens": 400}
-        line = {"type": "assistant", "message": {"usage": usage, "content": []}}
-        transcript.write_text(json.dumps(line) + "\n")
-        assert cli_json(daemon, "control", "start")["started"] is False  # under the limit
 
-        usage["cache_read_input_tokens"] = 4000
-        with transcript.open("a") as handle:
+
+def write_transcript(tmp_path: Path, session: str, *contexts: int) -> None:
+    transcript = tmp_path / "claude-config" / "projects" / "-somewhere" / f"{session}.jsonl"
+    transcript.parent.mkdir(parents=True, exist_ok=True)
+    with transcript.open("a") as handle:
+        for tokens in contexts:
+            usage = {"input_tokens": 40, "cache_read_input_tokens": tokens - 40}
+            line = {"type": "assistant", "message": {"usage": usage, "content": []}}
             handle.write(json.dumps(line) + "\n")
 
-        def reseeded() -> Any:
-            with daemon.human() as client:
-                records = client.get("/api/audit", params={"after": 0}).json()["records"]
-            return [r for r in records if r["action"] == "control.reseed"]
 
-        [record] = wait_until(reseeded, timeout=30, what="the re-seed record")
+def audit_of(daemon: RunningDaemon, action: str) -> list[Any]:
+    with daemon.human() as client:
+        records = client.get("/api/audit", params={"after": 0}).json()["records"]
+    return [r for r in records if r["action"] == action]
+
+
+def recorded(daemon: RunningDaemon, action: str) -> tuple[Any, str]:
+    """The one ``action`` record, once it is there, and the last line of control's thread."""
+    [record] = wait_until(lambda: audit_of(daemon, action), timeout=30, what=action)
+    with daemon.human() as client:
+        thread = client.get("/api/threads", params={"thread": "control"}).json()
+    return record, str(thread["entries"][-1]["text"])
+
+
+def test_a_control_whose_first_request_is_past_the_limit_is_kept_and_its_thread_told(
+    tmp_path: Path, tmux: TmuxServer
+) -> None:
+    with running_daemon(tmp_path / "d", fake_control(tmp_path, tmux, 100)) as daemon:
+        first = cli_json(daemon, "control", "start")
+        write_transcript(tmp_path, first["connect"]["session_id"], 440, 900)
+        told, line = recorded(daemon, "control.too_large")
+        assert "440 tokens" in told["details"]["reason"]
+        assert "not re-seeded for size" in line
+        assert audit_of(daemon, "control.reseed") == []
+        assert cli_json(daemon, "control", "start")["pane"] == first["pane"]
+
+
+def test_a_control_whose_context_passes_the_limit_is_restarted_fresh(
+    tmp_path: Path, tmux: TmuxServer
+) -> None:
+    with running_daemon(tmp_path / "d", fake_control(tmp_path, tmux, 1000)) as daemon:
+        first = cli_json(daemon, "control", "start")
+        session = first["connect"]["session_id"]
+        write_transcript(tmp_path, session, 440)
+        assert cli_json(daemon, "control", "start")["started"] is False  # under the limit
+
+        write_transcript(tmp_path, session, 4040)
+        record, line = recorded(daemon, "control.reseed")
         assert "4040 tokens" in record["details"]["reason"]
-        with daemon.human() as client:
-            thread = client.get("/api/threads", params={"thread": "control"}).json()
-        assert "re-seeded" in thread["entries"][-1]["text"]
+        assert "re-seeded" in line
 
         def new_control() -> Any:
             panes = cli_json(daemon, "directory")["panes"]

@@ -6,6 +6,7 @@ presses on a shell are cards; act actions are control's alone."""
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import sys
 from collections.abc import Callable
@@ -349,5 +350,32 @@ def test_resuming_a_session_is_a_card_and_goes_through_the_resumer_once_allowed(
         await world.gate.run(world.human, "control.allow_panes", {})
         with pytest.raises(NotFound, match="no session claude:sess-unknown is known"):
             await world.gate.run(CONTROL, "control.resume_session", params)
+
+    run_world(scenario)
+
+
+def test_a_request_for_control_when_none_runs_starts_it_once_and_a_direct_one_does_not(
+    run_world: Run,
+) -> None:
+    async def scenario(world: World) -> None:
+        alpha = await agent_in(world, "alpha", "alpha-svc")
+        direct = await ask(world, "in alpha-svc, add a test for the parser")
+        assert direct["sent_to"] == alpha.pane
+        await world.until(lambda: "add a test for the parser" in typed(alpha), "typed")
+        assert world.services.grants.control() is None  # a direct send needs no control
+
+        first = (await ask(world, "what is everyone doing?"))["request"]["id"]
+        second = (await ask(world, "and what is left to do?"))["request"]["id"]
+        control = await world.until(world.services.grants.control, "control started", 30)
+        assert control.pane_id is not None
+        await world.until(
+            lambda: world.directory.entry(str(control.pane_id)).info.session_name == "control",
+            "its pane in tmux session control",
+        )
+        starts = [r for r in world.audit() if r["action"] == "control.start"]
+        assert len(starts) == 1 and json.loads(starts[0]["details"])["first_use"] == first
+        # the fresh control's first wait_for_changes answers with both requests at once
+        waiting = await world.gate.run(CONTROL, "directory.wait", {})
+        assert [r["id"] for r in waiting["open_requests"]] == [first, second]
 
     run_world(scenario)

@@ -4,12 +4,16 @@ plain, harmless text; everything else to control, with the reason."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from openbus.daemon.core.dispatch import (
+    Lexicon,
     PaneFacts,
     Route,
     RoutingIndex,
     decide,
+    pieces,
     pr_keys,
     words,
 )
@@ -179,15 +183,90 @@ def test_a_risky_word_inside_an_identity_is_no_risk() -> None:
 )
 def test_the_quick_path_gives_what_the_full_scan_gives(text: str) -> None:
     tokens = words(text)
-    quick = FLEET.quick(text.lower(), tokens)
+    quick = FLEET.quick(tokens)
     refusal, matched = FLEET.scan(tokens)
     if quick is not None:
         assert refusal is None and matched == [quick.matched[0]]
-        assert quick == FLEET.direct[matched[0]]
+        assert quick == FLEET.decision(matched[0])
 
 
 def test_a_request_naming_one_agent_pane_takes_the_quick_path() -> None:
-    decision = FLEET.quick(
-        "tell auth-review to add a test", words("tell auth-review to add a test")
-    )
+    decision = FLEET.quick(words("tell auth-review to add a test"))
     assert decision is not None and decision.pane == "%1"
+
+
+# Words of the fleet above, stop words, risky stems and the characters that sit at a word's
+# edge, for texts that take every path.
+VOCABULARY = [
+    *[
+        "auth-review",
+        "auth",
+        "review",
+        "docs",
+        "pass",
+        "docs-two",
+        "shared",
+        "example-app",
+        "billing",
+        "old-work",
+    ],
+    *[
+        "#12",
+        "example-app#12",
+        "acme/example-app#12",
+        "https://github.com/acme/example-app/pull/12",
+    ],
+    *[
+        "tell",
+        "add",
+        "a",
+        "test",
+        "then",
+        "open",
+        "pushing",
+        "merged",
+        "rm",
+        "the",
+        "to",
+        "in",
+        "on",
+    ],
+    *["-v", "a/", "x.", "y:", "_z", "+q", "..", "/", "é", "\u212a", "\u0130", ",", "(", ")"],
+]
+texts = st.one_of(
+    st.lists(st.sampled_from(VOCABULARY), max_size=8).map(" ".join),
+    st.lists(st.sampled_from(VOCABULARY), max_size=8).map("".join),
+    st.text(alphabet="abdeiortuvwAEKZ-_./:#+~ ,\u00e9\u212a", max_size=30),
+)
+
+
+@given(texts)
+@settings(max_examples=400, deadline=None)
+def test_pieces_all_known_harmless_are_the_patterns_words(text: str) -> None:
+    runs = pieces(text)
+    if Lexicon().all_harmless(runs):
+        assert runs == words(text)
+
+
+@given(texts)
+@settings(max_examples=400, deadline=None)
+def test_a_decision_is_the_same_on_first_sight_and_once_its_words_are_known(text: str) -> None:
+    if not text.strip():
+        return
+    warm = Lexicon()
+    first = decide(text, FLEET, warm)
+    assert decide(text, FLEET, warm) == first
+    assert decide(text, FLEET, Lexicon(limit=2)) == first  # a full memory starts again
+    quick = FLEET.quick(words(text), Lexicon())
+    if quick is not None:
+        refusal, matched = FLEET.scan(words(text))
+        assert refusal is None and matched == [quick.matched[0]]
+
+
+def test_a_known_word_is_judged_once_and_stop_words_never_become_known() -> None:
+    lexicon = Lexicon()
+    assert decide("tell auth-review to add a test", FLEET, lexicon).pane == "%1"
+    assert {"tell", "auth-review", "add"} <= lexicon.harmless
+    decide("auth-review: push it", FLEET, lexicon)
+    assert "push" not in lexicon.harmless and "auth-review:" not in lexicon.harmless
+    assert decide("tell auth-review to push it", FLEET, lexicon).route is Route.CONTROL

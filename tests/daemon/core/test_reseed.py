@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from openbus.daemon.core.reseed import ReseedWatch
@@ -38,3 +40,54 @@ def test_other_records_and_odd_values_are_ignored() -> None:
         watch.observe(record)
     assert watch.context_tokens == 0
     assert watch.verdict(1) is None
+
+
+DATA = Path(__file__).parents[1] / "history" / "data"
+
+
+def test_a_codex_rollouts_token_counts_give_its_context_and_mcp_calls_are_no_drift() -> None:
+    watch = ReseedWatch()
+    for path in ("codex-interactive-rollout.jsonl", "codex-exec-mcp-rollout.jsonl"):
+        for line in (DATA / path).read_text().splitlines():
+            watch.observe(json.loads(line))
+    # the last token_count's last request: 10 in, 5 out (Codex counts the total)
+    assert watch.context_tokens == 15
+    assert watch.verdict(15) is None  # its MCP calls (namespace mcp__steer) are no drift
+    # the stub's requests are all 15 tokens: a later, larger one in the same shape
+    grown = json.loads(TOKEN_COUNT.replace('"total_tokens":15}', '"total_tokens":4000}', 1))
+    watch.observe(grown)
+    assert watch.verdict(1000) == "its context reached 4000 tokens (limit 1000)"
+
+
+TOKEN_COUNT = next(
+    line
+    for line in reversed((DATA / "codex-interactive-rollout.jsonl").read_text().splitlines())
+    if '"token_count"' in line
+)
+
+
+def test_a_control_whose_first_request_passes_the_limit_is_not_reseeded_for_size() -> None:
+    watch = ReseedWatch()
+    watch.observe(assistant({"input_tokens": 2000}))  # the charter and a large directory
+    watch.observe(assistant({"input_tokens": 2500}))
+    assert watch.born_over(1500)
+    assert watch.verdict(1500) is None  # a fresh control would start as large
+    watch.observe(assistant(tools=("Bash",)))
+    assert watch.verdict(1500) == "its charter drifted: it called Bash"  # drift still counts
+
+
+def codex_call(kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
+    payload: dict[str, Any] = {"type": kind, "name": name, "arguments": "{}", "call_id": "c1"}
+    if namespace:
+        payload["namespace"] = namespace
+    return {"type": "response_item", "payload": payload}
+
+
+def test_codex_running_commands_or_patching_files_is_drift() -> None:
+    watch = ReseedWatch()
+    watch.observe(codex_call("function_call", "hand_off", "mcp__openbus"))
+    watch.observe(codex_call("function_call", "exec_command", "mcp__other"))
+    assert watch.verdict(10**9) is None
+    watch.observe(codex_call("function_call", "exec_command"))
+    watch.observe(codex_call("custom_tool_call", "apply_patch"))
+    assert watch.verdict(10**9) == "its charter drifted: it called apply_patch, exec_command"

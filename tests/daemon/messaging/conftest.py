@@ -217,6 +217,12 @@ def server(tmp_path: Path) -> Iterator[TmuxServer]:
 @pytest.fixture
 def run_world(tmp_path: Path, server: TmuxServer) -> Callable[[Scenario], None]:
     def run(scenario: Scenario) -> None:
+        # control, when a request starts it, is the fake TUI (``<tmp>/agents/control``)
+        boss = tmp_path / "agents" / "control"
+        (boss / "bin").mkdir(parents=True, exist_ok=True)
+        (boss / "control").mkdir(exist_ok=True)
+        tui = boss / "bin" / "claude"
+        shutil.copy(FAKE_AGENT, tui)
         config = parse_config(
             {
                 "daemon": {
@@ -225,6 +231,14 @@ def run_world(tmp_path: Path, server: TmuxServer) -> Callable[[Scenario], None]:
                 },
                 "tmux": {"socket": str(server.socket)},
                 "history": {"claude_config_dirs": [], "codex_homes": []},
+                "launchers": {
+                    "boss": {
+                        "harness": "claude",
+                        "argv": [sys.executable, str(tui), str(boss / "control")],
+                        "cwd": str(tmp_path),
+                    }
+                },
+                "control": {"launcher": "boss"},
             },
             "<test>",
         )

@@ -1,5 +1,6 @@
 """The page's request box in a real headless Chromium against the real daemon: a request
-typed into it is routed (to control here: nothing matches) and named at once; control's
+typed into it is routed (to control here: nothing matches) and named at once; no control ran,
+so it starts control (first use), whose pane shows with its own indicator; control's
 ``reply``, made over its real MCP session, shows under it without a reload."""
 
 from __future__ import annotations
@@ -52,10 +53,9 @@ def reply_as_control(fleet: Fleet, token: str, thread: str, text: str) -> dict[s
         return pool.submit(asyncio.run, go()).result(timeout=60)
 
 
-def test_a_request_from_the_box_is_routed_and_controls_reply_shows_under_it(fleet: Fleet) -> None:
-    with fleet.daemon.human(timeout=60) as client:  # a launch waits for its pane's harness
-        started = client.post("/api/control/start", json={}).json()
-    token = fleet.token_of(started["pid"])
+def test_a_request_from_the_box_starts_control_and_controls_reply_shows_under_it(
+    fleet: Fleet,
+) -> None:
     with forwarder(fleet.daemon.socket_path) as base, sync_api.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=chromium(), headless=True, args=ARGS)
         page = browser.new_context(viewport=PHONE, is_mobile=True).new_page()
@@ -64,6 +64,15 @@ def test_a_request_from_the_box_is_routed_and_controls_reply_shows_under_it(flee
         page.click("#ask-form button[type=submit]")
         route = page.locator("#ask-log li.ask-route")
         expect(route).to_contain_text("r1 to control", timeout=WAIT_MS)
+        # no control ran: this first request started it, shown with its own indicator
+        marked = page.locator('li.pane .indicator svg[data-icon="control"]')
+        expect(marked).to_have_count(1, timeout=WAIT_MS)
+        with fleet.daemon.human() as client:
+            panes = client.get("/api/directory").json()["panes"]
+        [control] = [p for p in panes if p.get("control")]
+        assert control["session"] == "control"
+        assert page.locator(f'li.pane[data-pane="{control["pane"]}"] .indicator svg').count()
+        token = fleet.token_of(control["pid"])
         answered = reply_as_control(fleet, token, "r1", "All quiet on the fleet.")
         assert answered["result"]["request_state"] == "answered", answered
         expect(page.locator("#ask-log li.ask-reply")).to_contain_text(
