@@ -284,6 +284,9 @@ class LaunchService(Feature):
         brief and control's hand-off into a window it opened wait for the agent's first idle."""
         deadline = time.monotonic() + BRIEF_READY_SECONDS
         while True:
+            # Claude Code writes its status file a moment after it draws the idle composer;
+            # the directory's own re-read comes once a second, so read it here each look
+            self.directory.reread_evidence(pane)
             try:
                 entry = self.directory.entry(pane)
             except OpenbusError:
