@@ -28,8 +28,8 @@ branch, Claude's status file: a ``Probe``), classifies the screen with the pure 
 
 Evidence besides the screen can change while the screen does not (Claude Code's status file
 says ``idle`` a moment after the screen showed the idle composer): ``reread_evidence()``,
-called about once a second, classifies such panes again, so no state waits for the next
-screen change.
+called about once a second (and for one pane by a wait that cannot lag it), classifies such
+panes again, so no state waits for the next screen change.
 
 Readers use ``snapshot()``, ``pane(id)``, ``resolve_handle(handle)`` and ``changes()``; the
 per-pane ``send_lock(id)`` linearizes everything that types into a pane. Time comes from the
@@ -471,14 +471,20 @@ class Directory:
             entry._dict = None
             self._publish("added" if added else "updated", info.pane_id)
 
-    def reread_evidence(self) -> None:
-        """Classify again each pane whose reading weighs more than its screen (Claude Code's
-        status file, how long the screen has stood still), where that evidence may have
-        changed while the screen did not: a status file that changed, or a busy or unknown
-        reading that stillness or the status file can settle. Called every second or so by
-        the feature; a source that went silent so never freezes a state."""
+    def reread_evidence(self, pane_id: str | None = None) -> None:
+        """Classify again each pane (or just ``pane_id``) whose reading weighs more than its
+        screen (Claude Code's status file, how long the screen has stood still), where that
+        evidence may have changed while the screen did not: a status file that changed, or a
+        busy or unknown reading that stillness or the status file can settle. Called every
+        second or so by the feature, so a source that went silent never freezes a state; and
+        for one pane by a wait that must not lag the status file by that second (a new
+        agent's first idle, ``LaunchService.until_ready``)."""
         now = self.clock.now()
-        for entry in list(self._entries.values()):
+        if pane_id is None:
+            entries = list(self._entries.values())
+        else:
+            entries = [e for e in (self._entries.get(pane_id),) if e is not None]
+        for entry in entries:
             if entry.harness != "claude" or entry.text is None:
                 continue
             try:

@@ -129,7 +129,8 @@ log = logging.getLogger("openbus.launch")
 LAUNCH = Action("launch", tier=Tier.HUMAN, mutates=True)
 STALE_ENV_FILE_SECONDS = 60.0
 POLL_SECONDS = 0.02
-READY_POLL_SECONDS = 0.05  # how often a wait for a new agent's first idle looks
+READY_POLL_SECONDS = 0.02  # how often a wait for a new agent's first idle looks (and reads its
+# status file, which Claude Code writes a moment after the idle composer shows)
 HARNESS_SECONDS = 2.0  # the directory sees the new pane run the launcher's harness
 SEEN_SECONDS = 10.0  # ... or at least sees the pane at all (a wrapper, a fake harness)
 FIRST_STATE_SECONDS = 30.0  # a recognised harness draws its first screen
@@ -284,6 +285,9 @@ class LaunchService(Feature):
         brief and control's hand-off into a window it opened wait for the agent's first idle."""
         deadline = time.monotonic() + BRIEF_READY_SECONDS
         while True:
+            # Claude Code writes its status file a moment after it draws the idle composer;
+            # the directory's own re-read comes once a second, so read it here each look
+            self.directory.reread_evidence(pane)
             try:
                 entry = self.directory.entry(pane)
             except OpenbusError:

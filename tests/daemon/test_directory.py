@@ -180,6 +180,22 @@ def test_a_status_file_that_changes_while_the_screen_does_not_is_read_again() ->
     assert (d.pane("%1")["state"], d.pane("%1")["composer_empty"]) == ("idle", True)
 
 
+def test_one_panes_status_file_can_be_read_again_at_once_leaving_the_others() -> None:
+    """A new agent's first-idle wait reads its status file on each look, not once a second."""
+    d, _, probe = make()
+    probe.harness[30] = "claude"
+    probe.status = None  # Claude Code draws its idle composer before it writes the file
+    d.pane_captured(info(), screen("claude-idle"))
+    d.pane_captured(info("%2", 30), screen("claude-idle"))
+    probe.status = ClaudeStatus("idle")
+    d.reread_evidence("%1")
+    assert d.entry("%1").status == ClaudeStatus("idle")
+    assert d.entry("%2").status is None  # left for the once-a-second re-read
+    d.reread_evidence("%9")  # a pane it does not know: nothing to read
+    d.reread_evidence()
+    assert d.entry("%2").status == ClaudeStatus("idle")
+
+
 def test_a_stale_busy_status_does_not_outlive_a_still_idle_screen() -> None:
     """After quick turns the status file may still say busy while the screen has long shown
     the idle composer: a message to that pane would otherwise wait for ever."""
