@@ -148,6 +148,27 @@ def _children_map() -> dict[int, list[int]]:
     return children
 
 
+# the kernel lists each thread's children (``CONFIG_PROC_CHILDREN``): asked once
+_PER_PROCESS_CHILDREN = os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
+
+
+def _children_of(pid: int) -> list[int] | None:
+    """A process's children from ``/proc/PID/task/*/children`` (each of its threads' own): a
+    few reads instead of a walk over every process (none for a process gone meanwhile); None
+    where the kernel does not list them."""
+    if not _PER_PROCESS_CHILDREN:
+        return None
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    found: list[int] = []
+    for tid in tasks:
+        raw = _read(f"/proc/{pid}/task/{tid}/children")
+        found.extend(int(word) for word in (raw or b"").split())
+    return found
+
+
 class ProcessProbe:
     """Harness detection, process identity, git branches and Claude's status file."""
 
@@ -204,13 +225,23 @@ class ProcessProbe:
     @staticmethod
     def _descendant(root: int, pane: ProcIdentity) -> Detected | None:
         """The first harness below ``root``, else the first shell (what the wrapper runs)."""
-        tree = _children_map()
+        tree: dict[int, list[int]] | None = None
+
+        def children(pid: int) -> list[int]:
+            nonlocal tree
+            found = _children_of(pid)
+            if found is not None:
+                return found
+            if tree is None:  # no per-process list on this kernel: one walk over them all
+                tree = _children_map()
+            return tree.get(pid, [])
+
         frontier, depth = [root], 0
         shell: Detected | None = None
         while frontier and depth < 3:
             nxt: list[int] = []
             for pid in frontier:
-                for child in tree.get(pid, []):
+                for child in children(pid):
                     kind = _classify(child)
                     if kind not in (None, "shell"):
                         return Detected(kind, proc_identity(child), pane)

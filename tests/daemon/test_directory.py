@@ -15,7 +15,13 @@ from pathlib import Path
 import pytest
 
 from openbus.daemon.directory import Directory
-from openbus.daemon.directory_probe import Detected, ProcessProbe, ProcIdentity
+from openbus.daemon.directory_probe import (
+    Detected,
+    ProcessProbe,
+    ProcIdentity,
+    _children_map,
+    _children_of,
+)
 from openbus.daemon.launch_proc import process_tree
 from openbus.daemon.screens import ClaudeStatus
 from openbus.daemon.tmux.adapter import PaneInfo
@@ -339,6 +345,26 @@ def test_a_pane_whose_files_cannot_be_read_does_not_hide_the_rest_of_the_fleet()
     d, _, _ = make(Denied(harness={10: "claude", 20: "codex"}))
     d.panes_listed([info("%1", cwd="/private"), info("%2", pid=20)])
     assert [p["pane"] for p in d.snapshot()["panes"]] == ["%2"]
+
+
+def test_a_process_children_are_read_from_its_own_listing_as_a_walk_over_all_finds_them() -> None:
+    """Looking below a wrapper reads the wrapper's own children (a few files), not every
+    process on the host; both ways find the same children."""
+    parent = subprocess.Popen(["/bin/sh", "-c", "sleep 30 & sleep 30 & wait"])
+    try:
+        wait_until(
+            lambda: len(_children_map().get(parent.pid, [])) == 2,
+            timeout=10,
+            what="both children started",
+        )
+        own = _children_of(parent.pid)
+        assert own is None or sorted(own) == sorted(_children_map()[parent.pid])
+        assert _children_of(2**22 + 1) in (None, [])  # no such process: no children
+    finally:
+        for child in process_tree(parent.pid)[::-1]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child, signal.SIGKILL)
+        parent.wait()
 
 
 def test_a_shell_started_under_an_unrecognised_wrapper_is_seen_below_it() -> None:
