@@ -64,7 +64,7 @@ PR_LINKS_KEPT = 10
 BRANCH_EVERY = 3.0  # seconds between git branch reads for a pane whose screen keeps changing
 # seconds between process probes, at captures, of a pane whose process is not recognised yet
 # (a shell running a script, a wrapper yet to start what it runs); a listing probes at once
-UNKNOWN_RECHECK = 2.0
+UNKNOWN_RECHECK = 4.0
 _SUBSCRIBER_QUEUE = 1024
 
 
