@@ -62,9 +62,6 @@ log = logging.getLogger(__name__)
 EVENTS_KEPT = 32
 PR_LINKS_KEPT = 10
 BRANCH_EVERY = 3.0  # seconds between git branch reads for a pane whose screen keeps changing
-# seconds between process probes, at captures, of a pane whose process is not recognised yet
-# (a shell running a script, a wrapper yet to start what it runs); a listing probes at once
-UNKNOWN_RECHECK = 4.0
 _SUBSCRIBER_QUEUE = 1024
 
 
@@ -200,7 +197,6 @@ class Directory:
         self.hostname = hostname
         self._entries: dict[str, Entry] = {}
         self._failing: dict[str, str] = {}  # pane -> the probe error last logged for it
-        self._unknown_probed: dict[str, float] = {}  # pane -> when a probe last found it unknown
         self._locks: dict[str, asyncio.Lock] = {}
         self._subscribers: set[asyncio.Queue[Change]] = set()
         self._listeners: list[Callable[[Change], None]] = []
@@ -373,28 +369,17 @@ class Directory:
         digest = hmac.new(self._secret, material.encode(), hashlib.sha256).hexdigest()
         return "inc_" + digest[:32]
 
-    def _detect(
-        self, entry: Entry | None, info: PaneInfo, now: float, captured: bool
-    ) -> tuple[Detected, bool]:
+    def _detect(self, entry: Entry | None, info: PaneInfo) -> tuple[Detected, bool]:
         """The pane's processes, and whether the pane's own process has ended. When it has
         (tmux keeps the pane under remain-on-exit, or has not flagged it dead or told its new
         process yet, and /proc no longer knows the pid), the entry keeps the identity it had:
-        that incarnation exited, none began. A capture of a pane whose process was not
-        recognised ``UNKNOWN_RECHECK`` seconds ago keeps that answer: such a pane (a script
-        printing away) would otherwise be probed at every capture."""
+        that incarnation exited, none began."""
         kept = None
         if entry is not None and info.pid == entry.pane_process.pid:
             kept = Detected(entry.harness, entry.process, entry.pane_process)
             if info.dead:
                 return kept, True
-            since = self._unknown_probed.get(info.pane_id)
-            if captured and since is not None and now - since < UNKNOWN_RECHECK:
-                return kept, entry.ended
         detected = self.probe.detect(info.pid)
-        if detected.harness == "unknown":
-            self._unknown_probed[info.pane_id] = now
-        else:
-            self._unknown_probed.pop(info.pane_id, None)
         if kept is not None and detected.pane.start == 0:
             return kept, True
         return detected, False
@@ -403,7 +388,7 @@ class Directory:
         now = self.clock.now()
         captured = text is not None
         entry = self._entries.get(info.pane_id)
-        detected, ended = self._detect(entry, info, now, captured)
+        detected, ended = self._detect(entry, info)
         if (
             entry is not None
             and entry.pane_process == detected.pane
@@ -544,7 +529,6 @@ class Directory:
 
     def _remove(self, pane_id: str) -> None:
         self._entries.pop(pane_id, None)
-        self._unknown_probed.pop(pane_id, None)
         self._failing.pop(pane_id, None)
         lock = self._locks.get(pane_id)
         if lock is not None and not lock.locked():

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from openbus.daemon.directory import UNKNOWN_RECHECK, Directory
+from openbus.daemon.directory import Directory
 from openbus.daemon.directory_probe import (
     Detected,
     ProcessProbe,
@@ -387,35 +387,3 @@ def test_a_shell_started_under_an_unrecognised_wrapper_is_seen_below_it() -> Non
             with contextlib.suppress(ProcessLookupError):
                 os.kill(child, signal.SIGKILL)
         wrapper.wait()
-
-
-def test_a_printing_pane_whose_process_is_not_recognised_is_probed_again_every_few_seconds() -> (
-    None
-):
-    """A shell running a script is unknown until what it starts is recognised; while it prints,
-    its captures probe its processes again at most every ``UNKNOWN_RECHECK`` seconds (and a
-    listing at once), so a script that streams output costs no probe per capture."""
-
-    @dataclass
-    class Counting(FakeProbe):
-        asked: int = 0
-
-        def detect(self, pane_pid: int) -> Detected:
-            self.asked += 1
-            return super().detect(pane_pid)
-
-    d, clock, probe = make(Counting(harness={30: "unknown"}))
-    assert isinstance(probe, Counting)
-    pane = info("%3", pid=30, current_command="sh")
-    d.panes_listed([pane])
-    for n in range(5):
-        d.pane_captured(pane, f"line {n}")
-    assert probe.asked == 1 and d.entry("%3").harness == "unknown"
-    assert d.entry("%3").text == "line 4"  # every capture read all the same
-    probe.harness[30] = "claude"  # the script has started the harness
-    clock.advance(UNKNOWN_RECHECK)
-    d.pane_captured(pane, "line 5")
-    assert probe.asked == 2 and d.entry("%3").harness == "claude"
-    d.pane_captured(pane, "line 6")
-    d.panes_listed([pane])
-    assert probe.asked == 4  # a recognised harness is probed each time, as before
