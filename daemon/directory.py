@@ -52,6 +52,7 @@ from openbus.daemon.core.names import event_words
 from openbus.daemon.directory_probe import Detected, ProcIdentity
 from openbus.daemon.screens import ClaudeStatus, Evidence, Reading, parse, parser_name, rule_of
 from openbus.daemon.screens.base import screen_lines
+from openbus.daemon.screens.claude import BUSY_ON_STATUS_FILE
 from openbus.daemon.tmux.adapter import PaneInfo
 from openbus.kernel.clock import Clock
 from openbus.kernel.errors import BadRequest, NotFound
@@ -465,13 +466,17 @@ class Directory:
             entry._dict = None
             self._publish("added" if added else "updated", info.pane_id)
 
-    def reread_evidence(self) -> None:
+    def reread_evidence(self) -> bool:
         """Classify again each pane whose reading weighs more than its screen (Claude Code's
         status file, how long the screen has stood still), where that evidence may have
         changed while the screen did not: a status file that changed, or a busy or unknown
         reading that stillness or the status file can settle. Called every second or so by
-        the feature; a source that went silent so never freezes a state."""
+        the feature; a source that went silent so never freezes a state. True while some
+        pane reads busy on its status file alone under an idle-looking screen: Claude Code
+        writes the file a moment after it draws the idle composer, so the caller asks again
+        soon rather than leave the pane busy for a second more."""
         now = self.clock.now()
+        disputed = False
         for entry in list(self._entries.values()):
             if entry.harness != "claude" or entry.text is None:
                 continue
@@ -484,6 +489,8 @@ class Directory:
             if self._classify(entry, now, status):
                 entry._dict = None
                 self._publish("updated", entry.pane_id)
+            disputed = disputed or entry.reading.rule == BUSY_ON_STATUS_FILE
+        return disputed
 
     def _classify(self, entry: Entry, now: float, status: ClaudeStatus | None = None) -> bool:
         info = entry.info

@@ -60,6 +60,8 @@ _SPINNER = re.compile(r"^[^\w\s❯●⎿│]\s+(\S.*….*)$")
 _PLACEHOLDER = re.compile(r'^Try "[^"]*"$')
 _OFFLINE = "Unable to connect to Anthropic services"
 _IDLE_FOOTER = "? for shortcuts"
+# the rule reading busy on the status file alone, under a screen that looks idle
+BUSY_ON_STATUS_FILE = "busy-status-file"
 
 
 def _composer(lines: list[str]) -> tuple[int, int] | None:
@@ -138,7 +140,7 @@ RULES = {
         "'esc to interrupt' on the spinner line above the box or in the footer",
         "the turn ending: the marker leaves the screen",
     ),
-    "busy-status-file": Rule(
+    BUSY_ON_STATUS_FILE: Rule(
         "the composer box with no busy marker, but Claude's status file says busy and the "
         f"screen changed within {STILL_SCREEN_SECONDS:g} s (the screen has not caught up)",
         f"the status file saying idle, or the screen standing still {STILL_SCREEN_SECONDS:g} s",
@@ -228,7 +230,7 @@ def parse(text: str, ev: Evidence) -> Reading:
     still = ev.screen_still is not None and ev.screen_still >= STILL_SCREEN_SECONDS
     if status == "busy" and not still:
         return reading(
-            "busy", composer_empty, "working (status file)", "busy-status-file", box_lines
+            "busy", composer_empty, "working (status file)", BUSY_ON_STATUS_FILE, box_lines
         )
     if status == "waiting":
         return reading(

@@ -181,10 +181,10 @@ def test_a_stale_busy_status_does_not_outlive_a_still_idle_screen() -> None:
     d.pane_captured(info(), screen("claude-idle"))
     assert d.pane("%1")["state"] == "busy"  # the turn may have just begun
     clock.advance(1.0)
-    d.reread_evidence()
+    assert d.reread_evidence() is True  # disputed: the caller asks again soon
     assert d.pane("%1")["state"] == "busy"
     clock.advance(5.0)  # the screen has not moved: no spinner, no work
-    d.reread_evidence()
+    assert d.reread_evidence() is False
     entry = d.pane("%1")
     assert (entry["state"], entry["composer_empty"]) == ("idle", True)
     assert [e["to"] for e in entry["events"] if e["kind"] == "state"][-1] == "idle"
