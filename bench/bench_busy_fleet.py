@@ -32,6 +32,7 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from urllib.parse import quote
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -158,9 +159,11 @@ def _sample(
             if state != truth:
                 wrong[agent.name] += 1
                 if len(shown) < 10:
+                    why = get("/api/panes/" + quote(agent.pane, safe="")).json()["explain"]
                     shown.append(
                         f"{agent.name} {agent.pane} read {state} while its screen has shown "
-                        f"{truth} for {now - agent.since:.1f}s"
+                        f"{truth} for {now - agent.since:.1f}s (rule {why['rule']}: "
+                        f"{why['evidence'].get('status_file')})"
                     )
         time.sleep(max(0.0, now + SAMPLE_EVERY - time.monotonic()))
         rounds += 1
