@@ -505,6 +505,7 @@ class Directory:
             in_mode=info.in_mode,
             claude_status=status,
             screen_still=now - entry.last_activity,
+            screen_changed=entry.last_activity,
         )
         if entry.text is None:
             state = (

@@ -295,11 +295,13 @@ class ProcessProbe:
         waiting = doc.get("waitingFor")
         session = doc.get("sessionId")
         name = doc.get("name")
+        since = doc.get("statusUpdatedAt")  # epoch milliseconds
         return ClaudeStatus(
             status=doc["status"],
             waiting_for=waiting if isinstance(waiting, str) else None,
             session_id=session if isinstance(session, str) else None,
             name=name if isinstance(name, str) else None,
+            since=since / 1000 if isinstance(since, int | float) and since > 0 else None,
         )
 
     def _claude_config(self, pid: int) -> Path:

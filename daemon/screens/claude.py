@@ -21,9 +21,11 @@ The live status file, when present and proven to belong to this process, refines
 parser recognized: a ``busy`` status makes an idle-looking screen busy (the turn started and
 the screen has not caught up) until that screen has stood still for ``STILL_SCREEN_SECONDS``
 (a working Claude redraws its spinner: a still idle composer is idle, whatever a lagging or
-left-behind status says); a ``waiting`` status under an idle-looking screen is a conflict and
-reads ``unknown``. It never turns an unrecognized screen into a state, with one exception
-that is still read from the screen: a frame Claude Code left half redrawn (seen in a 15-row
+left-behind status says), and never when the status was set before the screen last changed
+(the file says when: the turn ended, and its idle status is written a moment after); a
+``waiting`` status under an idle-looking screen is a conflict and reads ``unknown``. It never
+turns an unrecognized screen into a state, with one exception that is still read from the
+screen: a frame Claude Code left half redrawn (seen in a 15-row
 pane after a permission was approved: the box's top rule overwritten, the busy footer of the
 turn left above the prompt) that ends with the prompt line, the bottom rule and the idle
 footer (``? for shortcuts``) reads ``idle`` once the status file says idle and the screen has
@@ -228,7 +230,10 @@ def parse(text: str, ev: Evidence) -> Reading:
             "busy", composer_empty, "working: " + (spinner or "…"), "busy-marker", marked
         )
     still = ev.screen_still is not None and ev.screen_still >= STILL_SCREEN_SECONDS
-    if status == "busy" and not still:
+    since = ev.claude_status.since if ev.claude_status is not None else None
+    # a busy status older than the idle-looking screen: the turn ended after it was set
+    behind = since is not None and ev.screen_changed is not None and since < ev.screen_changed
+    if status == "busy" and not still and not behind:
         return reading(
             "busy", composer_empty, "working (status file)", BUSY_ON_STATUS_FILE, box_lines
         )

@@ -190,6 +190,20 @@ def test_a_stale_busy_status_does_not_outlive_a_still_idle_screen() -> None:
     assert [e["to"] for e in entry["events"] if e["kind"] == "state"][-1] == "idle"
 
 
+def test_a_busy_status_set_before_the_idle_screen_was_drawn_does_not_keep_the_pane_busy() -> None:
+    """Claude Code draws the idle composer a moment before it writes its idle status: a busy
+    status older than the screen's last change is the ended turn's; one newer still makes an
+    idle-looking screen busy (the turn began and the screen has not caught up)."""
+    d, clock, probe = make()
+    probe.status = ClaudeStatus("busy", since=clock.now() - 30)  # set when the turn began
+    d.pane_captured(info(), screen("claude-idle"))
+    assert d.pane("%1")["state"] == "idle"
+    probe.status = ClaudeStatus("busy", since=clock.now() + 0.2)  # a new turn, set after it
+    clock.advance(1.0)
+    d.reread_evidence()
+    assert d.pane("%1")["state"] == "busy"
+
+
 def test_a_panes_detail_explains_its_state_with_the_status_file_it_weighed() -> None:
     d, clock, probe = make()
     probe.status = ClaudeStatus("busy")
