@@ -249,6 +249,12 @@ def main() -> None:
         f"{', '.join(f'{x:.0f}' for x in ours_ms)}, poll {', '.join(f'{x:.0f}' for x in poll_ms)}, "
         f"no follower {', '.join(f'{x:.0f}' for x in base_ms)}"
     )
+    total_ours, total_poll = statistics.median(ours_ms), statistics.median(poll_ms)
+    print(
+        f"  totals with the tmux server (the TUIs' and printers' own drawing included): ours "
+        f"{total_ours:.1f} ms/s vs the poll {total_poll:.1f} ms/s: ratio "
+        f"{total_ours / total_poll:.2f} (the difference above is small beside load swings)"
+    )
     server = statistics.median(server_ms) - base
     print(
         f"  of ours, the tmux server {server:.1f} ms/s above no follower, the daemon "
