@@ -52,6 +52,7 @@ from openbus.daemon.core.names import event_words
 from openbus.daemon.directory_probe import Detected, ProcIdentity
 from openbus.daemon.screens import ClaudeStatus, Evidence, Reading, parse, parser_name, rule_of
 from openbus.daemon.screens.base import screen_lines
+from openbus.daemon.screens.claude import BUSY_ON_STATUS_FILE
 from openbus.daemon.tmux.adapter import PaneInfo
 from openbus.kernel.clock import Clock
 from openbus.kernel.errors import BadRequest, NotFound
@@ -471,15 +472,19 @@ class Directory:
             entry._dict = None
             self._publish("added" if added else "updated", info.pane_id)
 
-    def reread_evidence(self, pane_id: str | None = None) -> None:
+    def reread_evidence(self, pane_id: str | None = None) -> bool:
         """Classify again each pane (or just ``pane_id``) whose reading weighs more than its
         screen (Claude Code's status file, how long the screen has stood still), where that
         evidence may have changed while the screen did not: a status file that changed, or a
         busy or unknown reading that stillness or the status file can settle. Called every
         second or so by the feature, so a source that went silent never freezes a state; and
         for one pane by a wait that must not lag the status file by that second (a new
-        agent's first idle, ``LaunchService.until_ready``)."""
+        agent's first idle, ``LaunchService.until_ready``). True while some pane reads busy
+        on its status file alone under an idle-looking screen: Claude Code writes the file a
+        moment after it draws the idle composer, so the caller asks again soon rather than
+        leave the pane busy for a second more."""
         now = self.clock.now()
+        disputed = False
         if pane_id is None:
             entries = list(self._entries.values())
         else:
@@ -496,6 +501,8 @@ class Directory:
             if self._classify(entry, now, status):
                 entry._dict = None
                 self._publish("updated", entry.pane_id)
+            disputed = disputed or entry.reading.rule == BUSY_ON_STATUS_FILE
+        return disputed
 
     def _classify(self, entry: Entry, now: float, status: ClaudeStatus | None = None) -> bool:
         info = entry.info
@@ -510,6 +517,7 @@ class Directory:
             in_mode=info.in_mode,
             claude_status=status,
             screen_still=now - entry.last_activity,
+            screen_changed=entry.last_activity,
         )
         if entry.text is None:
             state = (

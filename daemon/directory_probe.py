@@ -134,24 +134,6 @@ def _classify(pid: int) -> str | None:
     return classify_argv(_argv(pid), _comm(pid), exe)
 
 
-def _children(pid: int) -> list[int] | None:
-    """The children of a process, from ``/proc/<pid>/task/<tid>/children`` (a thread's own
-    children: every thread's are read); None when the kernel has no such files."""
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return []  # gone
-    found: list[int] = []
-    for tid in tasks:
-        raw = _read(f"/proc/{pid}/task/{tid}/children", 1 << 20)
-        if raw is None:
-            if os.path.isdir(f"/proc/{pid}/task/{tid}"):
-                return None  # the thread is there, its children file is not
-            continue
-        found += (int(child) for child in raw.split())
-    return found
-
-
 def _children_map() -> dict[int, list[int]]:
     children: dict[int, list[int]] = {}
     try:
@@ -164,6 +146,27 @@ def _children_map() -> dict[int, list[int]]:
             if stat is not None:
                 children.setdefault(stat[0], []).append(int(name))
     return children
+
+
+# the kernel lists each thread's children (``CONFIG_PROC_CHILDREN``): asked once
+_PER_PROCESS_CHILDREN = os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
+
+
+def _children_of(pid: int) -> list[int] | None:
+    """A process's children from ``/proc/PID/task/*/children`` (each of its threads' own): a
+    few reads instead of a walk over every process (none for a process gone meanwhile); None
+    where the kernel does not list them."""
+    if not _PER_PROCESS_CHILDREN:
+        return None
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    found: list[int] = []
+    for tid in tasks:
+        raw = _read(f"/proc/{pid}/task/{tid}/children")
+        found.extend(int(word) for word in (raw or b"").split())
+    return found
 
 
 class ProcessProbe:
@@ -221,18 +224,15 @@ class ProcessProbe:
 
     @staticmethod
     def _descendant(root: int, pane: ProcIdentity) -> Detected | None:
-        """The first harness below ``root``, else the first shell (what the wrapper runs).
-        Children are read from each process's own ``children`` files: a scan of every
-        process on the host (the fallback) costs that per pane, a pane running a script is
-        asked again at each change, and a host may run a thousand processes."""
+        """The first harness below ``root``, else the first shell (what the wrapper runs)."""
         tree: dict[int, list[int]] | None = None
 
         def children(pid: int) -> list[int]:
             nonlocal tree
-            if tree is None:
-                direct = _children(pid)
-                if direct is not None:
-                    return direct
+            found = _children_of(pid)
+            if found is not None:
+                return found
+            if tree is None:  # no per-process list on this kernel: one walk over them all
                 tree = _children_map()
             return tree.get(pid, [])
 
@@ -295,11 +295,13 @@ class ProcessProbe:
         waiting = doc.get("waitingFor")
         session = doc.get("sessionId")
         name = doc.get("name")
+        since = doc.get("statusUpdatedAt")  # epoch milliseconds
         return ClaudeStatus(
             status=doc["status"],
             waiting_for=waiting if isinstance(waiting, str) else None,
             session_id=session if isinstance(session, str) else None,
             name=name if isinstance(name, str) else None,
+            since=since / 1000 if isinstance(since, int | float) and since > 0 else None,
         )
 
     def _claude_config(self, pid: int) -> Path:

@@ -45,6 +45,8 @@ from openbus.kernel.scopes import Scope
 LIST = Action("directory.list", Scope.READ, Tier.READ)
 PANE = Action("directory.pane", Scope.READ, Tier.READ)
 EVIDENCE_EVERY = 1.0  # seconds between re-reads of evidence that changes off screen
+# ... while a pane reads busy on Claude's status file alone (the file lags its idle screen)
+EVIDENCE_SOON = 0.1
 SCREEN_CHARS = 16_384  # the most of a pane's screen text one read returns
 SECRET_FILE = "directory.secret"  # noqa: S105 - a file name, not a secret
 
@@ -145,11 +147,13 @@ class DirectoryFeature(Feature):
 
     async def _reread_evidence(self) -> None:
         """Evidence that changes without a screen change (a status file) is read again."""
+        disputed = False
         while True:
-            await asyncio.sleep(EVIDENCE_EVERY)
+            await asyncio.sleep(EVIDENCE_SOON if disputed else EVIDENCE_EVERY)
             try:
-                self.directory.reread_evidence()
+                disputed = self.directory.reread_evidence()
             except Exception:
+                disputed = False
                 log.exception("re-reading the panes' evidence failed")
 
     def health(self) -> Mapping[str, Any]:

@@ -70,7 +70,8 @@ def _value(value: Any) -> str:
 
 
 def event_words(event: Mapping[str, Any]) -> str:
-    """One directory event (appeared, state, title, harness, incarnation) in plain words."""
+    """One directory event (appeared, state, title, harness, incarnation, stale, fresh) in
+    plain words."""
     kind = event.get("kind")
     before, after = event.get("from"), event.get("to")
     if kind == "appeared":
@@ -88,4 +89,9 @@ def event_words(event: Mapping[str, Any]) -> str:
         return f"recognised as {after}"
     if kind == "incarnation":
         return f"a new process: {after} (was {before})"
+    if kind == "stale":
+        why = event.get("why")
+        return f"stale, last seen as shown: {why}" if why else "stale, last seen as shown"
+    if kind == "fresh":
+        return "followed again (no longer stale)"
     return str(kind)

@@ -41,6 +41,7 @@ class ClaudeStatus:
     waiting_for: str | None = None
     session_id: str | None = None
     name: str | None = None
+    since: float | None = None  # when the status was set (epoch seconds; None: not said)
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,9 @@ class Evidence:
     # seconds since the screen text last changed (None: not known); a harness at work redraws
     # its spinner several times a second, so a still screen outweighs a status file's ``busy``
     screen_still: float | None = None
+    # when the screen text last changed (epoch seconds, as ``ClaudeStatus.since``; None: not
+    # known): a ``busy`` status set before an idle-looking screen was drawn is left behind
+    screen_changed: float | None = None
 
 
 # How long an idle-looking screen must stay unchanged before a ``busy`` status file (which

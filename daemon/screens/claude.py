@@ -21,9 +21,11 @@ The live status file, when present and proven to belong to this process, refines
 parser recognized: a ``busy`` status makes an idle-looking screen busy (the turn started and
 the screen has not caught up) until that screen has stood still for ``STILL_SCREEN_SECONDS``
 (a working Claude redraws its spinner: a still idle composer is idle, whatever a lagging or
-left-behind status says); a ``waiting`` status under an idle-looking screen is a conflict and
-reads ``unknown``. It never turns an unrecognized screen into a state, with one exception
-that is still read from the screen: a frame Claude Code left half redrawn (seen in a 15-row
+left-behind status says), and never when the status was set before the screen last changed
+(the file says when: the turn ended, and its idle status is written a moment after); a
+``waiting`` status under an idle-looking screen is a conflict and reads ``unknown``. It never
+turns an unrecognized screen into a state, with one exception that is still read from the
+screen: a frame Claude Code left half redrawn (seen in a 15-row
 pane after a permission was approved: the box's top rule overwritten, the busy footer of the
 turn left above the prompt) that ends with the prompt line, the bottom rule and the idle
 footer (``? for shortcuts``) reads ``idle`` once the status file says idle and the screen has
@@ -60,6 +62,8 @@ _SPINNER = re.compile(r"^[^\w\s❯●⎿│]\s+(\S.*….*)$")
 _PLACEHOLDER = re.compile(r'^Try "[^"]*"$')
 _OFFLINE = "Unable to connect to Anthropic services"
 _IDLE_FOOTER = "? for shortcuts"
+# the rule reading busy on the status file alone, under a screen that looks idle
+BUSY_ON_STATUS_FILE = "busy-status-file"
 
 
 def _composer(lines: list[str]) -> tuple[int, int] | None:
@@ -138,7 +142,7 @@ RULES = {
         "'esc to interrupt' on the spinner line above the box or in the footer",
         "the turn ending: the marker leaves the screen",
     ),
-    "busy-status-file": Rule(
+    BUSY_ON_STATUS_FILE: Rule(
         "the composer box with no busy marker, but Claude's status file says busy and the "
         f"screen changed within {STILL_SCREEN_SECONDS:g} s (the screen has not caught up)",
         f"the status file saying idle, or the screen standing still {STILL_SCREEN_SECONDS:g} s",
@@ -226,9 +230,12 @@ def parse(text: str, ev: Evidence) -> Reading:
             "busy", composer_empty, "working: " + (spinner or "…"), "busy-marker", marked
         )
     still = ev.screen_still is not None and ev.screen_still >= STILL_SCREEN_SECONDS
-    if status == "busy" and not still:
+    since = ev.claude_status.since if ev.claude_status is not None else None
+    # a busy status older than the idle-looking screen: the turn ended after it was set
+    behind = since is not None and ev.screen_changed is not None and since < ev.screen_changed
+    if status == "busy" and not still and not behind:
         return reading(
-            "busy", composer_empty, "working (status file)", "busy-status-file", box_lines
+            "busy", composer_empty, "working (status file)", BUSY_ON_STATUS_FILE, box_lines
         )
     if status == "waiting":
         return reading(

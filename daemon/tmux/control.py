@@ -169,7 +169,8 @@ class ControlClient:
         self._stdout: asyncio.StreamReader | None = None
         self._stdout_pipe: asyncio.ReadTransport | None = None
         self._reader: asyncio.Task[None] | None = None
-        self._waiting: deque[tuple[str, asyncio.Future[list[str]]]] = deque()
+        # commands sent and not yet answered: the line, its future, the loop time it was sent
+        self._waiting: deque[tuple[str, asyncio.Future[list[str]], float]] = deque()
         self.closed = asyncio.Event()
         self.exit_reason: str | None = None
         self.name: str | None = None  # tmux's name for this client (``client-<pid>``), once known
@@ -178,6 +179,13 @@ class ControlClient:
     @property
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
+
+    @property
+    def waiting_since(self) -> float | None:
+        """The loop time the oldest command still unanswered was sent (None: all answered).
+        tmux answers in order, so a client that keeps printing ``%output`` while this grows
+        old has stopped answering commands (a wedged command queue)."""
+        return self._waiting[0][2] if self._waiting else None
 
     @property
     def alive(self) -> bool:
@@ -220,12 +228,13 @@ class ControlClient:
         if proc is None or proc.stdin is None or self.closed.is_set():
             raise ConnectionError("the tmux control client is not connected")
         loop = asyncio.get_running_loop()
+        now = loop.time()
         futures: list[asyncio.Future[list[str]]] = []
         for line in lines:
             if "\n" in line or "\r" in line:
                 raise ValueError("a control-mode command must be one line")
             future: asyncio.Future[list[str]] = loop.create_future()
-            self._waiting.append((line, future))
+            self._waiting.append((line, future, now))
             futures.append(future)
         try:
             proc.stdin.write(("\n".join(lines) + "\n").encode("utf-8"))
@@ -259,7 +268,7 @@ class ControlClient:
                 for event in parser.feed_data(data):
                     if isinstance(event, Block):
                         if event.flags & 1 and self._waiting:
-                            command, future = self._waiting.popleft()
+                            command, future, _ = self._waiting.popleft()
                             if not future.done():
                                 if event.ok:
                                     future.set_result(event.lines)
@@ -286,7 +295,7 @@ class ControlClient:
 
     def _fail_waiting(self, why: str) -> None:
         while self._waiting:
-            _, future = self._waiting.popleft()
+            _, future, _ = self._waiting.popleft()
             if not future.done():
                 future.set_exception(ConnectionError(why))
 

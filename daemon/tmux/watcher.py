@@ -48,14 +48,17 @@ Liveness: a control client that stops delivering (killed, or a server that wedge
 mode; a stopped client process is not one, as tmux's server reads and writes a control
 client's stdio itself) would leave its session's panes showing their last screen as if
 current. Every ``probe_every`` seconds the probe loop makes a round: each client silent since
-the last round, or probed in it, gets a probe (``display-message -p .`` on its own stdin),
-all at once so the server and the daemon wake once for them; a client whose probe of the
+the last round, probed in it, or with a command unanswered since before it (a client whose
+command queue is wedged may go on printing ``%output``: its captures would wait forever),
+gets a probe (``display-message -p .`` on its own stdin), all at once so the server and the
+daemon wake once for them; a client whose probe of the
 round before has not answered is lost. A lost client (or one that exits while its session
 still exists) gets its session's panes marked stale in the directory (``panes_stale``: they
 are never shown as fresh), is killed, and the structure loop attaches a new one; once the new
 client answers its first command (so its ``%output`` follows the panes) its panes are captured
 again, which clears the stale mark. So a client that stops is found within three rounds
-(4.8 s by default), and one that keeps delivering is never probed. A server that accepts
+(4.8 s by default), and one that keeps delivering and answering is never probed. Captures cut
+off by a lost client are asked again of the next one. A server that accepts
 connections but does not answer (``list-sessions`` within three rounds) keeps
 every pane, marked stale, and is retried with backoff until it answers.
 
@@ -429,7 +432,7 @@ class Watcher:
             futures = iter(client.send(lines))
         except ConnectionError:
             return
-        for pane in panes:
+        for at, pane in enumerate(panes):
             try:
                 if pane in fresh:
                     info: PaneInfo | None = self._meta[pane][0]
@@ -445,6 +448,9 @@ class Watcher:
                 self.sink.pane_gone(pane)
                 continue
             except (ConnectionError, TimeoutError):
+                # the client went (lost, restarted): what was not captured is captured later
+                self._dirty.update(panes[at:])
+                self._dirty_event.set()
                 return
             if info is None:
                 continue
@@ -524,7 +530,12 @@ class Watcher:
                 if answer is not None and not answer.done():
                     self._lost(client)  # its probe of the round before has not come back
                     continue
-                if client.alive and (answer is not None or client.heard < last_round):
+                # probed: the silent, those probed last round, and those with a command
+                # unanswered since before the last round (still printing %output, perhaps,
+                # but answering nothing: a wedged command queue)
+                since = client.waiting_since
+                stuck = since is not None and since < last_round
+                if client.alive and (answer is not None or client.heard < last_round or stuck):
                     try:
                         (self._probes[client],) = client.send_quietly(["display-message -p ."])
                     except ConnectionError:
@@ -546,17 +557,19 @@ class Watcher:
 
     def _mark_stale(self, session: str | None, why: str) -> None:
         """Tell the sink a session's panes (every pane for None) are no longer watched."""
-        panes = [
-            pane
-            for pane, (info, _) in self._meta.items()
-            if session is None or info.session_id == session
-        ]
+        panes = sorted(self._session_panes(session))
         if session is not None:
             self._stale_sessions.add(session)
         for pane in panes:
             self._told.pop(pane, None)  # the capture after recovery is told, whatever it shows
         if panes:
             self.sink.panes_stale(panes, why)
+
+    def _session_panes(self, session: str | None) -> set[str]:
+        """A session's panes (every pane for None) as last listed or read: the metadata cache
+        alone misses a pane whose metadata was dropped to be read again."""
+        infos = [*self._last_infos, *(info for info, _ in self._meta.values())]
+        return {info.pane_id for info in infos if session is None or info.session_id == session}
 
     async def _recover(self, client: ControlClient) -> None:
         """Once a restarted session's new client answers (its ``%output`` now follows the
@@ -569,7 +582,7 @@ class Watcher:
         if self._clients.get(session) is not client:
             return
         self._stale_sessions.discard(session)
-        panes = {pane for pane, (info, _) in self._meta.items() if info.session_id == session}
+        panes = self._session_panes(session)
         for pane in panes:
             self._told.pop(pane, None)
         if panes:

@@ -16,7 +16,13 @@ import pytest
 
 from openbus.daemon import directory_probe
 from openbus.daemon.directory import Directory
-from openbus.daemon.directory_probe import Detected, ProcessProbe, ProcIdentity
+from openbus.daemon.directory_probe import (
+    Detected,
+    ProcessProbe,
+    ProcIdentity,
+    _children_map,
+    _children_of,
+)
 from openbus.daemon.launch_proc import process_tree
 from openbus.daemon.screens import ClaudeStatus
 from openbus.daemon.tmux.adapter import PaneInfo
@@ -204,13 +210,27 @@ def test_a_stale_busy_status_does_not_outlive_a_still_idle_screen() -> None:
     d.pane_captured(info(), screen("claude-idle"))
     assert d.pane("%1")["state"] == "busy"  # the turn may have just begun
     clock.advance(1.0)
-    d.reread_evidence()
+    assert d.reread_evidence() is True  # disputed: the caller asks again soon
     assert d.pane("%1")["state"] == "busy"
     clock.advance(5.0)  # the screen has not moved: no spinner, no work
-    d.reread_evidence()
+    assert d.reread_evidence() is False
     entry = d.pane("%1")
     assert (entry["state"], entry["composer_empty"]) == ("idle", True)
     assert [e["to"] for e in entry["events"] if e["kind"] == "state"][-1] == "idle"
+
+
+def test_a_busy_status_set_before_the_idle_screen_was_drawn_does_not_keep_the_pane_busy() -> None:
+    """Claude Code draws the idle composer a moment before it writes its idle status: a busy
+    status older than the screen's last change is the ended turn's; one newer still makes an
+    idle-looking screen busy (the turn began and the screen has not caught up)."""
+    d, clock, probe = make()
+    probe.status = ClaudeStatus("busy", since=clock.now() - 30)  # set when the turn began
+    d.pane_captured(info(), screen("claude-idle"))
+    assert d.pane("%1")["state"] == "idle"
+    probe.status = ClaudeStatus("busy", since=clock.now() + 0.2)  # a new turn, set after it
+    clock.advance(1.0)
+    d.reread_evidence()
+    assert d.pane("%1")["state"] == "busy"
 
 
 def test_a_panes_detail_explains_its_state_with_the_status_file_it_weighed() -> None:
@@ -370,6 +390,26 @@ def test_a_pane_whose_files_cannot_be_read_does_not_hide_the_rest_of_the_fleet()
     assert [p["pane"] for p in d.snapshot()["panes"]] == ["%2"]
 
 
+def test_a_process_children_are_read_from_its_own_listing_as_a_walk_over_all_finds_them() -> None:
+    """Looking below a wrapper reads the wrapper's own children (a few files), not every
+    process on the host; both ways find the same children."""
+    parent = subprocess.Popen(["/bin/sh", "-c", "sleep 30 & sleep 30 & wait"])
+    try:
+        wait_until(
+            lambda: len(_children_map().get(parent.pid, [])) == 2,
+            timeout=10,
+            what="both children started",
+        )
+        own = _children_of(parent.pid)
+        assert own is None or sorted(own) == sorted(_children_map()[parent.pid])
+        assert _children_of(2**22 + 1) in (None, [])  # no such process: no children
+    finally:
+        for child in process_tree(parent.pid)[::-1]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child, signal.SIGKILL)
+        parent.wait()
+
+
 def test_a_shell_started_under_an_unrecognised_wrapper_is_seen_below_it() -> None:
     """As sudo starts a hosted agent under its pool user: the pane's own process is the
     wrapper, which keeps the foreground group, and the harness runs below it."""
@@ -404,7 +444,7 @@ def test_a_process_children_read_from_its_own_files_match_a_scan_of_every_proces
     wrapper = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
     try:
         assert wrapper.stdout is not None and wrapper.stdout.readline() == b"ready\n"
-        direct = directory_probe._children(wrapper.pid)
+        direct = directory_probe._children_of(wrapper.pid)
         assert direct is not None and len(direct) == 2
         assert sorted(direct) == sorted(directory_probe._children_map()[wrapper.pid])
     finally:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -39,6 +41,27 @@ def test_the_api_and_the_cli_serve_the_directory_of_a_real_tmux_server(tmp_path:
                 wait_until(changed, what="the change in /api/panes")
                 detail = client.get("/api/panes/" + quote(extra, safe="")).json()
                 assert detail["events"][0]["kind"] == "appeared"
+
+                # a control client that goes away: the API shows the pane stale, then fresh
+                # once a new client follows it
+                session = server.run("display-message", "-p", "-t", extra, "#{session_id}")
+                clients = server.run("list-clients", "-F", "#{client_pid} #{session_id}")
+                (watching,) = [
+                    int(c.split()[0]) for c in clients.splitlines() if c.endswith(session.strip())
+                ]
+                os.kill(watching, signal.SIGKILL)
+
+                def kinds() -> list[str]:
+                    detail = client.get("/api/panes/" + quote(extra, safe="")).json()
+                    return [e["kind"] for e in detail["events"] if e["kind"] in ("stale", "fresh")]
+
+                wait_until(lambda: kinds() == ["stale", "fresh"], what="stale, then fresh again")
+                detail = client.get("/api/panes/" + quote(extra, safe="")).json()
+                assert detail["stale"] is False
+                assert (
+                    "control client"
+                    in next(e for e in detail["events"] if e["kind"] == "stale")["text"]
+                )
 
                 missing = client.get("/api/panes/%25999")
                 assert missing.status_code == 404 and "%999" in missing.json()["message"]

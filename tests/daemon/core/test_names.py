@@ -46,6 +46,10 @@ def test_plain_words_instead_of_unknown_hop_0_and_none_arrows() -> None:
         "now working (was idle)"
     )
     assert event_words({"kind": "appeared", "harness": "claude"}) == "appeared, running claude"
+    assert event_words({"kind": "stale", "why": "its control client exited"}) == (
+        "stale, last seen as shown: its control client exited"
+    )
+    assert "no longer stale" in event_words({"kind": "fresh"})
     for event in (
         {"kind": "title", "from": None, "to": "x"},
         {"kind": "state", "from": "unknown", "to": "idle"},

@@ -9,7 +9,7 @@ import os
 import signal
 from collections.abc import Iterator
 
-from openbus.daemon.directory import Directory
+from openbus.daemon.directory import Change, Directory
 from openbus.daemon.tmux.watcher import Watcher
 from tests.daemon.tmux.test_watcher import follow, panes, until
 from tests.support.tmux import TmuxServer
@@ -83,6 +83,56 @@ def test_a_stopped_control_client_process_goes_on_delivering_and_is_not_replaced
             assert kinds(d, pane) == [] and panes(d)[pane]["stale"] is False
 
     follow(server, scenario, probe_every=1.0)  # tolerant: a slow answer is not a loss
+
+
+def staleness(d: Directory, pane: str) -> list[bool]:
+    """The pane's stale flag from now on, each time it changes (first: as it is now)."""
+    flags = [bool(panes(d)[pane]["stale"])]
+
+    def heard(change: Change) -> None:
+        if change.pane_id == pane:
+            flag = bool(panes(d).get(pane, {}).get("stale"))
+            if flag != flags[-1]:
+                flags.append(flag)
+
+    d.listen(heard)
+    return flags
+
+
+def ticks(d: Directory, pane: str) -> int:
+    """The highest counter a printing loop has shown on the pane's screen."""
+    return max((int(word[5:]) for word in text(d, pane).split() if word[5:].isdigit()), default=0)
+
+
+def test_a_control_client_that_stops_answering_while_its_pane_prints_is_replaced(
+    server: TmuxServer,
+) -> None:
+    """A wedged command queue (here a ``wait-for`` nobody signals, queued on the client) keeps
+    ``%output`` coming but answers nothing, captures included: the client is not silent, yet
+    its unanswered commands get it probed, it is found lost, its panes are stale until a new
+    client captures them, and the directory follows the printing pane again."""
+    pane = next(iter(server.run("list-panes", "-a", "-F", "#{pane_id}").split()))
+
+    async def scenario(d: Directory, w: Watcher) -> None:
+        await until(lambda: text(d, pane) and client_pids(server), "the pane followed")
+        server.keys(pane, "i=0; while :; do i=$((i+1)); echo tick-$i; sleep 0.1; done", "Enter")
+        await until(lambda: ticks(d, pane) > 0, "the loop followed")
+        (first,) = client_pids(server)
+        wedged = w.tmux.control
+        assert wedged is not None
+        flags = staleness(d, pane)  # the printing pane's events outrun the kept ones
+        wedged.send_quietly(["wait-for openbus-test-wedge"])
+        await until(lambda: flags == [False, True, False], "stale, then fresh again")
+        assert w.stats.lost == 1
+        await until(lambda: client_pids(server) - {first}, "a new control client")
+        seen = ticks(d, pane)
+        await until(lambda: ticks(d, pane) > seen, "the loop followed after the restart")
+        assert panes(d)[pane]["stale"] is False
+
+    try:
+        follow(server, scenario, **PROBE)
+    finally:
+        server.run("wait-for", "-S", "openbus-test-wedge", check=False)
 
 
 def test_a_server_that_stops_answering_keeps_its_panes_stale_until_it_answers_again(
