@@ -120,8 +120,8 @@ class AgentUsers:
             )
         return cls(AgentPool(members, group=hosted.agent_pool_group), clock)
 
-    def acquire(self) -> PoolUser:
-        return self.pool.acquire(*running_uids(), self.clock.now())
+    def acquire(self, want: str | None = None) -> PoolUser:
+        return self.pool.acquire(*running_uids(), self.clock.now(), want=want)
 
     def started(self, user: PoolUser, pid: int) -> None:
         self.pool.started(user, pid)

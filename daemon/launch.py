@@ -21,8 +21,10 @@ executor:
    ``pool`` mode (``[hosted] agent_isolation``) the pane runs ``sudo --user <pool user>
    --preserve-env=<those names> -- <harness argv>`` (sudo execs the harness: no wrapper), so
    each agent has a uid of its own (``daemon.core.agent_pool``; held until its uid runs,
-   given back when nothing of it runs) and cannot read another's environment, memory or files
-   nor open the agents' tmux socket; ``shared`` mode runs every agent as the server's user;
+   given back when nothing of it runs; a resumed session runs as the user it ran as, recorded
+   with its launch, whose home holds its transcript) and cannot read another's environment,
+   memory or files nor open the agents' tmux socket; ``shared`` mode runs every agent as the
+   server's user;
 4. sets ``remain-on-exit`` on the new pane, so an agent that dies at once leaves its pane and
    last screen behind, and waits (bounded) until the directory has seen the pane run the
    harness; an agent already dead by then fails the launch (``LaunchFailed``: its exit status
@@ -113,7 +115,13 @@ from openbus.daemon.pane_owners import PaneOwners
 from openbus.daemon.screens import PARSERS
 from openbus.daemon.tmux.adapter import Tmux
 from openbus.kernel.clock import Clock, Random
-from openbus.kernel.errors import BadRequest, LaunchFailed, OpenbusError, Unavailable
+from openbus.kernel.errors import (
+    BadRequest,
+    Conflict,
+    LaunchFailed,
+    OpenbusError,
+    Unavailable,
+)
 from openbus.kernel.scopes import Preset, parse_preset
 
 log = logging.getLogger("openbus.launch")
@@ -127,6 +135,8 @@ SEEN_SECONDS = 10.0  # ... or at least sees the pane at all (a wrapper, a fake h
 FIRST_STATE_SECONDS = 30.0  # a recognised harness draws its first screen
 TOOLS_LISTED_SECONDS = 30.0  # a connected TUI lists its openbus tools
 PROMPT_SHOWN_SECONDS = 5.0  # the typed prompt shows in the composer
+POOL_USER_FREE_SECONDS = 10.0  # a resumed session's pool user: its last agent's processes end
+POOL_USER_POLL_SECONDS = 0.1
 COMMITTING_SECONDS = 30.0  # a token handed to a launch not committed yet waits this long
 LAST_SCREEN_LINES = 8
 DEAD_CHECK_SECONDS = 0.25  # how often the waits ask tmux itself whether the pane died
@@ -138,7 +148,7 @@ STATUS_SECONDS = 2.0
 class AgentUserPool(Protocol):
     """Where each agent's own uid comes from on a hosted box in ``pool`` mode."""
 
-    def acquire(self) -> PoolUser: ...
+    def acquire(self, want: str | None = None) -> PoolUser: ...
 
     def started(self, user: PoolUser, pid: int) -> None: ...
 
@@ -644,10 +654,12 @@ class LaunchService(Feature):
         token: str | None,
         respawn: str | None = None,
         session: str | None = None,
+        agent_user: str | None = None,
     ) -> dict[str, Any]:
         """Run ``plan`` in a new window (or ``respawn`` that pane), its token in the
-        environment only; attach the principal to the new process and record the launch, all
-        committed with ``call``'s audit record."""
+        environment only (in pool mode as the pool user ``agent_user``, the one a resumed
+        session ran as; None: any free one); attach the principal to the new process and
+        record the launch, all committed with ``call``'s audit record."""
         env = dict(plan.env)
         if plan.settings is not None and plan.settings_env is not None:
             if principal_id is None:
@@ -665,7 +677,7 @@ class LaunchService(Feature):
         if token is not None:
             env[TOKEN_ENV] = token
         with self._held_until_committed(call, token):
-            pane, pid, agent_user = await self._open(
+            pane, pid, ran_as = await self._open(
                 plan.argv,
                 env,
                 cwd,
@@ -673,6 +685,7 @@ class LaunchService(Feature):
                 respawn=respawn,
                 details=call.details,
                 session=session,
+                agent_user=agent_user,
             )
             if respawn is None:  # (a restart keeps the pane's own remain-on-exit: its record does)
                 with contextlib.suppress(OpenbusError):  # best effort: a pane gone fails below
@@ -692,6 +705,7 @@ class LaunchService(Feature):
                 pid=pid,
                 pid_start=start,
                 server=await self.server_identity(),
+                agent_user=ran_as.name if ran_as else None,
             )
             if plan.session_id:
                 call.write(self.records.end_session(launcher.harness, plan.session_id))
@@ -710,7 +724,7 @@ class LaunchService(Feature):
                     launcher.harness,
                     self.clock.now(),
                     codex_home,
-                    agent_user.name if agent_user else None,
+                    ran_as.name if ran_as else None,
                 )
                 call.after_commit.append(
                     lambda: self.launched.__setitem__(record.principal, record)
@@ -728,7 +742,7 @@ class LaunchService(Feature):
                 "harness": launcher.harness,
                 "cwd": cwd,
                 "session_id": plan.session_id,
-                "agent_user": agent_user.name if agent_user else None,
+                "agent_user": ran_as.name if ran_as else None,
                 "actor": actor,
             }
 
@@ -786,11 +800,12 @@ class LaunchService(Feature):
         respawn: str | None,
         details: dict[str, Any],
         session: str | None = None,
+        agent_user: str | None = None,
     ) -> tuple[str, int, PoolUser | None]:
         """Start ``argv`` with ``env`` in a new window, or in pane ``respawn``, never putting
         the environment in any argv. The caller of a respawn has seen the pane's agent end;
         what it left holding the pane (a tool's child process) goes with ``respawn-pane -k``."""
-        agent_user: PoolUser | None = None
+        ran_as: PoolUser | None = None
         if self._server_is_another_users():
             # Hosted: the agents' tmux server runs as another user, who could not open a file
             # only the daemon may read. Its environment goes over the control client's stdin
@@ -798,9 +813,9 @@ class LaunchService(Feature):
             words = list(argv)
             pool = self.pool
             if pool is not None:
-                agent_user = pool.acquire()
-                details["agent_user"] = agent_user.name
-                words = as_pool_user(words, user=agent_user.name, env_names=list(env))
+                ran_as = await self._pool_user(pool, agent_user)
+                details["agent_user"] = ran_as.name
+                words = as_pool_user(words, user=ran_as.name, env_names=list(env))
             try:
                 if respawn is not None:
                     pane = respawn
@@ -810,12 +825,12 @@ class LaunchService(Feature):
                         words, env=env, cwd=cwd, name=name, session=session
                     )
             except BaseException:
-                if pool is not None and agent_user is not None:
-                    pool.release(agent_user)
+                if pool is not None and ran_as is not None:
+                    pool.release(ran_as)
                 raise
-            if pool is not None and agent_user is not None:
-                pool.started(agent_user, pid)
-            return pane, pid, agent_user
+            if pool is not None and ran_as is not None:
+                pool.started(ran_as, pid)
+            return pane, pid, ran_as
         env_file = self._write_env_file(env)
         wrapper = [sys.executable, "-m", "openbus.daemon.launch_exec", str(env_file), "--", *argv]
         try:
@@ -829,6 +844,22 @@ class LaunchService(Feature):
                 env_file.unlink()
             raise
         return pane, pid, None
+
+    @staticmethod
+    async def _pool_user(pool: AgentUserPool, want: str | None) -> PoolUser:
+        """A free pool user, or the one named ``want`` once the processes of its last agent
+        have ended (bounded: a uid that keeps running refuses the resume, naming it)."""
+        if want is None:
+            return pool.acquire()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + POOL_USER_FREE_SECONDS
+        while True:
+            try:
+                return pool.acquire(want)
+            except Conflict:
+                if loop.time() > deadline:
+                    raise
+            await asyncio.sleep(POOL_USER_POLL_SECONDS)
 
     async def server_identity(self) -> str | None:
         """The running tmux server as ``pid:start time`` (None: no server)."""

@@ -243,13 +243,18 @@ def endpoint_override(harness: str, mcp_url: str) -> list[str]:
 
 
 # What a harness's own argv takes to resume a session (the history's resume argv, less the
-# binary). OpenCode 1.18 continues a session with ``--session ID`` (``-s``). Gemini CLI 0.61
-# documents ``--resume`` with "latest" or a list index, not a session id, and omp could not be
-# run here (it needs bun): neither is offered until a run shows its form.
+# binary), always by the session's full id, never by "latest" or a list index (a newer session
+# in the same project would take its place). OpenCode 1.18 continues a session with
+# ``--session ID`` (``-s``). Gemini CLI 0.59 and 0.61 document ``--resume`` with "latest" or an
+# index, but match a full session id first (``findSession``: its error names
+# ``--resume {uuid}``), in the project of the cwd it runs in. omp 18.2 takes ``--resume`` with an
+# id prefix (a full id matches only its own session), in the cwd's project first, then any.
 RESUME_FORMS = {
     "claude": ("--resume", "{session_id}"),
     "codex": ("resume", "{session_id}"),
     "opencode": ("--session", "{session_id}"),
+    "omp": ("--resume", "{session_id}"),
+    "gemini": ("--resume", "{session_id}"),
 }
 
 

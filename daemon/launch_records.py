@@ -3,8 +3,9 @@
 Every launch (``openbus launch``, a resume, a restart onto a session, a restore) records the
 pane and the exact process (pid plus start time), the launcher it came from, the cwd, the
 owner, the session id once known (Claude Code's preset one at once; Codex's once its rollout
-is seen), its principal when connected, and the tmux server it ran on (that server's pid
-plus start time). Its state:
+is seen), its principal when connected, the tmux server it ran on (that server's pid plus start
+time) and, on a hosted box in pool mode, the pool user it ran as (a resume runs as that
+user). Its state:
 
 * ``live``: the process runs (as far as the last look saw);
 * ``exited``: the process ended while its tmux server kept running (the agent quit);
@@ -43,6 +44,7 @@ _FIELDS = (
     "state",
     "created",
     "updated",
+    "agent_user",
 )
 _COLUMNS = ", ".join(_FIELDS)
 
@@ -63,6 +65,7 @@ class LaunchRecord:
     state: str
     created: float
     updated: float
+    agent_user: str | None = None  # the pool user it ran as (hosted, pool mode)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -76,6 +79,7 @@ class LaunchRecord:
             "pane": self.pane_id,
             "pid": self.pid,
             "state": self.state,
+            "agent_user": self.agent_user,
         }
 
 
@@ -123,6 +127,7 @@ class LaunchRecords:
         pid: int,
         pid_start: str | None,
         server: str | None,
+        agent_user: str | None = None,
     ) -> tuple[str, Write]:
         launch_id = "l_" + self.random.token_bytes(8).hex()
         now = self.clock.now()
@@ -141,6 +146,7 @@ class LaunchRecords:
             "live",
             now,
             now,
+            agent_user,
         )
 
         def write(conn: sqlite3.Connection) -> None:

@@ -21,7 +21,8 @@ acts on the next one:
    fresh capture, then type the harness's exit command (EXITING), so it flushes its transcript;
 3. wait for the process to end (EXITED); the dead pane stays;
 4. ``respawn-pane`` the same pane with the session's resume argv in the indexed cwd, under the
-   launcher's environment plus the endpoint override and a fresh token (RESPAWNED): the
+   launcher's environment plus the endpoint override and a fresh token, on a hosted box as
+   the pool user the agent ran as (its home holds the transcript) (RESPAWNED): the
    session's suspended principal rejoins with it, or a new one is minted bound to the
    session;
 5. restore the pane's own ``remain-on-exit`` (RESTORED), attach the principal to the new
@@ -342,6 +343,7 @@ class Restarts(Feature):
                     owner=card.owner,
                     cwd=self._cwd(launch),
                     card=card.id,
+                    agent_user=launch.agent_user,
                 ),
                 None,
             )
@@ -454,6 +456,7 @@ class Restarts(Feature):
             principal_id=principal_id,
             token=token,
             respawn=record.pane,
+            agent_user=record.agent_user,
         )
         moved = self._step(record, Event.RESPAWN, *call.writes, new_pid=started["pid"])
         for fn in call.after_commit:
@@ -571,6 +574,7 @@ class Restarts(Feature):
                 pid=pid,
                 pid_start=seen.pid_start,
                 server=await self.launch.server_identity(),
+                agent_user=record.agent_user,
             )
             writes.append(write)
         self.gate.record(

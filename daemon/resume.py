@@ -7,7 +7,8 @@ ID``, each session of ``openbus restore``, and later control's ``resume_session`
 
 * ``resume(call, harness=, session_id=, owner=)`` reopens the session in a new tmux window:
   the launcher that last ran it (``launch_records``), else the configured launcher of that
-  harness; the session's indexed cwd (history), else the launch's; the launcher's environment;
+  harness; the session's indexed cwd (history), else the launch's; the launcher's environment
+  (on a hosted box in pool mode, as the pool user it ran as: its home holds the transcript);
   its grant, if it has one: the session's principal (suspended when its process exited)
   rejoins with a fresh token, so it comes back with the same preset and everything keyed on
   it. A session still running, a subagent, or one whose transcript is gone is refused naming
@@ -145,6 +146,7 @@ class Resumer:
             cwd=cwd,
             principal_id=principal_id,
             token=token,
+            agent_user=last.agent_user if last is not None else None,
         )
         return {
             **started,

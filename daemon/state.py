@@ -177,6 +177,11 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX thread_entries_origin ON thread_entries(origin) WHERE origin IS NOT NULL;
     ALTER TABLE principals ADD COLUMN role TEXT;
     """,
+    # 8: the pool user a launch ran as on a hosted box (pool mode): its session resumes only
+    # under that user, whose home holds the harness's transcript
+    """
+    ALTER TABLE launches ADD COLUMN agent_user TEXT;
+    """,
 )
 
 

@@ -13,7 +13,10 @@ that fails before its window opened gives its user back at once. So a uid goes b
 only when nothing of it runs, and two launches in flight never get the same one.
 
 Users are handed out lowest uid first; with every user busy the launch is refused (``Conflict``
-naming the field ``agent_user``), never given a shared uid.
+naming the field ``agent_user``), never given a shared uid. A session that ran under a pool user
+is resumed (restart-to-connect, resume, restore) under that same user, whose home holds the
+harness's transcript and config: ``acquire(..., want=NAME)`` gives that user only, and refuses
+while it is busy rather than hand the session another uid.
 """
 
 from __future__ import annotations
@@ -40,10 +43,15 @@ class AgentPool:
         self.group = group
         self._held: dict[int, _Hold] = {}  # uid -> the launch it was given to
 
-    def acquire(self, running: Set[int], pids: Set[int], now: float) -> PoolUser:
-        """The free user with the lowest uid, now held; ``Conflict`` when every one is busy.
-        ``running``: the uids of every process; ``pids``: every process id."""
+    def acquire(
+        self, running: Set[int], pids: Set[int], now: float, *, want: str | None = None
+    ) -> PoolUser:
+        """The free user with the lowest uid (or the user named ``want``), now held;
+        ``Conflict`` when none is free. ``running``: the uids of every process; ``pids``: every
+        process id."""
         self._settle(running, pids, now)
+        if want is not None:
+            return self._acquire_named(want, running, now)
         for user in self.users:
             if user.uid not in running and user.uid not in self._held:
                 self._held[user.uid] = _Hold(now)
@@ -53,6 +61,23 @@ class AgentPool:
             "an agent; stop one or add users to the pool",
             field="agent_user",
         )
+
+    def _acquire_named(self, name: str, running: Set[int], now: float) -> PoolUser:
+        user = next((u for u in self.users if u.name == name), None)
+        if user is None:
+            raise Conflict(
+                f"the session ran as agent user {name}, which is no longer in the pool (group "
+                f"{self.group}): its transcript is in that user's home",
+                field="agent_user",
+            )
+        if user.uid in running or user.uid in self._held:
+            raise Conflict(
+                f"the session ran as agent user {name}, which still runs something (its last "
+                "agent's processes, or another agent): it resumes only under that user",
+                field="agent_user",
+            )
+        self._held[user.uid] = _Hold(now)
+        return user
 
     def started(self, user: PoolUser, pid: int) -> None:
         """The launch given ``user`` opened its pane, whose first process is ``pid``."""

@@ -112,6 +112,7 @@ class RestartRecord:
     new_pid: int | None = None
     outcome: str | None = None  # how it ended: connected, left running, pane gone, ...
     failed_at: Step | None = None  # the step it was at when it failed (RECOVERING)
+    agent_user: str | None = None  # the pool user it ran as (hosted): it resumes as that user
 
     @property
     def open(self) -> bool:

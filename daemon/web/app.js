@@ -6,6 +6,7 @@ const FAST_MS = 2500; // directory + cards while the page is visible (when it ca
 const HIDDEN_MS = 20000; // and while the tab is hidden
 const AUDIT_POLL_MS = 4000; // the audit feed when its stream is unavailable
 const CONNECTIONS_EVERY = 12; // refresh Connect presets at least every N polls
+const RESTORE_AGAIN_MS = 10000; // look for lost sessions once more after the panes change
 const AUDIT_PAGE = 100; // older records loaded per scroll
 const AUDIT_MAX = 5000; // records held in the page
 const PRESETS = ["off", "observe", "collaborate"];
@@ -52,6 +53,8 @@ const state = {
   seen: null, // Needs-you items already seen (null until the first load: no notifications)
   families: {}, // child pane -> the pane of the session that started it (GET /api/sessions)
   familiesKey: null, // the panes listed when the families were last read
+  restorable: [], // sessions live in panes of a tmux server that is gone (restore dry run)
+  restoreKey: null, // the panes listed when they were last looked for
 };
 const DESKTOP = window.matchMedia("(min-width: 900px)");
 
@@ -497,6 +500,57 @@ function paneCard(pane) {
   );
 }
 
+// ---- restore: the sessions that were live in panes of a tmux server that is gone (a reboot,
+// a kill-server), listed by POST /api/restore's dry run and brought back as one action, each
+// in a new pane with its grant (the same call as `openbus restore`). Looked for when the
+// listed panes change, and once more a little later: an agent can outlive its lost server for
+// a moment, and a session whose process still runs is not offered.
+
+function followRestore() {
+  const key = state.panes.map((p) => p.pane).join(" ");
+  if (key === state.restoreKey) return;
+  state.restoreKey = key;
+  lookForRestore();
+  clearTimeout(followRestore.again);
+  followRestore.again = setTimeout(lookForRestore, RESTORE_AGAIN_MS);
+}
+
+async function lookForRestore() {
+  try {
+    const listed = await api("POST", "/api/restore", { dry_run: true });
+    state.restorable = (listed && listed.sessions) || [];
+  } catch {
+    state.restorable = []; // looked for again when the panes change
+  }
+  render();
+}
+
+function renderRestore() {
+  const count = state.restorable.length;
+  $("restore").hidden = count === 0;
+  if (!count) return;
+  const names = state.restorable.map((s) => `${s.harness} ${s.session_id}`).join(", ");
+  $("restore-text").textContent =
+    `Restore ${count} session${count === 1 ? "" : "s"}? They were live in panes of a tmux ` +
+    `server that is gone: ${names}. Each comes back in a new pane with its grant.`;
+}
+
+async function restoreAll() {
+  await act("restore", async () => {
+    const result = await api("POST", "/api/restore", {});
+    const restored = result.restored || [];
+    const failed = restored.filter((r) => !r.ok);
+    const why = failed.map((r) => `${r.harness} ${r.session_id}: ${r.error}`).join("; ");
+    notify(
+      `Restored ${restored.length - failed.length} of ${restored.length} ` +
+        `session${restored.length === 1 ? "" : "s"}${failed.length ? `. Not restored: ${why}` : "."}`,
+    );
+    state.restorable = [];
+    state.restoreKey = null;
+    render();
+  });
+}
+
 // ---- session families: children under their parent, the family on a pane's detail ----
 
 async function refreshFamilies() {
@@ -759,7 +813,10 @@ function askToNotify() {
 
 function visibleRecord(record) {
   if ($("show-reads").checked) return true;
-  return !(record.actor.startsWith("human:") && OWN_READS.has(record.action));
+  const own =
+    OWN_READS.has(record.action) ||
+    (record.action === "session.restore" && record.details && record.details.dry_run === true);
+  return !(record.actor.startsWith("human:") && own);
 }
 
 function refusalReason(record) {
@@ -1107,6 +1164,7 @@ function render() {
   const connections = [...state.connections.values()];
   const errors = [...state.errors];
   const unavailable = [...state.unavailable.entries()];
+  redraw("restore", [state.restorable], renderRestore);
   redraw("cards", [state.cards, asking(), errors], renderCards);
   redraw("fleet", [state.panes, connections, unavailable, errors, state.families], renderFleet);
   redraw(
@@ -1146,6 +1204,7 @@ async function apply(directory, cards, connections) {
     await refreshConnections();
   }
   await followFamilies();
+  followRestore();
   const now = state.panes.find((p) => p.pane === state.detail);
   // the open pane's detail (its screen) is read again when its screen changed
   if (state.detail && (!state.detailData || !now || now.revision !== moved)) await refreshDetail();
@@ -1224,6 +1283,7 @@ function init() {
       render();
     });
   });
+  $("restore-go").addEventListener("click", restoreAll);
   $("back").prepend(icon("back"));
   $("back").addEventListener("click", () => {
     location.hash = "";

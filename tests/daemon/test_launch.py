@@ -145,9 +145,11 @@ def test_a_resume_runs_the_launchers_resume_form_with_the_endpoint_when_connecte
     assert opencode.argv == ("opencode", "--session", SID) and not opencode.connect
     assert opencode.reason is not None and "OpenCode" in opencode.reason
     assert resume_unavailable(builtin_launchers()["opencode"]) is None
-    for harness in ("gemini", "omp"):  # no resume form shown for them yet
-        reason = resume_unavailable(Launcher(harness, harness, (harness,)))
-        assert reason is not None and "no resume command" in reason
+    for harness in ("gemini", "omp"):  # by the session's full id (a real-CLI test shows it)
+        launcher = Launcher(harness, harness, (harness,))
+        assert resume_unavailable(launcher) is None
+        resumed = plan_resume(launcher, session_id=SID, preset=Preset.OFF, mcp_url=URL)
+        assert resumed.argv == (harness, "--resume", SID) and not resumed.connect
     mine = Launcher("mine", "claude", ("claude",), resume=("claude", "-r", "{session_id}"))
     templated = plan_resume(mine, session_id=SID, preset=Preset.OFF, mcp_url=URL)
     assert templated.argv == ("claude", "-r", SID)

@@ -16,6 +16,7 @@ import json
 import os
 import signal
 import sqlite3
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,15 @@ def restart_records(daemon: RunningDaemon) -> list[dict[str, Any]]:
     """The open restart records, read from the state database as the daemon left them."""
     with sqlite3.connect(f"file:{daemon.state_dir / 'openbus.db'}?mode=ro", uri=True) as conn:
         return [json.loads(r[0]) for r in conn.execute("SELECT record FROM restarts")]
+
+
+def tmux_crashes() -> list[str]:
+    """The kernel log's tmux segfault lines (none where the log cannot be read)."""
+    try:
+        done = subprocess.run(["dmesg"], capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [line for line in done.stdout.splitlines() if "tmux" in line and "segfault" in line]
 
 
 def directory_entry(daemon: RunningDaemon, pane: str) -> Any:
@@ -278,6 +288,7 @@ def restore_after_the_server_is_killed(
         old_panes = {one["pane"] for one in launched}
 
         agents_before = {one["pid"]: identity_of(one["pid"]) for one in launched}
+        crashes_before = tmux_crashes()
         tmux.run("kill-server", check=False)
         # each agent ends on its lost server's hangup, not at once (measured: a Claude Code
         # still running under load when the listing came): one still running is not lost yet,
@@ -319,12 +330,20 @@ def restore_after_the_server_is_killed(
                 assert f"ANSWER-BEFORE-{agents.index(agent)}" in agent.transcript(r["session_id"])
         except (AssertionError, RuntimeError):
             if identity_of(server.pid) != server:
-                # seen in 1 of 21 loaded runs of the three-Claude test: the whole new server
-                # went away seconds into the restore. One crash that does that is avoided now
-                # (tmux 3.3a and an all-panes subscription, see the watcher); whether it was
-                # this one is not known. Tolerated only once the restore has answered and only
-                # when that server is gone
-                pytest.xfail(f"known intermittent: the restored tmux server {server} exited")
+                # seen in 1 of 21 loaded runs of the three-Claude test before the watcher's
+                # all-panes subscription (which crashed tmux 3.3a when a control client's
+                # session went away) was replaced by per-window ones: the whole new server went
+                # away seconds into the restore. Since that fix: 3 runs of the three-Claude test
+                # and 8 of both restore tests at load averages 5-22 beside other tmux-heavy test
+                # runs, none lost its server and the kernel logged no tmux segfault. Tolerated
+                # only once the restore has answered and only when that server is gone; the
+                # message carries any tmux segfault the kernel logged meanwhile, which tells a
+                # tmux crash (e.g. the `clients_calculate_size` one seen once) from an exit
+                crashed = [line for line in tmux_crashes() if line not in crashes_before]
+                pytest.xfail(
+                    f"known intermittent: the restored tmux server {server} exited; "
+                    f"tmux segfaults in the kernel log meanwhile: {crashed or 'none'}"
+                )
             raise
         connections = connections_of(daemon)
         connected = {c["pane"] for c in connections}
@@ -363,7 +382,9 @@ def kill_during_a_restart(
 ) -> RunningDaemon:
     """Approve a restart of ``pane`` and SIGKILL the daemon once its record is at ``target``
     (``respawning``: the resumed process runs but the record does not say so yet), or as soon
-    as it is seen past it; start the daemon again and wait until it has finished the record."""
+    as it is seen past it; start the daemon again and wait until it has finished the record.
+    Killed at ``planned`` or ``held`` the agent still runs: it is left alone, the option put
+    back, and the next round restarts it again."""
     if connections_of(daemon):  # connected by an earlier round: off, to restart it again
         daemon.cli("connect", pane, "--preset", "off", check=True)
     wait_until(
@@ -396,6 +417,7 @@ def kill_during_a_restart(
     return again
 
 
+@pytest.mark.timeout(480)  # six rounds, four of them a restart of the real TUI
 def test_a_daemon_killed_at_each_step_of_a_restart_leaves_no_pane_dead_and_no_record_open(
     tmp_path: Path, stub: StubModel, project: Path, tmux: TmuxServer
 ) -> None:
@@ -407,7 +429,8 @@ def test_a_daemon_killed_at_each_step_of_a_restart_leaves_no_pane_dead_and_no_re
         launched = cli_json(daemon, "launch", "agent", "--preset", "off", "--cwd", str(project))
         pane = launched["pane"]
         converse(agent, stub, pane, "BEFORE-ANY")
-        for target in ("exiting", "exited", "respawning"):
+        targets = ("planned", "held", "exiting", "exited", "respawning", "respawned")
+        for target in targets:
             daemon = kill_during_a_restart(daemon, tmux, pane, target)
             info = tmux.run("display-message", "-p", "-t", pane, "#{pane_dead}").strip()
             assert info == "0", f"{pane} left dead after a kill at {target}"
@@ -415,7 +438,7 @@ def test_a_daemon_killed_at_each_step_of_a_restart_leaves_no_pane_dead_and_no_re
             assert option.strip() == "", f"remain-on-exit kept after a kill at {target}"
             converse(agent, stub, pane, f"AFTER-{target.upper()}")  # the conversation goes on
         done = [r["details"]["outcome"] for r in audit(daemon) if r["action"] == "restart.done"]
-        assert len(done) == 3, done
+        assert len(done) == len(targets), done
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(daemon.process.pid, signal.SIGKILL)

@@ -6,6 +6,7 @@ Claude Code and Codex TUIs resume in ``test_restart_real_harnesses.py``.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from collections.abc import Iterator
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from openbus.daemon.launch_proc import identity_of
 from tests.daemon.mcp.conftest import Fleet, make_fleet
 from tests.daemon.mcp.test_endpoint import raw
 from tests.support.wait import wait_until
@@ -84,3 +86,31 @@ def test_a_new_agent_in_the_pane_of_one_that_exited_inherits_nothing(fleet: Flee
         assert client.get("/api/connections").json()["connections"] == []
         answer = client.put("/api/connect", json={"pane": pane, "preset": "observe"})
     assert answer.status_code == 409 and "runs no coding agent" in answer.json()["message"]
+
+
+def lose_a_connected_agent(fleet: Fleet) -> dict[str, Any]:
+    """Launch a stand-in agent with preset observe, kill its tmux server, wait for it to end."""
+    launched: dict[str, Any] = fleet.launch("fakeclaude", "observe")
+    before = identity_of(launched["pid"])
+    fleet.tmux.run("kill-server", check=False)
+    wait_until(lambda: identity_of(launched["pid"]) != before, timeout=30, what="the agent ended")
+    return launched
+
+
+def test_openbus_restore_lists_a_lost_session_and_openbus_resume_reopens_it_with_its_grant(
+    fleet: Fleet,
+) -> None:
+    launched = lose_a_connected_agent(fleet)
+    session_id = launched["connect"]["session_id"]
+    listed = fleet.daemon.cli("restore", "--dry-run", check=True).stdout
+    assert listed.startswith("restore 1 session(s)?") and f"claude {session_id}" in listed
+    assert "(observe)" in listed
+    answer = fleet.daemon.cli("resume", "claude", session_id, "--json", check=True)
+    resumed = json.loads(answer.stdout)
+    assert resumed["session_id"] == session_id and resumed["preset"] == "observe"
+    assert resumed["principal"] == launched["connect"]["principal"]  # the same grant
+    assert fleet.daemon.cli("restore", "--dry-run", check=True).stdout.strip() == (
+        "nothing to restore"  # resumed by hand: not offered again
+    )
+    again = fleet.daemon.cli("resume", "claude", session_id)
+    assert again.returncode != 0 and f"is running in {resumed['pane']}" in again.stderr

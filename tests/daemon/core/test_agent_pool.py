@@ -67,3 +67,18 @@ def test_a_failed_launch_gives_its_user_back_at_once() -> None:
 def test_an_empty_pool_cannot_be_made() -> None:
     with pytest.raises(ValueError, match="openbus-agents"):
         AgentPool([], group="openbus-agents")
+
+
+def test_a_session_resumes_under_the_user_it_ran_as_or_is_refused_while_that_user_is_busy() -> None:
+    p = pool()
+    assert p.acquire(NOBODY, NOBODY, 0.0, want="openbus-agent-2") == B  # A is free and lower
+    with pytest.raises(Conflict) as held:
+        p.acquire(NOBODY, NOBODY, 1.0, want="openbus-agent-2")  # held by the first one
+    assert held.value.field == "agent_user" and "still runs" in held.value.message
+    with pytest.raises(Conflict) as running:
+        p.acquire(frozenset({1003}), NOBODY, 2.0, want="c")
+    assert "still runs" in running.value.message
+    with pytest.raises(Conflict) as gone:
+        p.acquire(NOBODY, NOBODY, 3.0, want="openbus-agent-9")
+    assert "no longer in the pool" in gone.value.message
+    assert p.acquire(NOBODY, NOBODY, 4.0) == A  # a named one is no other launch's

@@ -4,10 +4,16 @@ with the presets the org policy allows (Observe only under a cap of observe); pr
 asks for the restart through the same ``PUT /api/connect`` the CLI uses, which raises the
 "Restart this agent to connect it?" card in Needs you and restarts nothing until it is
 approved. A pane a restart cannot connect shows the daemon's reason instead: an opaque
-launcher's (``/api/restart-offers``) and a plain shell's (``/api/connections``)."""
+launcher's (``/api/restart-offers``) and a plain shell's (``/api/connections``).
+
+Restore from the page: after the tmux server is killed under a connected agent, the page asks
+"Restore 1 session?" naming it; the button brings it back in a new pane with its grant (the
+same ``POST /api/restore`` as ``openbus restore``), and the question goes away. The listing's
+dry runs stay out of the audit feed as the page's own reads; the restore itself shows."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,6 +26,7 @@ from playwright.sync_api import expect
 from tests.daemon.mcp.conftest import Fleet, make_fleet
 from tests.daemon.messaging.test_mcp_messaging import in_directory
 from tests.daemon.test_policy_enforcement import governed_fleet
+from tests.daemon.test_resume import lose_a_connected_agent
 from tests.daemon.web.forward import forwarder
 from tests.daemon.web.test_ask_box import chromium
 from tests.daemon.web.test_browser import ARGS, PHONE, WAIT_MS
@@ -137,3 +144,30 @@ def test_under_an_org_cap_of_observe_the_restart_offers_observe_only(tmp_path: P
             expect(presets).to_have_count(1)
             expect(presets).to_have_attribute("data-restart-preset", "observe")
     assert problems == [], problems
+
+
+def test_the_page_offers_to_restore_the_sessions_a_lost_server_took_and_restores_them(
+    fleet: Fleet,
+) -> None:
+    session_id = lose_a_connected_agent(fleet)["connect"]["session_id"]
+    problems: list[str] = []
+    with page_on(fleet, problems) as page:
+        restore = page.locator("#restore")
+        expect(restore).to_be_visible(timeout=WAIT_MS)
+        expect(page.locator("#restore-text")).to_contain_text("Restore 1 session?")
+        expect(page.locator("#restore-text")).to_contain_text(f"claude {session_id}")
+        page.locator("#restore-go").click()
+        expect(page.locator("#notice")).to_contain_text("Restored 1 of 1 session.", timeout=WAIT_MS)
+        expect(restore).to_be_hidden(timeout=WAIT_MS)
+        feed = page.locator("#audit-feed")
+        expect(feed).to_contain_text("session.restore", timeout=WAIT_MS)
+    records = fleet.audit()
+    resumed = [r for r in records if r["action"] == "session.resume"]
+    assert [r["details"]["session_id"] for r in resumed] == [session_id]
+    assert resumed[0]["details"]["rejoined"] is True  # its grant came back with it
+    restores = [r["details"]["dry_run"] for r in records if r["action"] == "session.restore"]
+    assert False in restores and True in restores, json.dumps(restores)
+    with fleet.daemon.human() as client:
+        connections = client.get("/api/connections").json()["connections"]
+    assert [c["pane"] for c in connections] == [resumed[0]["details"]["pane"]]
+    assert not problems, problems
