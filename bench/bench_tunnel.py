@@ -10,8 +10,9 @@ hits both alike) in ``ROUNDS`` rounds, each printed with its own ratio; the verd
 p50s of all rounds together. Also printed, to show where the time goes:
 
 * the tunnel alone: ``GET /login`` (TLS, HTTP parsing, the app; no daemon), interleaved too;
-* CPU per request of each process (tunnel, daemon worker, this client), from ``/proc`` over
-  ``CPU_N`` requests of each kind: unlike latency, it does not depend on what else runs;
+* CPU per request of each process (the tunnel or nginx's worker, the daemon worker, this
+  client), from ``/proc`` over ``CPU_N`` requests of each kind: unlike latency, it does not
+  depend on what else runs;
 * the peer: nginx (when installed; ``make bench`` installs Debian's nginx-light) as a bare
   TLS-terminating reverse proxy in front of the same socket, with a kept-alive upstream, no
   login, no signature: what any TLS hop costs here, interleaved with the other two.
@@ -28,6 +29,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -62,13 +64,14 @@ def timed(call: Callable[[], object], into: list[float]) -> None:
 
 
 def cpu_per_request(
-    call: Callable[[], object], tunnel_pid: int, worker_pid: int
+    call: Callable[[], object], proxy_pid: int, worker_pid: int
 ) -> tuple[float, float, float]:
-    """ms of CPU per request: tunnel, daemon worker, this client."""
-    before = (cpu_seconds(tunnel_pid), cpu_seconds(worker_pid), time.process_time())
+    """ms of CPU per request: the proxy (the tunnel, or nginx's worker), daemon worker, this
+    client."""
+    before = (cpu_seconds(proxy_pid), cpu_seconds(worker_pid), time.process_time())
     for _ in range(CPU_N):
         call()
-    after = (cpu_seconds(tunnel_pid), cpu_seconds(worker_pid), time.process_time())
+    after = (cpu_seconds(proxy_pid), cpu_seconds(worker_pid), time.process_time())
     t, d, c = (1000 * (b - a) / CPU_N for a, b in zip(before, after, strict=True))
     return t, d, c
 
@@ -96,10 +99,17 @@ http {{
 """
 
 
+@dataclass
+class Peer:
+    client: httpx.Client
+    worker: int  # the pid of nginx's one worker process
+
+
 @contextlib.contextmanager
-def nginx_peer(base: Path, sock: Path, tunnel_dir: Path) -> Iterator[httpx.Client | None]:
+def nginx_peer(base: Path, sock: Path, tunnel_dir: Path) -> Iterator[Peer | None]:
     """A client of nginx proxying TLS to the daemon's socket (as root, so the daemon sees the
-    same peer as the direct requests), or None when nginx is not installed."""
+    same peer as the direct requests), and nginx's worker, or None when nginx is not
+    installed."""
     binary = shutil.which("nginx") or (
         "/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None
     )
@@ -130,7 +140,7 @@ def nginx_peer(base: Path, sock: Path, tunnel_dir: Path) -> Iterator[httpx.Clien
 
     try:
         wait_until(answering, timeout=15, what="nginx to answer")
-        yield client
+        yield Peer(client, only_child(process.pid))
     finally:
         client.close()
         process.terminate()
@@ -166,8 +176,9 @@ def main() -> None:
                 with (
                     tunnel.client() as client,
                     daemon.human() as desk,
-                    nginx_peer(base, sock, tunnel_dir) as peer,
+                    nginx_peer(base, sock, tunnel_dir) as nginx,
                 ):
+                    peer = nginx.client if nginx is not None else None
                     logins = []
                     for _ in range(5):
                         client.cookies.clear()
@@ -215,6 +226,13 @@ def main() -> None:
                     cpu_direct = cpu_per_request(
                         lambda: desk.get("/api/directory"), tunnel.process.pid, worker
                     )
+                    cpu_peer = (
+                        cpu_per_request(
+                            lambda: nginx.client.get("/api/directory"), nginx.worker, worker
+                        )
+                        if nginx is not None
+                        else None
+                    )
             finally:
                 stop_tunnel(tunnel)
         ratio = p50(through_all) / p50(direct_all)
@@ -234,6 +252,12 @@ def main() -> None:
             print(
                 f"CPU per request, {name}: tunnel {t:.3f} ms, daemon {d:.3f} ms, "
                 f"client {c:.3f} ms, total {t + d + c:.3f} ms"
+            )
+        if cpu_peer is not None:
+            n, d, c = cpu_peer
+            print(
+                f"CPU per request, nginx: nginx {n:.3f} ms, daemon {d:.3f} ms, "
+                f"client {c:.3f} ms, total {n + d + c:.3f} ms"
             )
         print(f"login (PAM via the helper, sealed cookie) p50 {p50(logins):.1f} ms")
     finally:

@@ -28,6 +28,7 @@ from openbus.daemon.config import Config
 from openbus.daemon.core.actions import Action
 from openbus.daemon.core.actors import Actor
 from openbus.daemon.core.consent import Tier
+from openbus.daemon.core.pane_view import PaneView
 from openbus.daemon.directory import Directory
 from openbus.daemon.directory_probe import ProcessProbe
 from openbus.daemon.feature import Feature
@@ -48,6 +49,7 @@ EVIDENCE_EVERY = 1.0  # seconds between re-reads of evidence that changes off sc
 # ... while a pane reads busy on Claude's status file alone (the file lags its idle screen)
 EVIDENCE_SOON = 0.1
 SCREEN_CHARS = 16_384  # the most of a pane's screen text one read returns
+MAX_VIEWS = 64  # views of one snapshot kept (a view per human, and per agent owner)
 SECRET_FILE = "directory.secret"  # noqa: S105 - a file name, not a secret
 
 log = logging.getLogger(__name__)
@@ -69,6 +71,18 @@ def incarnation_secret(state_dir: Path, random: Random) -> bytes:
     return data
 
 
+def _shown(
+    snapshot: dict[str, Any], view: PaneView, mark: tuple[str, str | None] | None
+) -> dict[str, Any]:
+    """The snapshot cut to ``view``, with the control session's pane marked (its indicator)."""
+    panes = snapshot["panes"] if view.every else view.cut(snapshot["panes"])
+    if mark is not None:
+        panes = [
+            {**p, "control": True} if (p["pane"], p["incarnation"]) == mark else p for p in panes
+        ]
+    return {**snapshot, "panes": panes}
+
+
 class DirectoryFeature(Feature):
     name = "tmux"
 
@@ -86,8 +100,10 @@ class DirectoryFeature(Feature):
         )
         self.watcher = Watcher(self.tmux, self.directory)
         self._evidence: asyncio.Task[None] | None = None
-        # the last snapshot marked with the control pane (key, marked, the snapshot it holds)
-        self._marked: tuple[tuple[int, str, str | None], dict[str, Any], Any] | None = None
+        # what each view saw of the current snapshot (cut to the view, the control pane
+        # marked), so a caller asking again before a change gets the very same object
+        self._shown_of: dict[str, Any] | None = None
+        self._shown: dict[tuple[PaneView, tuple[str, str | None] | None], dict[str, Any]] = {}
         gate.register(LIST, self._list)
 
     async def _list(self, call: Call) -> Any:
@@ -96,35 +112,26 @@ class DirectoryFeature(Feature):
         return snapshot
 
     def snapshot_for(self, actor: Actor) -> dict[str, Any]:
-        """The directory as ``actor`` sees it (what ``directory.list`` answers)."""
+        """The directory as ``actor`` sees it (what ``directory.list`` answers): the view and
+        the control pane are looked up on every call; what they make of the snapshot is the
+        same object until the directory, the view or the control pane changes, as the
+        snapshot itself is."""
         snapshot: dict[str, Any] = self.directory.snapshot()
         view = self.owners.view(actor)
-        if not view.every:
-            snapshot = {**snapshot, "panes": view.cut(snapshot["panes"])}
         control = self.owners.grants.control()
+        mark = None
         if control is not None and control.pane_id is not None:
-            snapshot = self._with_control(snapshot, control.pane_id, control.incarnation)
-        return snapshot
-
-    def _with_control(
-        self, snapshot: dict[str, Any], pane: str, incarnation: str | None
-    ) -> dict[str, Any]:
-        """The snapshot with the control session's pane marked (its indicator); the same
-        object until the directory or the control pane changes, as the snapshot itself."""
-        key = (id(snapshot), pane, incarnation)
-        if self._marked is not None and self._marked[0] == key:
-            return self._marked[1]
-        marked = {
-            **snapshot,
-            "panes": [
-                {**p, "control": True}
-                if p["pane"] == pane and p["incarnation"] == incarnation
-                else p
-                for p in snapshot["panes"]
-            ],
-        }
-        self._marked = (key, marked, snapshot)
-        return marked
+            mark = (control.pane_id, control.incarnation)
+        if view.every and mark is None:
+            return snapshot
+        if self._shown_of is not snapshot:
+            self._shown_of, self._shown = snapshot, {}
+        shown = self._shown.get((view, mark))
+        if shown is None:
+            if len(self._shown) >= MAX_VIEWS:
+                self._shown.clear()
+            shown = self._shown[view, mark] = _shown(snapshot, view, mark)
+        return shown
 
     def pane_for_pid(self, pid: int) -> str | None:
         """The pane whose process is ``pid`` or one of its ancestors."""

@@ -98,6 +98,7 @@ NOT_FORWARDED = HOP_BY_HOP | {
     "x-forwarded-proto",
     "x-real-ip",
 }
+_NOT_FORWARDED = frozenset(name.encode("latin-1") for name in NOT_FORWARDED)
 SECURITY_HEADERS = [
     (b"strict-transport-security", b"max-age=31536000"),
     (b"x-content-type-options", b"nosniff"),
@@ -364,9 +365,7 @@ class TunnelApp:
         body = await self._read_body(receive, MAX_BODY)
         target = target_from_scope(scope)
         headers = [
-            (k, v)
-            for k, v in incoming
-            if k.decode("latin-1") not in NOT_FORWARDED and not is_identity_header(k)
+            (k, v) for k, v in incoming if k not in _NOT_FORWARDED and not is_identity_header(k)
         ]
         headers += [(b"host", b"openbus"), (b"content-length", str(len(body)).encode())]
         try:

@@ -10,6 +10,7 @@ registered by ``daemon.directory_service``; ``pane.answer`` and ``pane.type`` by
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import falcon
@@ -23,19 +24,34 @@ from openbus.daemon.http.human import BodyAction
 from openbus.daemon.http.identity import require_actor
 from openbus.daemon.pane_input import ANSWER, TYPE
 
+MAX_ENCODED = 64  # encoded answers kept (the directory's views of one snapshot)
+
 
 class DirectoryResource:
     def __init__(self, gate: Gate, directory: Directory) -> None:
         self.gate = gate
         self.directory = directory
+        # id -> (answer, its JSON): the directory list answers the very same object until
+        # something changes (a view of the snapshot too), so each is encoded once
+        self._encoded: dict[int, tuple[Any, bytes]] = {}
 
     async def on_get(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
         result = await self.gate.run(require_actor(req), LIST.name, {})
         if result is self.directory.snapshot():
             resp.data = self.directory.snapshot_json()
-            resp.content_type = falcon.MEDIA_JSON
         else:
-            resp.media = result
+            resp.data = self._encode(result)
+        resp.content_type = falcon.MEDIA_JSON
+
+    def _encode(self, result: Any) -> bytes:
+        known = self._encoded.get(id(result))
+        if known is not None and known[0] is result:
+            return known[1]
+        if len(self._encoded) >= MAX_ENCODED:
+            self._encoded.clear()
+        data = json.dumps(result, separators=(",", ":")).encode()
+        self._encoded[id(result)] = (result, data)
+        return data
 
 
 def pane_id(pane: str) -> str:

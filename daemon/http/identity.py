@@ -44,7 +44,7 @@ AGENT_SIDE_PATHS = ("/healthz", "/mcp")
 __all__ = ["Identity", "is_identity_header", "require_actor", "user_name"]
 
 # (method, target, headers, body, the connection's state) -> user name; raises Unauthenticated
-TunnelVerify = Callable[[str, str, list[tuple[str, str]], bytes, TunnelConnection | None], str]
+TunnelVerify = Callable[[str, str, list[tuple[bytes, bytes]], bytes, TunnelConnection | None], str]
 
 
 _NAMES: dict[int, tuple[float, str]] = {}
@@ -85,10 +85,10 @@ class Identity:
         req.context.peer = peer
         req.context.actor = None
         raw_headers: list[tuple[bytes, bytes]] = req.scope.get("headers", [])
-        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in raw_headers]
-        claims = [name for name, _ in headers if is_identity_header(name)]
+        claims = [k.decode("latin-1") for k, _ in raw_headers if is_identity_header(k)]
 
         if peer is None and self.web is not None and local_port(req.scope) == self.web.port:
+            headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in raw_headers]
             self._web(req, resp, self.web, headers, claims)
             return
         if peer is None:  # TCP: the agents' side
@@ -110,7 +110,7 @@ class Identity:
                 user = self.tunnel_verify(
                     req.method,
                     target_from_scope(req.scope),
-                    headers,
+                    raw_headers,
                     body,
                     req.scope["extensions"].get(CONNECTION_EXTENSION),
                 )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
@@ -361,7 +363,8 @@ def test_changing_method_target_body_or_user_breaks_the_mac(
     clock, rnd = FixedClock(), SeededRandom()
     verifier = make(clock)
     connection = opened(verifier, clock, rnd)
-    headers = [(k, user if k == "X-Tunnel-User" else v) for k, v in macd(clock, rnd)]
+    [(name, value)] = macd(clock, rnd)
+    headers = [(name, " ".join([user, *value.split(" ")[1:]]))]
     assert refused_on(verifier, headers, connection, method, target, body) == "bad MAC"
 
 
@@ -400,10 +403,14 @@ def test_a_mac_beside_a_signature_or_a_key_or_twice_is_refused() -> None:
     clock, rnd = FixedClock(), SeededRandom()
     verifier = make(clock)
     connection = opened(verifier, clock, rnd)
-    with_signature = [*macd(clock, rnd), ("X-Tunnel-Signature", "A" * 86)]
-    assert "both sent" in refused_on(verifier, with_signature, connection)
-    with_key = [*macd(clock, rnd), ("X-Tunnel-Key", "A" * 43)]
-    assert refused_on(verifier, with_key, connection) == "X-Tunnel-Key on a MAC-vouched request"
+    beside = "X-Tunnel-Mac beside another identity header"
+    for extra in (
+        ("X-Tunnel-Signature", "A" * 86),
+        ("X-Tunnel-Key", "A" * 43),
+        ("X-Tunnel-User", "alice"),
+        ("X-Tunnel-Nonce", "A" * 22),
+    ):
+        assert refused_on(verifier, [*macd(clock, rnd), extra], connection) == beside
     headers = macd(clock, rnd)
     twice = headers + [h for h in headers if h[0] == "X-Tunnel-Mac"]
     assert refused_on(verifier, twice, connection) == "X-Tunnel-Mac repeated"
@@ -418,3 +425,36 @@ def test_a_mac_from_before_the_daemon_started_is_refused() -> None:
     verifier = make(clock)
     connection = opened(verifier, clock, rnd)
     assert refused_on(verifier, early, connection) == "signed before this daemon started"
+
+
+def test_a_macd_request_carries_its_whole_claim_in_one_header() -> None:
+    clock, rnd = FixedClock(), SeededRandom()
+    [(name, value)] = macd(clock, rnd)
+    user, timestamp, nonce, tag = value.split(" ")
+    assert (name, user, timestamp, len(nonce), len(tag)) == (
+        "X-Tunnel-Mac",
+        "alice",
+        "1800000000000",
+        22,
+        43,
+    )
+
+
+@pytest.mark.parametrize(
+    "mangle",
+    [
+        lambda v: v.replace(" ", "  ", 1),  # an empty field
+        lambda v: v.rsplit(" ", 1)[0],  # three fields
+        lambda v: v + " extra",  # five
+        lambda v: v.replace(" ", "\t", 1),
+        lambda v: "al ice " + v.split(" ", 1)[1],
+        lambda v: v[:-1] + "!",  # a MAC outside base64url
+    ],
+)
+def test_a_malformed_mac_header_is_refused(mangle: Callable[[str], str]) -> None:
+    clock, rnd = FixedClock(), SeededRandom()
+    verifier = make(clock)
+    connection = opened(verifier, clock, rnd)
+    [(name, value)] = macd(clock, rnd)
+    assert refused_on(verifier, [(name, mangle(value))], connection) != ""
+    assert verifier.verify("GET", "/api/directory", macd(clock, rnd), b"", connection) == "alice"
