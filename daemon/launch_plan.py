@@ -36,8 +36,10 @@ harness process and says whether Connect is available and, if not, why:
 argv), plus the same override when connected. A launcher with no resume form (opaque, or a
 harness that has none) is refused naming the reason.
 
-The first prompt follows ``--`` as the harness's positional prompt (Claude Code and Codex),
-so a prompt starting with ``-`` is never read as an option. Variadic options such as
+The first prompt follows ``--`` as the harness's positional prompt (Claude Code, Codex, and
+Gemini CLI, whose 0.59 and 0.61 take a positional ``query`` as the first prompt of an
+interactive session, as ``-i`` does), so a prompt starting with ``-`` is never read as an
+option. A one-shot ``gemini -p`` already holds its prompt and is refused another. Variadic options such as
 ``--allowedTools`` would otherwise swallow it. A *connected interactive* launch (a TUI, not
 ``claude -p`` or ``codex exec``) does not take it in argv: the TUI would send it as its first
 turn before it has loaded the openbus server, and the model would never see the tools it was
@@ -62,7 +64,7 @@ MAX_PATH_BYTES = 4096  # PATH_MAX on Linux, counting the terminating NUL
 CONNECTABLE = ("claude", "codex", "gemini")
 PRESET_SESSION = ("claude", "gemini")  # given ``--session-id <uuid>`` at launch
 GEMINI_SETTINGS_ENV = "GEMINI_CLI_SYSTEM_SETTINGS_PATH"
-PROMPTABLE = ("claude", "codex")
+PROMPTABLE = ("claude", "codex", "gemini")
 
 UNAVAILABLE = {
     "opencode": "Connect is unavailable for OpenCode: it takes the endpoint per launch "
@@ -131,6 +133,11 @@ def check_prompt(prompt: object, launcher: Launcher) -> str | None:
         kind = "an opaque command launcher" if not launcher.structured else launcher.harness
         raise BadRequest(
             f"a first prompt cannot be passed to {kind}; launch without --prompt", field="prompt"
+        )
+    if launcher.harness == "gemini" and one_shot(launcher):
+        raise BadRequest(
+            "this launcher already gives Gemini CLI its prompt (-p); launch without --prompt",
+            field="prompt",
         )
     return prompt
 
