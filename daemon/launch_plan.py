@@ -36,10 +36,12 @@ harness process and says whether Connect is available and, if not, why:
 argv), plus the same override when connected. A launcher with no resume form (opaque, or a
 harness that has none) is refused naming the reason.
 
-The first prompt follows ``--`` as the harness's positional prompt (Claude Code, Codex, and
-Gemini CLI, whose 0.59 and 0.61 take a positional ``query`` as the first prompt of an
-interactive session, as ``-i`` does), so a prompt starting with ``-`` is never read as an
-option. A one-shot ``gemini -p`` already holds its prompt and is refused another. Variadic options such as
+The first prompt follows ``--`` as the harness's positional prompt (Claude Code and Codex),
+so a prompt starting with ``-`` is never read as an option. Gemini CLI (0.59 and 0.61) takes
+no prompt after ``--`` (its argv parser keeps those words apart from its positional query, and
+the TUI starts with an empty composer): it gets ``--prompt-interactive=PROMPT``, one word, so a
+leading ``-`` is the value's, which it runs as its first turn and then stays interactive. A
+one-shot ``gemini -p`` already holds its prompt and is refused another. Variadic options such as
 ``--allowedTools`` would otherwise swallow it. A *connected interactive* launch (a TUI, not
 ``claude -p`` or ``codex exec``) does not take it in argv: the TUI would send it as its first
 turn before it has loaded the openbus server, and the model would never see the tools it was
@@ -223,7 +225,7 @@ def plan_launch(
     if prompt is not None and connect and not one_shot(launcher):
         typed = prompt
     elif prompt is not None:
-        argv += ["--", prompt]
+        argv += argv_prompt(launcher.harness, prompt)
     return LaunchPlan(
         tuple(argv),
         env,
@@ -233,6 +235,13 @@ def plan_launch(
         typed,
         **settings_for(launcher.harness, mcp_url, connect),
     )
+
+
+def argv_prompt(harness: str, prompt: str) -> list[str]:
+    """The words that give a harness its first prompt in argv."""
+    if harness == "gemini":
+        return [f"--prompt-interactive={prompt}"]
+    return ["--", prompt]
 
 
 def endpoint_override(harness: str, mcp_url: str) -> list[str]:

@@ -75,10 +75,12 @@ def test_a_one_shot_or_unconnected_launch_takes_its_prompt_in_argv() -> None:
         (printing, Preset.OBSERVE),
         (executing, Preset.OBSERVE),
         (builtin_launchers()["claude"], Preset.OFF),
-        (Launcher("g", "gemini", ("gemini",)), Preset.OFF),  # its positional first prompt
     ):
         plan = plan_launch(launcher, preset=preset, prompt="hi", mcp_url=URL, session_id=SID)
         assert plan.argv[-2:] == ("--", "hi") and plan.typed_prompt is None, launcher
+    gemini = Launcher("g", "gemini", ("gemini",))
+    plan = plan_launch(gemini, preset=Preset.OFF, prompt="-hi", mcp_url=URL, session_id=SID)
+    assert plan.argv[-1] == "--prompt-interactive=-hi" and "--" not in plan.argv
 
 
 def test_a_connected_gemini_tui_has_its_prompt_typed_and_a_one_shot_gemini_takes_no_other() -> None:

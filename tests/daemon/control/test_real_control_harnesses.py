@@ -69,6 +69,7 @@ def test_codex_or_gemini_cli_as_control_gets_the_charter_waits_for_the_request_a
         assert entry["session"] == "control" and entry["harness"] == harness
         turn.wait_finished(timeout=60)
     first = stub.turns()[0]
+    assert first.api == {"codex": "openai", "gemini": "gemini"}[harness]
     assert MARK in json.dumps(first.body)  # the charter is its first prompt
     assert asked["request"]["id"] == "r1" and asked["sent_to"] is None  # to control
     assert asked["request"]["state"] == "answered"
