@@ -71,6 +71,8 @@ def test_codex_or_gemini_cli_as_control_gets_the_charter_waits_for_the_request_a
     first = stub.turns()[0]
     assert first.api == {"codex": "openai", "gemini": "gemini"}[harness]
     assert MARK in json.dumps(first.body)  # the charter is its first prompt
+    results = [r for t in stub.turns() for r in t.tool_results]
+    assert "what should we work on next?" in results[0]  # its wait answered with the request
     assert asked["request"]["id"] == "r1" and asked["sent_to"] is None  # to control
     assert asked["request"]["state"] == "answered"
     assert asked["later"][-1]["kind"] == "reply" and asked["later"][-1]["text"] == text
