@@ -242,6 +242,8 @@ class ControlService(Feature):
             "reseeds": self.reseeds,
             "looks": self.looks,
             "nudges": self.nudges,
+            # control's context as its transcript last showed it (None: not followed)
+            "context_tokens": self._follower.watch.context_tokens if self._follower else None,
         }
 
     async def tick(self) -> None:

@@ -2,7 +2,8 @@
 real daemon: an ambiguous ``openbus ask`` while no control runs starts it from its launcher,
 the charter is its first prompt (typed once it listed its openbus tools), and its scripted turn
 calls ``wait_for_changes`` (which answers with the request) and ``reply``, which shows in the
-requester's thread. Claude Code as control is ``test_real_control``."""
+requester's thread; its transcript is followed for the re-seed. Claude Code as control is
+``test_real_control``."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from tests.support.harnesses import make_codex
 from tests.support.more_harnesses import make_harness
 from tests.support.stub_model import StubModel, call_tool, reply
 from tests.support.tmux import TmuxServer
+from tests.support.wait import wait_until
 
 pytestmark = [pytest.mark.harness, pytest.mark.timeout(240)]
 
@@ -68,6 +70,12 @@ def test_codex_or_gemini_cli_as_control_gets_the_charter_waits_for_the_request_a
         entry = next(p for p in cli_json(fleet.daemon, "directory")["panes"] if p.get("control"))
         assert entry["session"] == "control" and entry["harness"] == harness
         turn.wait_finished(timeout=60)
+        # its transcript is followed for the re-seed: the context its requests carried
+        wait_until(
+            lambda: (fleet.health()["control"]["context_tokens"] or 0) > 0,
+            timeout=30,
+            what="control's context read from its transcript",
+        )
     first = stub.turns()[0]
     assert first.api == {"codex": "openai", "gemini": "gemini"}[harness]
     assert MARK in json.dumps(first.body)  # the charter is its first prompt
