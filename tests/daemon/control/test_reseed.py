@@ -14,11 +14,7 @@ from typing import Any
 
 import pytest
 
-from openbus.daemon.config import Launcher
 from openbus.daemon.control.charter import MARK
-from openbus.daemon.control.reseed import TranscriptFollower
-from openbus.daemon.grants import Principal
-from openbus.kernel.scopes import Preset
 from tests.daemon.messaging.conftest import FAKE_AGENT
 from tests.support.daemon import RunningDaemon, running_daemon
 from tests.support.tmux import TmuxServer
@@ -61,29 +57,6 @@ def write_transcript(tmp_path: Path, session: str, *contexts: int) -> None:
             usage = {"input_tokens": 40, "cache_read_input_tokens": tokens - 40}
             line = {"type": "assistant", "message": {"usage": usage, "content": []}}
             handle.write(json.dumps(line) + "\n")
-
-
-def test_a_gemini_cli_controls_chat_file_is_found_by_its_session_id_under_its_home(
-    tmp_path: Path,
-) -> None:
-    session = "38383c96-7030-42a1-8320-7d56a43b8ab5"
-    principal = Principal(
-        "p1", "gemini", "boss", "ann", session, "%1", 1, "1", "i1", Preset.COLLABORATE,
-        "active", 0.0, 0.0, "control",
-    )  # fmt: skip
-    launcher = Launcher("boss", "gemini", ("gemini",), env={"HOME": str(tmp_path)})
-    follower = TranscriptFollower.of(principal, launcher)
-    assert follower is not None
-    chats = tmp_path / ".gemini" / "tmp" / "project" / "chats"
-    chats.mkdir(parents=True)
-    other = {"type": "gemini", "tokens": {"input": 99999}}
-    (chats / "session-2026-12-02T05-27-0ther000.jsonl").write_text(json.dumps(other) + "\n")
-    mine = chats / f"session-2026-12-02T05-27-{session[:8]}.jsonl"
-    mine.write_text(json.dumps({"sessionId": session, "kind": "main"}) + "\n")
-    assert follower.read().context_tokens == 0
-    with mine.open("a") as handle:
-        handle.write(json.dumps({"type": "gemini", "tokens": {"input": 4200}}) + "\n")
-    assert follower.read().context_tokens == 4200
 
 
 def audit_of(daemon: RunningDaemon, action: str) -> list[Any]:
