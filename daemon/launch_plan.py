@@ -37,7 +37,11 @@ argv), plus the same override when connected. A launcher with no resume form (op
 harness that has none) is refused naming the reason.
 
 The first prompt follows ``--`` as the harness's positional prompt (Claude Code and Codex),
-so a prompt starting with ``-`` is never read as an option. Variadic options such as
+so a prompt starting with ``-`` is never read as an option. Gemini CLI (0.59 and 0.61) takes
+no prompt after ``--`` (its argv parser keeps those words apart from its positional query, and
+the TUI starts with an empty composer): it gets ``--prompt-interactive=PROMPT``, one word, so a
+leading ``-`` is the value's, which it runs as its first turn and then stays interactive. A
+one-shot ``gemini -p`` already holds its prompt and is refused another. Variadic options such as
 ``--allowedTools`` would otherwise swallow it. A *connected interactive* launch (a TUI, not
 ``claude -p`` or ``codex exec``) does not take it in argv: the TUI would send it as its first
 turn before it has loaded the openbus server, and the model would never see the tools it was
@@ -62,7 +66,7 @@ MAX_PATH_BYTES = 4096  # PATH_MAX on Linux, counting the terminating NUL
 CONNECTABLE = ("claude", "codex", "gemini")
 PRESET_SESSION = ("claude", "gemini")  # given ``--session-id <uuid>`` at launch
 GEMINI_SETTINGS_ENV = "GEMINI_CLI_SYSTEM_SETTINGS_PATH"
-PROMPTABLE = ("claude", "codex")
+PROMPTABLE = ("claude", "codex", "gemini")
 
 UNAVAILABLE = {
     "opencode": "Connect is unavailable for OpenCode: it takes the endpoint per launch "
@@ -131,6 +135,11 @@ def check_prompt(prompt: object, launcher: Launcher) -> str | None:
         kind = "an opaque command launcher" if not launcher.structured else launcher.harness
         raise BadRequest(
             f"a first prompt cannot be passed to {kind}; launch without --prompt", field="prompt"
+        )
+    if launcher.harness == "gemini" and one_shot(launcher):
+        raise BadRequest(
+            "this launcher already gives Gemini CLI its prompt (-p); launch without --prompt",
+            field="prompt",
         )
     return prompt
 
@@ -216,7 +225,7 @@ def plan_launch(
     if prompt is not None and connect and not one_shot(launcher):
         typed = prompt
     elif prompt is not None:
-        argv += ["--", prompt]
+        argv += argv_prompt(launcher.harness, prompt)
     return LaunchPlan(
         tuple(argv),
         env,
@@ -226,6 +235,13 @@ def plan_launch(
         typed,
         **settings_for(launcher.harness, mcp_url, connect),
     )
+
+
+def argv_prompt(harness: str, prompt: str) -> list[str]:
+    """The words that give a harness its first prompt in argv."""
+    if harness == "gemini":
+        return [f"--prompt-interactive={prompt}"]
+    return ["--", prompt]
 
 
 def endpoint_override(harness: str, mcp_url: str) -> list[str]:

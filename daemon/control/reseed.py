@@ -1,8 +1,9 @@
 """Reading the control session's transcript for its re-seed (``core.reseed``): the file found
 by its session id (Claude Code's ``<config dir>/projects/*/<id>.jsonl`` under the launcher's
 ``CLAUDE_CONFIG_DIR``; Codex's ``<home>/sessions/YYYY/MM/DD/rollout-*-<id>.jsonl`` under its
-``CODEX_HOME``, the id known once launch has bound it from the rollout), read from where it
-was left."""
+``CODEX_HOME``, the id known once launch has bound it from the rollout; Gemini CLI's
+``<home>/.gemini/tmp/<project>/chats/session-<time>-<first 8 of the id>.jsonl`` under the
+launcher's ``GEMINI_CLI_HOME`` or ``HOME``), read from where it was left."""
 
 from __future__ import annotations
 
@@ -32,9 +33,16 @@ def codex_home(launcher: Launcher) -> Path:
     return Path(os.path.expanduser("~")) / ".codex"
 
 
+def gemini_dir(launcher: Launcher) -> Path:
+    home = launcher.env.get("GEMINI_CLI_HOME") or launcher.env.get("HOME")
+    return Path(home or os.path.expanduser("~")) / ".gemini"
+
+
 def _transcript_glob(harness: str, session_id: str) -> str:
     if harness == "codex":
         return f"sessions/*/*/*/rollout-*-{session_id}.jsonl"
+    if harness == "gemini":
+        return f"tmp/*/chats/session-*-{session_id[:8]}.jsonl"
     return f"projects/*/{session_id}.jsonl"
 
 
@@ -42,7 +50,7 @@ def _transcript_glob(harness: str, session_id: str) -> str:
 class TranscriptFollower:
     principal: str
     session_id: str
-    config_dir: Path  # Claude Code's config dir, or Codex's home
+    config_dir: Path  # Claude Code's config dir, Codex's home, or Gemini CLI's .gemini
     harness: str = "claude"
     watch: ReseedWatch = field(default_factory=ReseedWatch)
     path: Path | None = None
@@ -58,7 +66,9 @@ class TranscriptFollower:
             return cls(principal.id, principal.session_id, claude_config_dir(launcher))
         if principal.harness == "codex":
             return cls(principal.id, principal.session_id, codex_home(launcher), "codex")
-        return None  # only Claude Code's and Codex's transcripts carry usage records
+        if principal.harness == "gemini":
+            return cls(principal.id, principal.session_id, gemini_dir(launcher), "gemini")
+        return None  # only these harnesses' transcripts carry usage records
 
     def read(self) -> ReseedWatch:
         """Read what was appended since the last look; the watch holds what it showed."""

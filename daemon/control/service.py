@@ -94,7 +94,7 @@ from openbus.daemon.feature import Feature
 from openbus.daemon.gate import Call, Gate, Write
 from openbus.daemon.grants import CONTROL_ROLE, Grants, Principal
 from openbus.daemon.launch import LaunchService
-from openbus.daemon.launch_plan import PROMPTABLE, connect_unavailable
+from openbus.daemon.launch_plan import PROMPTABLE, connect_unavailable, one_shot
 from openbus.daemon.messaging.service import MessagingService
 from openbus.daemon.pane_owners import PaneOwners
 from openbus.daemon.resume import Resumer, session_ref
@@ -147,6 +147,8 @@ def control_unfit(launcher: Launcher) -> str | None:
         return unavailable
     if launcher.harness not in PROMPTABLE:
         return f"{launcher.harness} takes no first prompt, which carries control's charter"
+    if one_shot(launcher):
+        return "it runs the harness one-shot, which ends after one turn; control waits for changes"
     return None
 
 
@@ -240,6 +242,8 @@ class ControlService(Feature):
             "reseeds": self.reseeds,
             "looks": self.looks,
             "nudges": self.nudges,
+            # control's context as its transcript last showed it (None: not followed)
+            "context_tokens": self._follower.watch.context_tokens if self._follower else None,
         }
 
     async def tick(self) -> None:

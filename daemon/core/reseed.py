@@ -13,12 +13,15 @@ records as they are appended and keeps two facts:
   - Codex's rollout: an ``event_msg`` of type ``token_count``, whose ``info`` holds the last
     request's ``last_token_usage``; its ``total_tokens`` is what Codex itself counts against
     the model's context window (``model_context_window`` beside it);
+  - Gemini CLI's chat file (0.59, 0.61): a ``gemini`` message's ``tokens``, whose ``input`` is
+    the request's prompt tokens, cached ones included;
 
 * drift: a tool call that edits files or runs commands means control started doing project
   work, which its charter forbids: Claude Code's ``tool_use`` blocks named ``Edit``,
   ``Write``, ``Bash``, ...; Codex's ``response_item`` calls of its own shell and patch tools
   (``shell``, ``exec_command``, ``apply_patch``, ...; an MCP tool's call carries its server's
-  ``namespace`` and is never drift).
+  ``namespace`` and is never drift); a Gemini CLI message's ``toolCalls`` of its own shell,
+  edit and write tools (``run_shell_command``, ``replace``, ``write_file``).
 
 ``verdict(limit)`` is ``None`` while neither holds, else the reason to re-seed. A control
 whose first request already passed the limit (a fleet whose directory alone is that large)
@@ -37,6 +40,7 @@ DRIFT_TOOLS = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit", "Bash", "
 CODEX_DRIFT_TOOLS = frozenset(
     {"shell", "shell_command", "exec_command", "write_stdin", "apply_patch", "local_shell"}
 )
+GEMINI_DRIFT_TOOLS = frozenset({"run_shell_command", "replace", "write_file"})
 CLAUDE_CONTEXT = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
 CODEX_CALLS = frozenset({"function_call", "custom_tool_call", "local_shell_call"})
 
@@ -60,6 +64,9 @@ class ReseedWatch:
         kind = record.get("type")
         if kind in ("event_msg", "response_item"):
             self._codex(record.get("payload"))
+            return
+        if kind == "gemini":
+            self._gemini(record)
             return
         if kind != "assistant":
             return
@@ -92,6 +99,15 @@ class ReseedWatch:
             name = "local_shell" if kind == "local_shell_call" else payload.get("name")
             if name in CODEX_DRIFT_TOOLS:
                 self.drifted.append(str(name))
+
+    def _gemini(self, record: Mapping[str, Any]) -> None:
+        tokens = record.get("tokens")
+        if isinstance(tokens, Mapping):
+            self._context(_count(tokens.get("input")))
+        calls = record.get("toolCalls")
+        for call in calls if isinstance(calls, list) else ():
+            if isinstance(call, Mapping) and call.get("name") in GEMINI_DRIFT_TOOLS:
+                self.drifted.append(str(call["name"]))
 
     def verdict(self, limit: int) -> str | None:
         if self.drifted:

@@ -78,6 +78,18 @@ def test_a_one_shot_or_unconnected_launch_takes_its_prompt_in_argv() -> None:
     ):
         plan = plan_launch(launcher, preset=preset, prompt="hi", mcp_url=URL, session_id=SID)
         assert plan.argv[-2:] == ("--", "hi") and plan.typed_prompt is None, launcher
+    gemini = Launcher("g", "gemini", ("gemini",))
+    plan = plan_launch(gemini, preset=Preset.OFF, prompt="-hi", mcp_url=URL, session_id=SID)
+    assert plan.argv[-1] == "--prompt-interactive=-hi" and "--" not in plan.argv
+
+
+def test_a_connected_gemini_tui_has_its_prompt_typed_and_a_one_shot_gemini_takes_no_other() -> None:
+    gemini = Launcher("g", "gemini", ("gemini",))
+    plan = plan_launch(gemini, preset=Preset.OBSERVE, prompt="hi", mcp_url=URL, session_id=SID)
+    assert "hi" not in plan.argv and plan.typed_prompt == "hi"
+    with pytest.raises(BadRequest) as exc:
+        check_prompt("hi", Launcher("g", "gemini", ("gemini", "-p", "already")))
+    assert exc.value.field == "prompt" and "-p" in exc.value.message
 
 
 def test_a_connected_codex_launch_reads_its_token_from_the_environment() -> None:

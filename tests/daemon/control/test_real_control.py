@@ -17,7 +17,7 @@ import json
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,14 +89,29 @@ class ControlFleet:
         return found
 
 
+Boss = Callable[[Path], dict[str, Any]]  # control's launcher, made for its home folder
+
+
 @contextmanager
-def control_fleet(tmp_path: Path, stub: StubModel, tmux: TmuxServer) -> Iterator[ControlFleet]:
+def control_fleet(
+    tmp_path: Path,
+    stub: StubModel,
+    tmux: TmuxServer,
+    boss: Boss | None = None,
+    more: dict[str, dict[str, Any]] | None = None,
+) -> Iterator[ControlFleet]:
+    """``boss`` makes control's launcher (real Claude Code by default); ``more`` adds daemon
+    settings."""
     home = tmp_path / "control-home"
     alpha = tmp_path / "alpha-svc"
     for folder in (home, alpha):
         folder.mkdir()
         subprocess.run(["git", "init", "-q", str(folder)], check=True)
-    claude = make_claude(tmp_path / "claude", stub, home)
+    if boss is None:
+        claude = make_claude(tmp_path / "claude", stub, home)
+        launcher = {"harness": "claude", "argv": [str(claude.binary)], "env": claude.env()}
+    else:
+        launcher = boss(home)
     script = tmp_path / "agent" / "bin" / "claude"  # the fake TUI, seen as Claude Code
     script.parent.mkdir(parents=True)
     shutil.copy(FAKE_AGENT, script)
@@ -105,17 +120,13 @@ def control_fleet(tmp_path: Path, stub: StubModel, tmux: TmuxServer) -> Iterator
     extra: dict[str, dict[str, Any]] = {
         "tmux": {"socket": str(tmux.socket)},
         "history": {"claude_config_dirs": [], "codex_homes": []},
-        "launchers.boss": {
-            "harness": "claude",
-            "argv": [str(claude.binary)],
-            "env": claude.env(),
-            "cwd": str(home),
-        },
+        "launchers.boss": {**launcher, "cwd": str(home)},
         "launchers.tui": {
             "harness": "claude",
             "argv": [sys.executable, str(script), str(received)],
         },
         "control": {"launcher": "boss"},
+        **(more or {}),
     }
     (tmp_path / "d").mkdir()
     with running_daemon(tmp_path / "d", extra) as daemon:

@@ -1,5 +1,6 @@
 """Control's transcript, found by its session id and read as it grows: Claude Code's JSONL
-under its config dir, Codex's rollout under its home (a real Codex rollout's records)."""
+under its config dir, Codex's rollout under its home (a real Codex rollout's records), Gemini
+CLI's chat file under its home."""
 
 from __future__ import annotations
 
@@ -71,5 +72,24 @@ def test_a_claude_controls_transcript_is_found_under_its_config_dir(tmp_path: Pa
     record = {"type": "assistant", "message": {"usage": usage, "content": []}}
     (config / "projects" / "-w" / "s-1.jsonl").write_text(json.dumps(record) + "\n")
     assert follower.read().context_tokens == 10
-    gemini = Launcher("g", "gemini", ("gemini",))
-    assert TranscriptFollower.of(control("gemini", "s-2"), gemini) is None
+    opencode = Launcher("o", "opencode", ("opencode",))
+    assert TranscriptFollower.of(control("opencode", "s-2"), opencode) is None
+
+
+def test_a_gemini_cli_controls_chat_file_is_found_by_its_session_id_under_its_home(
+    tmp_path: Path,
+) -> None:
+    session = "38383c96-7030-42a1-8320-7d56a43b8ab5"
+    launcher = Launcher("boss", "gemini", ("gemini",), env={"HOME": str(tmp_path)})
+    follower = TranscriptFollower.of(control("gemini", session), launcher)
+    assert follower is not None
+    chats = tmp_path / ".gemini" / "tmp" / "project" / "chats"
+    chats.mkdir(parents=True)
+    other = {"type": "gemini", "tokens": {"input": 99999}}
+    (chats / "session-2026-12-02T05-27-0ther000.jsonl").write_text(json.dumps(other) + "\n")
+    mine = chats / f"session-2026-12-02T05-27-{session[:8]}.jsonl"
+    mine.write_text(json.dumps({"sessionId": session, "kind": "main"}) + "\n")
+    assert follower.read().context_tokens == 0
+    with mine.open("a") as handle:
+        handle.write(json.dumps({"type": "gemini", "tokens": {"input": 4200}}) + "\n")
+    assert follower.read().context_tokens == 4200

@@ -91,3 +91,20 @@ def test_codex_running_commands_or_patching_files_is_drift() -> None:
     watch.observe(codex_call("function_call", "exec_command"))
     watch.observe(codex_call("custom_tool_call", "apply_patch"))
     assert watch.verdict(10**9) == "its charter drifted: it called apply_patch, exec_command"
+
+
+def gemini_message(tokens: int, *tools: str) -> dict[str, Any]:
+    calls = [{"id": f"c{i}", "name": name, "args": {}} for i, name in enumerate(tools)]
+    total = {"input": tokens, "output": 5, "cached": tokens // 2, "total": tokens + 5}
+    return {"type": "gemini", "content": "", "tokens": total, "toolCalls": calls}
+
+
+def test_gemini_cli_messages_give_its_context_and_its_shell_and_edit_tools_are_drift() -> None:
+    watch = ReseedWatch()
+    watch.observe({"type": "user", "content": [{"text": "hello"}]})
+    watch.observe(gemini_message(900, "mcp_openbus_wait_for_changes"))
+    watch.observe(gemini_message(1200))
+    assert watch.context_tokens == 1200 and watch.verdict(1000) is not None
+    assert watch.verdict(10**9) is None  # an MCP tool's call is no drift
+    watch.observe(gemini_message(1300, "run_shell_command", "replace"))
+    assert watch.verdict(10**9) == "its charter drifted: it called replace, run_shell_command"
