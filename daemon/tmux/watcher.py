@@ -319,10 +319,11 @@ class Watcher:
                 log.exception("could not start a tmux control client")
                 self._clients.pop(session, None)
                 continue
-            if session in self._stale_sessions:
-                task = asyncio.get_running_loop().create_task(self._recover(client))
-                self._recovering.add(task)
-                task.add_done_callback(self._recovering.discard)
+            # every new client, not only a restarted one: what its session's panes drew
+            # before it attached (a new session's first screen) was announced to no one
+            task = asyncio.get_running_loop().create_task(self._recover(client))
+            self._recovering.add(task)
+            task.add_done_callback(self._recovering.discard)
         self.tmux.control = self._command_client()
 
     # ------------------------------------------------------------------ events
@@ -513,6 +514,19 @@ class Watcher:
                 continue
             self._subscribed[client] = set(wanted)
 
+    def _unpause_forgotten(self) -> None:
+        """A paused pane waits for its capture to resume it, and a pane is paused only while
+        it is due for one; one whose pause has landed but that is due for none (its capture
+        went before, a batch was cut off) would stay silent for good: it is made due."""
+        forgotten = [
+            pane
+            for pane, (_, done) in self._paused.items()
+            if done.done() and pane not in self._dirty
+        ]
+        if forgotten:
+            self._dirty.update(forgotten)
+            self._dirty_event.set()
+
     def _redirty(self, pane: str, _: object) -> None:
         if pane in self._paused:
             self._dirty.add(pane)
@@ -525,6 +539,7 @@ class Watcher:
         last_round = loop.time()
         while not await self._sleep(self.probe_every):
             now = loop.time()
+            self._unpause_forgotten()
             for client in list(self._clients.values()):
                 answer = self._probes.pop(client, None)
                 if answer is not None and not answer.done():
@@ -572,8 +587,10 @@ class Watcher:
         return {info.pane_id for info in infos if session is None or info.session_id == session}
 
     async def _recover(self, client: ControlClient) -> None:
-        """Once a restarted session's new client answers (its ``%output`` now follows the
-        panes), capture the session's panes again: the capture clears their stale mark."""
+        """Once a session's new client answers (its ``%output`` now follows the panes),
+        capture the session's panes again: output before the attach (a new session's first
+        screen, drawn between its listing and its client) is on that capture, which also
+        clears a restarted session's stale mark."""
         try:
             await client.command("display-message -p .", self.probe_every)
         except (ConnectionError, TimeoutError, TmuxCommandError):
