@@ -58,6 +58,11 @@ ANTHROPIC_MODEL = "claude-opus-4-8"
 DEFAULT_REPLY = "ok"
 HOLD_LIMIT_SECONDS = 120.0  # a forgotten release() must not hang a test run forever
 PING_INTERVAL_SECONDS = 2.0
+DEFAULT_INPUT_TOKENS = 10  # the input tokens a response reports, unless its script says
+
+
+def _input_tokens(script: Script | None) -> int:
+    return script.input_tokens if script is not None else DEFAULT_INPUT_TOKENS
 
 
 # --------------------------------------------------------------------------- script steps
@@ -102,10 +107,17 @@ def hold() -> Hold:
 class Script:
     """One queued behaviour for one turn; returned by ``StubModel.script``."""
 
-    def __init__(self, steps: Sequence[Step], match: str | None, api: Api | None) -> None:
+    def __init__(
+        self,
+        steps: Sequence[Step],
+        match: str | None,
+        api: Api | None,
+        input_tokens: int = DEFAULT_INPUT_TOKENS,
+    ) -> None:
         self.steps = list(steps)
         self.match = match
         self.api = api
+        self.input_tokens = input_tokens  # the usage each of its responses reports
         self.cursor = 0
         self.prompt = ""
         self.tool_results: list[str] = []
@@ -401,9 +413,17 @@ class StubModel:
 
     # ---- test API
 
-    def script(self, *steps: Step, match: str | None = None, api: Api | None = None) -> Script:
-        """Queue a behaviour for the next turn whose user prompt contains ``match``."""
-        created = Script(steps, match, api)
+    def script(
+        self,
+        *steps: Step,
+        match: str | None = None,
+        api: Api | None = None,
+        input_tokens: int = DEFAULT_INPUT_TOKENS,
+    ) -> Script:
+        """Queue a behaviour for the next turn whose user prompt contains ``match``; each of
+        its responses reports ``input_tokens`` of input in its usage (a context that grows,
+        as a harness's transcript records it)."""
+        created = Script(steps, match, api, input_tokens)
         with self._lock:
             self._scripts.append(created)
         return created
@@ -596,7 +616,7 @@ class _StubHandler(BaseHTTPRequestHandler):
         self, body: dict[str, Any], script: Script | None, step_override: Step | None = None
     ) -> None:
         message_id = self.stub._next_id("msg_")
-        usage = {"input_tokens": 10, "output_tokens": 1}
+        usage = {"input_tokens": _input_tokens(script), "output_tokens": 1}
         start: dict[str, Any] = {
             "id": message_id,
             "type": "message",
@@ -745,11 +765,11 @@ class _StubHandler(BaseHTTPRequestHandler):
             "status": "completed",
             "output": [item],
             "usage": {
-                "input_tokens": 10,
+                "input_tokens": _input_tokens(script),
                 "input_tokens_details": {"cached_tokens": 0},
                 "output_tokens": 5,
                 "output_tokens_details": {"reasoning_tokens": 0},
-                "total_tokens": 15,
+                "total_tokens": _input_tokens(script) + 5,
             },
         }
         self._event("response.completed", {"type": "response.completed", "response": done})

@@ -7,7 +7,10 @@ the request) and ``reply`` (in ``openbus ask --json``), presses ``1`` on another
 permission prompt (a card: nothing is typed until the human approves it), then waits once
 more and ends its turn. A request naming one pane's folder goes straight there, and
 control's model gets no request for it; while the directory stays unchanged, control's
-model gets none at all. An ordinary Collaborate agent is never offered the act tools."""
+model gets none at all. An ordinary Collaborate agent is never offered the act tools.
+Re-seed: once a turn's usage in control's own transcript passes ``reseed_tokens``, openbus
+closes it and starts a fresh control whose first prompt is the charter with the fleet as it is
+now; the restart is a ``control.reseed`` record and a line in control's thread."""
 
 from __future__ import annotations
 
@@ -67,6 +70,13 @@ class ControlFleet:
         path = self.received / "received"
         lines = path.read_text().splitlines() if path.exists() else []
         return "\n".join(json.loads(line) for line in lines)
+
+    def audit(self) -> list[dict[str, Any]]:
+        with self.daemon.human() as client:
+            records: list[dict[str, Any]] = client.get(
+                "/api/audit", params={"after": 0}
+            ).json()["records"]
+        return records
 
     def health(self) -> dict[str, Any]:
         with self.daemon.human() as client:
@@ -280,3 +290,41 @@ def _tools_of(daemon: RunningDaemon, token: str) -> set[str]:
             return {t.name for t in listed.tools}
 
     return asyncio.run(go())
+
+
+def test_real_claude_code_as_control_is_reseeded_once_its_transcript_passes_the_limit(
+    tmp_path: Path, stub: StubModel, tmux: TmuxServer
+) -> None:
+    limit = 5_000
+    settings: dict[str, dict[str, Any]] = {"control": {"launcher": "boss", "reseed_tokens": limit}}
+    with control_fleet(tmp_path, stub, tmux, more=settings) as fleet:
+        daemon, worker = fleet.daemon, fleet.worker
+        seeded = stub.script(reply("standing by"), match=MARK)  # a small first request
+        first = cli_json(daemon, "control", "start")
+        seeded.wait_finished(timeout=60)
+        # its next turn (the line typed into its pane for a request) reports a context past
+        # the limit, as Claude Code records it in its transcript
+        grown = stub.script(
+            reply("noted"), match="is waiting for you", input_tokens=limit + 1_000
+        )
+        fresh = stub.script(reply("fresh, standing by"), match=MARK)
+        asked = cli_json(daemon, "ask", "what should we work on next?")
+        assert asked["sent_to"] is None  # control's
+        grown.wait_finished(timeout=60)
+
+        [record] = wait_until(
+            lambda: [r for r in fleet.audit() if r["action"] == "control.reseed"],
+            timeout=60,
+            what="the re-seed record",
+        )
+        assert f"{limit + 1_000} tokens" in record["details"]["reason"]
+        with daemon.human() as client:
+            thread = client.get("/api/threads", params={"thread": "control"}).json()
+        assert any("re-seeded" in e["text"] for e in thread["entries"])
+
+        # a fresh Claude Code in session control, seeded with the charter and the fleet now
+        fresh.wait_finished(timeout=90)
+        assert worker["pane"] in fresh.prompt and worker["incarnation"] in fresh.prompt
+        panes = cli_json(daemon, "directory")["panes"]
+        [now] = [p for p in panes if p.get("control")]
+        assert now["session"] == "control" and now["pane"] != first["pane"]
