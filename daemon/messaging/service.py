@@ -173,7 +173,9 @@ class MessagingService(Feature):
         if revision is not None and (
             not control or isinstance(revision, bool) or not isinstance(revision, int)
         ):
-            raise BadRequest("revision is a screen revision, given by control only", field="revision")
+            raise BadRequest(
+                "revision is a screen revision, given by control only", field="revision"
+            )
         target, view = self.addressing.resolve_target(params, sender)
         call.target = view.pane
         recipient = self.addressing.recipient_for(view, control_sender=control)

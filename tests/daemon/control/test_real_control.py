@@ -73,9 +73,9 @@ class ControlFleet:
 
     def audit(self) -> list[dict[str, Any]]:
         with self.daemon.human() as client:
-            records: list[dict[str, Any]] = client.get(
-                "/api/audit", params={"after": 0}
-            ).json()["records"]
+            records: list[dict[str, Any]] = client.get("/api/audit", params={"after": 0}).json()[
+                "records"
+            ]
         return records
 
     def health(self) -> dict[str, Any]:
@@ -304,9 +304,7 @@ def test_real_claude_code_as_control_is_reseeded_once_its_transcript_passes_the_
         seeded.wait_finished(timeout=60)
         # its next turn (the line typed into its pane for a request) reports a context past
         # the limit, as Claude Code records it in its transcript
-        grown = stub.script(
-            reply("noted"), match="is waiting for you", input_tokens=limit + 1_000
-        )
+        grown = stub.script(reply("noted"), match="is waiting for you", input_tokens=limit + 1_000)
         fresh = stub.script(reply("fresh, standing by"), match=MARK)
         asked = cli_json(daemon, "ask", "what should we work on next?")
         assert asked["sent_to"] is None  # control's
