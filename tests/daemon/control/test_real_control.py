@@ -230,7 +230,12 @@ def test_real_claude_code_as_control_hands_off_ambiguous_requests_and_replies(
             taken = cli_json(daemon, "control", "allow-panes", "--off")
             assert taken == {"control_may_open_panes": False}
             asked = asking.result(timeout=90)
-        assert MARK in json.dumps(stub.turns()[0].body)
+        # its first model request is its charter (waited for: never an index into requests
+        # that may not have come yet)
+        first_turn = wait_until(
+            lambda: next(iter(stub.turns()), None), timeout=60, what="control's first request"
+        )
+        assert MARK in json.dumps(first_turn.body)
         # the charter also came at MCP initialize, after the common rules (Claude Code shows
         # a server's instructions to the model as that server's section)
         given = json.dumps(f"Do not work around it; tell the user.\n\n{MARK}")[1:-1]
@@ -238,8 +243,8 @@ def test_real_claude_code_as_control_hands_off_ambiguous_requests_and_replies(
         assert asked["request"]["id"] == "r1"
         assert asked["sent_to"] is None  # to control
         assert asked["request"]["state"] == "answered"
-        assert asked["later"][-1]["kind"] == "reply"
-        assert asked["later"][-1]["text"] == f"Handed to {worker['pane']}."
+        replies = [e for e in asked["later"] if e["kind"] == "reply"]
+        assert [e["text"] for e in replies] == [f"Handed to {worker['pane']}."]
         turn.wait_finished(timeout=60)
         wait_until(lambda: brief in fleet.typed(), timeout=30, what="the brief typed")
         assert "from control \u00b7 origin r1" in fleet.typed()
