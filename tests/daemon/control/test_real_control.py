@@ -304,16 +304,17 @@ def test_real_claude_code_as_control_is_reseeded_once_its_transcript_passes_the_
     settings: dict[str, dict[str, Any]] = {"control": {"launcher": "boss", "reseed_tokens": limit}}
     with control_fleet(tmp_path, stub, tmux, more=settings) as fleet:
         daemon, worker = fleet.daemon, fleet.worker
-        seeded = stub.script(reply("standing by"), match=MARK)  # a small first request
+        # its first turn: a small first request, then one whose usage (as Claude Code
+        # records it in its transcript) is past the limit
+        seeded = stub.script(
+            call_tool("WaitForMcpServers", {}),
+            reply("standing by"),
+            match=MARK,
+            input_tokens=(10, limit + 1_000),
+        )
+        fresh = stub.script(reply("fresh, standing by"), match=MARK)
         first = cli_json(daemon, "control", "start")
         seeded.wait_finished(timeout=60)
-        # its next turn (the line typed into its pane for a request) reports a context past
-        # the limit, as Claude Code records it in its transcript
-        grown = stub.script(reply("noted"), match="is waiting for you", input_tokens=limit + 1_000)
-        fresh = stub.script(reply("fresh, standing by"), match=MARK)
-        asked = cli_json(daemon, "ask", "what should we work on next?")
-        assert asked["sent_to"] is None  # control's
-        grown.wait_finished(timeout=60)
 
         [record] = wait_until(
             lambda: [r for r in fleet.audit() if r["action"] == "control.reseed"],
