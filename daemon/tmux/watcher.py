@@ -56,10 +56,8 @@ round before has not answered is lost. A lost client (or one that exits while it
 still exists) gets its session's panes marked stale in the directory (``panes_stale``: they
 are never shown as fresh), is killed, and the structure loop attaches a new one; once the new
 client answers its first command (so its ``%output`` follows the panes) its panes are captured
-again, which clears the stale mark (a new session's first client does the same: output its
-panes printed before the attach was never announced). So a client that stops is found within
-three rounds (4.8 s by default), and one that keeps delivering and answering is never probed.
-Captures cut
+again, which clears the stale mark. So a client that stops is found within three rounds
+(4.8 s by default), and one that keeps delivering and answering is never probed. Captures cut
 off by a lost client are asked again of the next one. A server that accepts
 connections but does not answer (``list-sessions`` within three rounds) keeps
 every pane, marked stale, and is retried with backoff until it answers.
@@ -321,11 +319,10 @@ class Watcher:
                 log.exception("could not start a tmux control client")
                 self._clients.pop(session, None)
                 continue
-            # output a new session's panes printed before this client attached was never
-            # announced: once it answers, its panes are captured again
-            task = asyncio.get_running_loop().create_task(self._recover(client))
-            self._recovering.add(task)
-            task.add_done_callback(self._recovering.discard)
+            if session in self._stale_sessions:
+                task = asyncio.get_running_loop().create_task(self._recover(client))
+                self._recovering.add(task)
+                task.add_done_callback(self._recovering.discard)
         self.tmux.control = self._command_client()
 
     # ------------------------------------------------------------------ events
@@ -575,10 +572,8 @@ class Watcher:
         return {info.pane_id for info in infos if session is None or info.session_id == session}
 
     async def _recover(self, client: ControlClient) -> None:
-        """Once a session's new client answers (its ``%output`` now follows the panes),
-        capture the session's panes again: what they printed before the attach (a harness
-        drawing its first screen in a session just created, then standing still) is seen,
-        and a restarted session's capture clears their stale mark."""
+        """Once a restarted session's new client answers (its ``%output`` now follows the
+        panes), capture the session's panes again: the capture clears their stale mark."""
         try:
             await client.command("display-message -p .", self.probe_every)
         except (ConnectionError, TimeoutError, TmuxCommandError):
@@ -586,10 +581,9 @@ class Watcher:
         session = client.label
         if self._clients.get(session) is not client:
             return
-        stale = session in self._stale_sessions
         self._stale_sessions.discard(session)
         panes = self._session_panes(session)
-        for pane in panes if stale else ():
+        for pane in panes:
             self._told.pop(pane, None)
         if panes:
             self._dirty.update(panes)

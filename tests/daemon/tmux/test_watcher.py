@@ -78,39 +78,6 @@ def test_a_change_on_screen_shows_up_in_any_session(server: TmuxServer) -> None:
     follow(server, scenario)
 
 
-def test_a_new_sessions_pane_that_drew_before_its_client_attached_is_read_once_it_answers(
-    server: TmuxServer, tmp_path: Path
-) -> None:
-    go = tmp_path / "go"
-    # draws once, when told, then stands still (a harness's first screen)
-    draw = f"while [ ! -e {go} ]; do sleep 0.02; done; echo drawn-once; exec sleep 600"
-
-    async def scenario(d: Directory, w: Watcher) -> None:
-        await until(lambda: panes(d), "the first session's pane")
-        attach = w._attach
-
-        async def drawn_first(sessions: list[str]) -> None:
-            # the new session's pane was listed and captured; it draws before its client
-            # attaches, so tmux never announces that output to us
-            if not go.exists():  # the one attach after the first session's: the new one
-                await until(
-                    lambda: pane in panes(d) and d.entry(pane).text is not None,
-                    "the new pane captured, blank",
-                )
-                go.touch()
-                await until(lambda: "drawn-once" in server.capture(pane), "the pane drawn")
-            await attach(sessions)
-
-        w._attach = drawn_first  # type: ignore[method-assign]
-        pane = server.session("late", ["sh", "-c", draw])
-        await until(
-            lambda: pane in panes(d) and "drawn-once" in (d.entry(pane).text or ""),
-            "the drawn screen read",
-        )
-
-    follow(server, scenario)
-
-
 def test_a_killed_pane_disappears(server: TmuxServer) -> None:
     extra = server.new_window(["sh"])
 
