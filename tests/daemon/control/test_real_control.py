@@ -304,17 +304,16 @@ def test_real_claude_code_as_control_is_reseeded_once_its_transcript_passes_the_
     settings: dict[str, dict[str, Any]] = {"control": {"launcher": "boss", "reseed_tokens": limit}}
     with control_fleet(tmp_path, stub, tmux, more=settings) as fleet:
         daemon, worker = fleet.daemon, fleet.worker
-        # its first turn: a small first request, then one whose usage (as Claude Code
-        # records it in its transcript) is past the limit
-        seeded = stub.script(
-            call_tool("WaitForMcpServers", {}),
-            reply("standing by"),
-            match=MARK,
-            input_tokens=(10, limit + 1_000),
-        )
+        seeded = stub.script(reply("standing by"), match=MARK)  # a small first request
+        # its next turn reports a context past the limit, as Claude Code then records it in
+        # its transcript (stub scripts report the input tokens a test gives them)
+        grown = stub.script(reply("noted"), match="a long task", input_tokens=limit + 1_000)
         fresh = stub.script(reply("fresh, standing by"), match=MARK)
         first = cli_json(daemon, "control", "start")
         seeded.wait_finished(timeout=60)
+        tmux.keys(first["pane"], "-l", "a long task")
+        tmux.keys(first["pane"], "Enter")
+        grown.wait_finished(timeout=60)
 
         [record] = wait_until(
             lambda: [r for r in fleet.audit() if r["action"] == "control.reseed"],
