@@ -6,11 +6,12 @@ Theory of operation
   becomes a ``request`` entry in the requester's thread. The fast dispatcher
   (``core.dispatch``) decides over the directory as it is now; its decision and reason are an
   entry (``route``) and in the call's audit record. Direct: the text is sent to the one
-  matching pane as control (``message.send`` with the pane's incarnation and the request as
-  origin, so the recipient's stamp names it), an ``input`` entry links the pane to the
-  request, and the message's outcome is followed: if it ends undelivered (the pane was
-  recycled, exited, changed), the request falls back to control. Otherwise (or if the send
-  is refused) the request is ``delegated``: a ``thread`` change on the feed wakes control
+  matching pane as control (``message.send`` with the pane's incarnation, the screen
+  revision the decision was made on, and the request as origin, so the recipient's stamp
+  names it), an ``input`` entry links the pane to the request, and the message's outcome is
+  followed: if it ends undelivered (the pane was recycled, exited, changed), the request falls
+  back to control. Otherwise (or if the send is refused: the screen changed between the
+  decision and the send) the request is ``delegated``: a ``thread`` change on the feed wakes control
   blocked in ``wait_for_changes``; a control whose turn ended gets a line typed into its
   pane; with no control running, the request starts it (first use, as the requester: one
   start for requests arriving together), and its first wait answers with what waits.
@@ -430,6 +431,7 @@ class ControlService(Feature):
                     {
                         "target": decision.pane,
                         "incarnation": decision.incarnation,
+                        "revision": decision.revision,
                         "text": text,
                         "message_id": f"ask-{request.id}",
                         "origin": request.id,

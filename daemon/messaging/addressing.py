@@ -1,7 +1,9 @@
 """Addressing: turn a message's target into exactly one live recipient, or say why not.
 
 Shared by the service (at admission) and the delivery engine (a handle re-resolved at
-delivery): a pane id must come with the incarnation the directory issued for it; a workstream
+delivery): a pane id must come with the incarnation the directory issued for it (and, from
+control, optionally the screen revision it decided on: a screen that changed since is refused
+at admission, never at delivery, since a busy pane's screen moves until its idle); a workstream
 handle must name exactly one live pane; a shell or exited pane is never a recipient, and a
 peer may reach only an agent set to Collaborate (``reachable``; control reaches every agent).
 Both ends' scopes are looked up again under the send lock just before typing
@@ -19,7 +21,7 @@ from openbus.daemon.core.messaging import Message, Recipient, Target
 from openbus.daemon.grants import Grants, Principal
 from openbus.daemon.messaging.fleet import Fleet, PaneView
 from openbus.daemon.pane_owners import PaneOwners
-from openbus.kernel.errors import BadRequest, NotFound, Refused
+from openbus.kernel.errors import BadRequest, Conflict, NotFound, Refused
 from openbus.kernel.ids import is_pane_id
 from openbus.kernel.scopes import Scope
 
@@ -63,6 +65,13 @@ class Addressing:
                     f"{target} is now another process (its incarnation changed); "
                     "read the directory again",
                     field="incarnation",
+                )
+            revision = params.get("revision")
+            if revision is not None and revision != view.revision:
+                raise Conflict(
+                    f"{target}'s screen changed since revision {revision} (now "
+                    f"{view.revision}); read it again",
+                    field="revision",
                 )
             return Target(pane=target, incarnation=incarnation), view
         if target.isdigit() or (":" in target and target.split(":")[-1].split(".")[0].isdigit()):

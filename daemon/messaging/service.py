@@ -168,9 +168,16 @@ class MessagingService(Feature):
         # the cheap refusals first: a flood costs no directory or grant lookups
         check_message_id(mid)
         check_text(params.get("text"), self.book.limits.message_bytes)
+        control = actor.kind == "control"
+        revision = params.get("revision")
+        if revision is not None and (
+            not control or isinstance(revision, bool) or not isinstance(revision, int)
+        ):
+            raise BadRequest(
+                "revision is a screen revision, given by control only", field="revision"
+            )
         target, view = self.addressing.resolve_target(params, sender)
         call.target = view.pane
-        control = actor.kind == "control"
         recipient = self.addressing.recipient_for(view, control_sender=control)
         sender_pane = None
         owner = actor.user

@@ -58,6 +58,18 @@ ANTHROPIC_MODEL = "claude-opus-4-8"
 DEFAULT_REPLY = "ok"
 HOLD_LIMIT_SECONDS = 120.0  # a forgotten release() must not hang a test run forever
 PING_INTERVAL_SECONDS = 2.0
+DEFAULT_INPUT_TOKENS = 10  # the input tokens a response reports, unless its script says
+
+
+def _input_tokens(script: Script | None) -> int:
+    """The input tokens the next response reports: its script's next value (the last one
+    again once they run out)."""
+    if script is None:
+        return DEFAULT_INPUT_TOKENS
+    with script._usage_lock:
+        index = min(script.responses, len(script.input_tokens) - 1)
+        script.responses += 1
+    return script.input_tokens[index]
 
 
 # --------------------------------------------------------------------------- script steps
@@ -102,10 +114,21 @@ def hold() -> Hold:
 class Script:
     """One queued behaviour for one turn; returned by ``StubModel.script``."""
 
-    def __init__(self, steps: Sequence[Step], match: str | None, api: Api | None) -> None:
+    def __init__(
+        self,
+        steps: Sequence[Step],
+        match: str | None,
+        api: Api | None,
+        input_tokens: int | Sequence[int] = DEFAULT_INPUT_TOKENS,
+    ) -> None:
         self.steps = list(steps)
         self.match = match
         self.api = api
+        # the input tokens its responses report, in turn (a context that grows)
+        given = [input_tokens] if isinstance(input_tokens, int) else list(input_tokens)
+        self.input_tokens = given or [DEFAULT_INPUT_TOKENS]
+        self.responses = 0
+        self._usage_lock = threading.Lock()
         self.cursor = 0
         self.prompt = ""
         self.tool_results: list[str] = []
@@ -401,9 +424,18 @@ class StubModel:
 
     # ---- test API
 
-    def script(self, *steps: Step, match: str | None = None, api: Api | None = None) -> Script:
-        """Queue a behaviour for the next turn whose user prompt contains ``match``."""
-        created = Script(steps, match, api)
+    def script(
+        self,
+        *steps: Step,
+        match: str | None = None,
+        api: Api | None = None,
+        input_tokens: int | Sequence[int] = DEFAULT_INPUT_TOKENS,
+    ) -> Script:
+        """Queue a behaviour for the next turn whose user prompt contains ``match``; its
+        responses report ``input_tokens`` of input in their usage (a sequence: one value a
+        response, in turn, the last repeated: a context that grows, as a harness's transcript
+        then records it)."""
+        created = Script(steps, match, api, input_tokens)
         with self._lock:
             self._scripts.append(created)
         return created
@@ -596,7 +628,7 @@ class _StubHandler(BaseHTTPRequestHandler):
         self, body: dict[str, Any], script: Script | None, step_override: Step | None = None
     ) -> None:
         message_id = self.stub._next_id("msg_")
-        usage = {"input_tokens": 10, "output_tokens": 1}
+        usage = {"input_tokens": _input_tokens(script), "output_tokens": 1}
         start: dict[str, Any] = {
             "id": message_id,
             "type": "message",
@@ -673,6 +705,7 @@ class _StubHandler(BaseHTTPRequestHandler):
             self._record(body, "openai", "turn", prompt=prompt, tool_results=tool_results)
             script = self.stub._script_for("openai", prompt, results)
         response_id = self.stub._next_id("resp_")
+        tokens = _input_tokens(script)
         base: dict[str, Any] = {
             "id": response_id,
             "object": "response",
@@ -745,11 +778,11 @@ class _StubHandler(BaseHTTPRequestHandler):
             "status": "completed",
             "output": [item],
             "usage": {
-                "input_tokens": 10,
+                "input_tokens": tokens,
                 "input_tokens_details": {"cached_tokens": 0},
                 "output_tokens": 5,
                 "output_tokens_details": {"reasoning_tokens": 0},
-                "total_tokens": 15,
+                "total_tokens": tokens + 5,
             },
         }
         self._event("response.completed", {"type": "response.completed", "response": done})

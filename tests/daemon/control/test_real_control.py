@@ -7,7 +7,10 @@ the request) and ``reply`` (in ``openbus ask --json``), presses ``1`` on another
 permission prompt (a card: nothing is typed until the human approves it), then waits once
 more and ends its turn. A request naming one pane's folder goes straight there, and
 control's model gets no request for it; while the directory stays unchanged, control's
-model gets none at all. An ordinary Collaborate agent is never offered the act tools."""
+model gets none at all. An ordinary Collaborate agent is never offered the act tools.
+Re-seed: once a turn's usage in control's own transcript passes ``reseed_tokens``, openbus
+closes it and starts a fresh control whose first prompt is the charter with the fleet as it is
+now; the restart is a ``control.reseed`` record and a line in control's thread."""
 
 from __future__ import annotations
 
@@ -67,6 +70,13 @@ class ControlFleet:
         path = self.received / "received"
         lines = path.read_text().splitlines() if path.exists() else []
         return "\n".join(json.loads(line) for line in lines)
+
+    def audit(self) -> list[dict[str, Any]]:
+        with self.daemon.human() as client:
+            records: list[dict[str, Any]] = client.get("/api/audit", params={"after": 0}).json()[
+                "records"
+            ]
+        return records
 
     def health(self) -> dict[str, Any]:
         with self.daemon.human() as client:
@@ -220,7 +230,12 @@ def test_real_claude_code_as_control_hands_off_ambiguous_requests_and_replies(
             taken = cli_json(daemon, "control", "allow-panes", "--off")
             assert taken == {"control_may_open_panes": False}
             asked = asking.result(timeout=90)
-        assert MARK in json.dumps(stub.turns()[0].body)
+        # its first model request is its charter (waited for: never an index into requests
+        # that may not have come yet)
+        first_turn = wait_until(
+            lambda: next(iter(stub.turns()), None), timeout=60, what="control's first request"
+        )
+        assert MARK in json.dumps(first_turn.body)
         # the charter also came at MCP initialize, after the common rules (Claude Code shows
         # a server's instructions to the model as that server's section)
         given = json.dumps(f"Do not work around it; tell the user.\n\n{MARK}")[1:-1]
@@ -228,8 +243,8 @@ def test_real_claude_code_as_control_hands_off_ambiguous_requests_and_replies(
         assert asked["request"]["id"] == "r1"
         assert asked["sent_to"] is None  # to control
         assert asked["request"]["state"] == "answered"
-        assert asked["later"][-1]["kind"] == "reply"
-        assert asked["later"][-1]["text"] == f"Handed to {worker['pane']}."
+        replies = [e for e in asked["later"] if e["kind"] == "reply"]
+        assert [e["text"] for e in replies] == [f"Handed to {worker['pane']}."]
         turn.wait_finished(timeout=60)
         wait_until(lambda: brief in fleet.typed(), timeout=30, what="the brief typed")
         assert "from control \u00b7 origin r1" in fleet.typed()
@@ -280,3 +295,39 @@ def _tools_of(daemon: RunningDaemon, token: str) -> set[str]:
             return {t.name for t in listed.tools}
 
     return asyncio.run(go())
+
+
+def test_real_claude_code_as_control_is_reseeded_once_its_transcript_passes_the_limit(
+    tmp_path: Path, stub: StubModel, tmux: TmuxServer
+) -> None:
+    limit = 5_000
+    settings: dict[str, dict[str, Any]] = {"control": {"launcher": "boss", "reseed_tokens": limit}}
+    with control_fleet(tmp_path, stub, tmux, more=settings) as fleet:
+        daemon, worker = fleet.daemon, fleet.worker
+        seeded = stub.script(reply("standing by"), match=MARK)  # a small first request
+        # its next turn reports a context past the limit, as Claude Code then records it in
+        # its transcript (stub scripts report the input tokens a test gives them)
+        grown = stub.script(reply("noted"), match="a long task", input_tokens=limit + 1_000)
+        fresh = stub.script(reply("fresh, standing by"), match=MARK)
+        first = cli_json(daemon, "control", "start")
+        seeded.wait_finished(timeout=60)
+        tmux.keys(first["pane"], "-l", "a long task")
+        tmux.keys(first["pane"], "Enter")
+        grown.wait_finished(timeout=60)
+
+        [record] = wait_until(
+            lambda: [r for r in fleet.audit() if r["action"] == "control.reseed"],
+            timeout=60,
+            what="the re-seed record",
+        )
+        assert f"{limit + 1_000} tokens" in record["details"]["reason"]
+        with daemon.human() as client:
+            thread = client.get("/api/threads", params={"thread": "control"}).json()
+        assert any("re-seeded" in e["text"] for e in thread["entries"])
+
+        # a fresh Claude Code in session control, seeded with the charter and the fleet now
+        fresh.wait_finished(timeout=90)
+        assert worker["pane"] in fresh.prompt and worker["incarnation"] in fresh.prompt
+        panes = cli_json(daemon, "directory")["panes"]
+        [now] = [p for p in panes if p.get("control")]
+        assert now["session"] == "control" and now["pane"] != first["pane"]

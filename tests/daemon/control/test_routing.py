@@ -159,6 +159,49 @@ def test_a_direct_send_to_a_pane_recycled_before_delivery_falls_back_to_control(
     run_world(scenario)
 
 
+def test_a_direct_send_to_a_pane_whose_screen_changed_after_the_decision_falls_back_to_control(
+    run_world: Run,
+) -> None:
+    async def scenario(world: World) -> None:
+        alpha = await agent_in(world, "alpha", "alpha-svc")
+        decided = world.directory.entry(alpha.pane).revision
+        with pytest.raises(Conflict) as stale:
+            await world.gate.run(
+                CONTROL,
+                "message.send",
+                {
+                    "target": alpha.pane,
+                    "incarnation": alpha.incarnation,
+                    "revision": decided - 1,
+                    "text": "hello",
+                    "message_id": "m-stale",
+                },
+            )
+        assert stale.value.field == "revision"
+
+        # the human types a draft into alpha between the dispatcher's decision and its send
+        action, send = world.gate._registry["message.send"]
+
+        async def draft_first(call: Any) -> Any:
+            world.server.keys(alpha.pane, "-l", "my own draft")
+            await world.until(
+                lambda: world.directory.entry(alpha.pane).revision != decided, "the draft seen"
+            )
+            return await send(call)
+
+        world.gate._registry["message.send"] = (action, draft_first)
+        answer = await ask(world, "in alpha-svc, add a docstring")
+        assert answer["route"]["route"] == "direct"
+        assert answer["route"]["revision"] == decided
+        assert answer["sent_to"] is None
+        assert answer["request"]["state"] == "delegated"
+        note = answer["entries"][-1]["text"]
+        assert "screen changed" in note and "control works it out" in note
+        assert "add a docstring" not in typed(alpha)
+
+    run_world(scenario)
+
+
 def test_a_key_for_a_shell_pane_is_a_card_and_typed_only_once_approved(run_world: Run) -> None:
     async def scenario(world: World) -> None:
         pane = world.server.new_window(["sh"])
