@@ -35,8 +35,13 @@ those each second, and a client whose session is gone (destroyed, or the client 
 who has not yet left crashes the whole server (measured: every time the client is held there
 for a second). A window's subscription looks the window up and survives it; a pane's (``%N``)
 does too but is never checked once the pane is dead. The subscriptions go on the client's
-stdin once it has answered a command (sent earlier they can beat the attach and fail), and
-follow each listing: new windows are subscribed, gone ones dropped.
+stdin once it has answered as itself, and follow each listing: new windows are subscribed,
+gone ones dropped.
+
+A command on a new client's stdin can run before its own attach, and tmux then answers it as
+another client. So nothing addressed to a client (its name, its subscriptions, a pause) is
+sent before it has answered a name query with its own process id (``_recover``); a pause
+resumed under another client's name would silence its pane for good.
 
 A safety check every ``resync`` seconds lists only the panes' shape (the fields tmux keeps in
 memory, not the current command and path it reads from /proc for each pane) and reads the
@@ -94,6 +99,9 @@ SHAPE_FORMAT = "\x1f".join(
 # dead flag, ``%N:PID:DEAD`` words (named per window; never ``%*``, see the module).
 SUBSCRIPTION = "openbus-process-"
 SUBSCRIBED_FORMAT = "#{P:#{pane_id}:#{pane_pid}:#{pane_dead} }"
+
+# How a client learns its own name (``_recover``): the answering client's pid and name.
+NAME_QUERY = "display-message -p '#{client_pid} #{client_name}'"
 
 STRUCTURE_EVENTS = frozenset(
     {
@@ -180,7 +188,6 @@ class Watcher:
         self._paused: dict[str, tuple[ControlClient, asyncio.Future[list[str]]]] = {}
         self.pause_after = pause_after
         self._bursts: dict[str, int] = {}  # %output bursts per dirty pane since its last batch
-        self._naming: set[ControlClient] = set()
         self._subscribed: dict[ControlClient, set[str]] = {}  # the windows each client follows
         self.retell = 60.0  # seconds between full listings told even when tmux's are unchanged
         self._last_shape: list[str] | None = None
@@ -338,20 +345,17 @@ class Watcher:
                 self._bursts[pane] = 1
                 return
             bursts = self._bursts[pane] = self._bursts.get(pane, 1) + 1
-            if bursts < self.pause_after or pane in self._paused:
+            if bursts < self.pause_after or pane in self._paused or client.name is None:
+                return  # (a client not yet known by name could not be asked to resume it)
+            # a pane still printing before its capture: stop tmux formatting its output for us
+            # until the capture resumes it (pause/continue; never on/off, which crashes tmux
+            # 3.3a's server)
+            try:
+                (done,) = client.send_quietly([f"refresh-client -A {quote(pane + ':pause')}"])
+            except ConnectionError:
                 return
-            if client.name is None:
-                self._learn_name(client)
-            else:
-                # a pane still printing before its capture: stop tmux formatting its output
-                # for us until the capture resumes it (pause/continue; never on/off, which
-                # crashes tmux 3.3a's server)
-                try:
-                    (done,) = client.send_quietly([f"refresh-client -A {quote(pane + ':pause')}"])
-                except ConnectionError:
-                    return
-                self._paused[pane] = (client, done)
-                self.stats.pauses += 1
+            self._paused[pane] = (client, done)
+            self.stats.pauses += 1
         elif name == "subscription-changed":
             # openbus-process-@W $S @W IDX - : %P:PID:DEAD ... - a process in the window died
             # or changed: its panes are read again
@@ -462,28 +466,6 @@ class Watcher:
             self._told[pane] = (info, text)
             self.sink.pane_captured(info, text)
 
-    def _learn_name(self, client: ControlClient) -> None:
-        """Ask tmux for this client's name (pause/continue address it); once at a time, again
-        after a failure (a command that beat the attach answers "no current client")."""
-        if client in self._naming:
-            return
-        try:
-            (named,) = client.send_quietly(["display-message -p '#{client_name}'"])
-        except ConnectionError:
-            return
-        self._naming.add(client)
-        named.add_done_callback(functools.partial(self._named, client))
-
-    def _named(self, client: ControlClient, future: asyncio.Future[list[str]]) -> None:
-        self._naming.discard(client)
-        if not future.cancelled() and future.exception() is None:
-            lines = future.result()
-            if lines and lines[0].strip():
-                client.name = lines[0].strip()
-                self._subscribe(self._last_infos)  # it answers now: its windows' subscriptions
-        elif client.alive:  # it beat the attach: ask again in a moment
-            asyncio.get_running_loop().call_later(self.debounce, self._learn_name, client)
-
     def _subscribe(self, infos: list[PaneInfo]) -> None:
         """Each client that has answered subscribes to its session's windows it does not follow
         yet and drops those gone (see the module: one subscription per window, never ``%*``)."""
@@ -494,8 +476,7 @@ class Watcher:
             if not client.alive:
                 continue
             if client.name is None:
-                self._learn_name(client)  # it subscribes once it has answered
-                continue
+                continue  # it subscribes once it answers as itself (``_recover``)
             wanted = windows.get(session, set())
             have = self._subscribed.setdefault(client, set())
             lines = [
@@ -587,17 +568,36 @@ class Watcher:
         return {info.pane_id for info in infos if session is None or info.session_id == session}
 
     async def _recover(self, client: ControlClient) -> None:
-        """Once a session's new client answers (its ``%output`` now follows the panes),
-        capture the session's panes again: output before the attach (a new session's first
-        screen, drawn between its listing and its client) is on that capture, which also
-        clears a restarted session's stale mark."""
-        try:
-            await client.command("display-message -p .", self.probe_every)
-        except (ConnectionError, TimeoutError, TmuxCommandError):
-            return  # the probe loop finds it; the next client tries again
+        """Once a session's new client answers as itself (attached: its ``%output`` now follows
+        the panes), learn its name, subscribe it to its windows and capture the session's
+        panes again: output before the attach (a new session's first screen, drawn between its
+        listing and its client) is on that capture, which also clears a restarted session's
+        stale mark.
+
+        A command sent on a client's stdin may run before its own ``attach-session``: tmux
+        then answers as the most recent other client ("no current client" when there is
+        none). So the answer is taken only when its ``client_pid`` is this client's process
+        (tmux runs here, no wrapper); otherwise it is asked again. A pane paused on a client
+        is resumed by that client's name: a wrong name (another client's) would leave it
+        paused, silent for good."""
+        delay = self.debounce
+        while True:
+            try:
+                answer = await client.command(NAME_QUERY, self.probe_every)
+            except ConnectionError:
+                return  # it went: the next client tries again
+            except (TimeoutError, TmuxCommandError):
+                answer = []  # not attached yet, or slow: asked again while it is current
+            if self._clients.get(client.label) is not client or not client.alive:
+                return
+            pid, _, name = (answer[0] if answer else "").strip().partition(" ")
+            if name and pid == str(client.pid):
+                break
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self.probe_every)
+        client.name = name
+        self._subscribe(self._last_infos)
         session = client.label
-        if self._clients.get(session) is not client:
-            return
         self._stale_sessions.discard(session)
         panes = self._session_panes(session)
         for pane in panes:

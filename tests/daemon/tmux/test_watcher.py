@@ -316,3 +316,52 @@ def test_a_pane_printing_in_bursts_is_paused_between_captures_and_read_to_its_la
         assert d.snapshot()["tmux"]["running"] is True
 
     follow(server, scenario)
+
+
+def test_panes_of_new_sessions_printing_from_their_first_moment_are_read_to_their_last_line(
+    server: TmuxServer,
+) -> None:
+    # a new session's client asks its own name right after it starts, which can run before its
+    # attach and be answered as another client: a pause resumed under that name would leave
+    # the pane silent for good
+    script = "i=0; while [ $i -lt 150 ]; do i=$((i+1)); echo burst-$i; sleep 0.005; done; "
+    script += "sleep 0.5; echo all-done; exec cat"
+
+    async def scenario(d: Directory, w: Watcher) -> None:
+        await until(lambda: len(panes(d)) == 1, "the first pane")
+        new = [server.session(f"burst{n}", ["sh", "-c", script]) for n in range(8)]
+
+        def done() -> bool:
+            found = panes(d)
+            return all(p in found and "all-done" in (d.entry(p).text or "") for p in new)
+
+        await until(done, "every new session's last line", timeout=30)
+        assert w.stats.pauses >= 1
+
+    follow(server, scenario)
+
+
+class EarlyClient:
+    """A client whose first name query ran before its attach, answered as another client."""
+
+    def __init__(self) -> None:
+        self.label, self.alive, self.pid = "$1", True, 4242
+        self.name: str | None = None
+        self.answers = [["1111 client-1111"], ["4242 client-4242"]]
+        self.asked = 0
+
+    async def command(self, line: str, timeout: float) -> list[str]:
+        self.asked += 1
+        return self.answers.pop(0)
+
+
+def test_a_client_takes_only_a_name_its_own_process_answered_with(tmp_path: Path) -> None:
+    async def main() -> None:
+        directory = Directory(SystemClock(), b"k" * 32, ProcessProbe(), socket="none")
+        watcher = Watcher(Tmux(tmp_path / "none"), directory, debounce=0.001)
+        client = EarlyClient()
+        watcher._clients["$1"] = client  # type: ignore[assignment]
+        await watcher._recover(client)  # type: ignore[arg-type]
+        assert (client.name, client.asked) == ("client-4242", 2)
+
+    asyncio.run(main())
