@@ -14,6 +14,7 @@ its command line, it is detected as that harness from the process tree.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -25,7 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tests.support.require import skip_missing
-from tests.support.wait import wait_until
+from tests.support.wait import Timeout, wait_until
 
 WIDTH = 120
 HEIGHT = 40
@@ -199,4 +200,33 @@ def tmux_server(root: Path) -> Iterator[TmuxServer]:
         yield server
     finally:
         server.kill()
+        end_leftovers(server.socket)
         shutil.rmtree(socket_dir, ignore_errors=True)
+
+
+def _on_socket(socket: Path) -> list[int]:
+    """tmux processes (the server, control clients a daemon left) naming ``socket``."""
+    found = []
+    needle = str(socket).encode()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = Path(entry.path, "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"tmux") and needle in argv:
+            found.append(int(entry.name))
+    return found
+
+
+def end_leftovers(socket: Path) -> None:
+    """After ``kill-server``: what still runs on the socket after 5 s is killed. tmux 3.3a's
+    server can wait for good on a control client whose daemon died before it (both asleep),
+    one leftover pair per test otherwise."""
+    try:
+        wait_until(lambda: not _on_socket(socket), timeout=5, what="the tmux server gone")
+    except Timeout:
+        for pid in _on_socket(socket):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
