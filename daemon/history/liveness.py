@@ -160,33 +160,36 @@ class LivenessProbe:
         holders: dict[str, int] = {}
         hidden: set[int] = set()
         readable = True
+        proc = str(self.proc)
         try:
-            pids = [int(n) for n in os.listdir(self.proc) if n.isdigit()]
+            pids = [n for n in os.listdir(proc) if n.isdigit()]
         except OSError:
             pids = []
             readable = False
-        me = os.getpid()
+        me = str(os.getpid())
+        # plain strings, not Path objects: this reads every open file of every process
+        # (thousands of links), and runs on the event loop
         for pid in pids:
             if pid == me:
                 continue
-            fd_dir = self.proc / str(pid) / "fd"
+            fd_dir = f"{proc}/{pid}/fd/"
             try:
                 fds = os.listdir(fd_dir)
             except FileNotFoundError:
                 continue
             except PermissionError:
                 with contextlib.suppress(OSError):
-                    hidden.add((self.proc / str(pid)).stat().st_uid)
+                    hidden.add(os.stat(f"{proc}/{pid}").st_uid)
                 continue
             except OSError:
                 continue
             for fd in fds:
                 try:
-                    target = os.readlink(fd_dir / fd)
+                    target = os.readlink(fd_dir + fd)
                 except OSError:
                     continue
                 if target.endswith((".jsonl", "/opencode.db")):
-                    holders.setdefault(target, pid)
+                    holders.setdefault(target, int(pid))
         scan = _CodexScan(holders, readable, frozenset(hidden))
         self._codex = (self.clock.monotonic(), scan)
         return scan
@@ -240,12 +243,17 @@ class LivenessProbe:
         if not transcript:
             return Liveness(LiveState.NOT_RUNNING)
         scan = self._codex_scan()
-        path = os.path.realpath(transcript)
-        pid = scan.holders.get(path) or scan.holders.get(transcript)
-        if pid is not None:
-            return Liveness(LiveState.RUNNING, self._pane(pid), pid)
+        if not scan.holders:  # nothing is held open: no path to resolve and look up
+            path = transcript
+        else:
+            path = os.path.realpath(transcript)
+            pid = scan.holders.get(path) or scan.holders.get(transcript)
+            if pid is not None:
+                return Liveness(LiveState.RUNNING, self._pane(pid), pid)
         if not scan.readable:
             return Liveness(LiveState.RUNNING_UNKNOWN)
+        if not scan.hidden_uids:  # every process's files were seen: none holds this one
+            return Liveness(LiveState.NOT_RUNNING)
         try:
             owner = os.stat(path).st_uid
         except OSError:

@@ -13,6 +13,7 @@ matches only when it is one.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import unicodedata
@@ -92,20 +93,29 @@ def repo_keys(entry: SessionEntry) -> set[str]:
 
 
 def matched_terms(entry: SessionEntry, terms: Sequence[str]) -> tuple[str, ...]:
-    """The terms ``entry`` holds, in query order."""
-    words: set[str] = set()
-    for text in (
-        entry.title or "",
-        *entry.prompts,
-        entry.repo or "",
-        entry.repo_root or "",
-        entry.origin or "",
-        entry.cwd or "",
-        *entry.branches,
-        *entry.prs,
-    ):
-        words.update(tokens(text))
-    return tuple(t for t in terms if t in words)
+    """The terms ``entry`` holds, in query order: a term is held when it is one of the words
+    ``tokens`` cuts the entry's text into (looked for as a whole word in the folded text,
+    rather than cutting all of it into words)."""
+    text = "\n".join(
+        (
+            entry.title or "",
+            *entry.prompts,
+            entry.repo or "",
+            entry.repo_root or "",
+            entry.origin or "",
+            entry.cwd or "",
+            *entry.branches,
+            *entry.prs,
+        )
+    )
+    folded = text.lower() if text.isascii() else _fold(text)
+    return tuple(t for t in terms if t in folded and _word(t).search(folded) is not None)
+
+
+@functools.lru_cache(maxsize=1024)
+def _word(term: str) -> re.Pattern[str]:
+    """``term`` as a whole word: not inside a longer run of the characters ``tokens`` keeps."""
+    return re.compile(r"(?<![^\W_])" + re.escape(term) + r"(?![^\W_])")
 
 
 def in_repo(entry: SessionEntry, repo: str) -> bool:

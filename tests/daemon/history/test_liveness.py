@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -86,20 +87,32 @@ def test_an_unreadable_status_dir_gives_running_unknown(tmp_path: Path) -> None:
     assert probe.of(_entry("claude", "c-1")).state is LiveState.RUNNING_UNKNOWN
 
 
-def test_a_codex_rollout_held_open_by_a_live_process_is_running(tmp_path: Path) -> None:
-    rollout = CodexHome(tmp_path / "codex").rollout("x-1", "/w", ["hi"])
+@contextlib.contextmanager
+def _holding(path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """A live process holding ``path`` open."""
     holder = subprocess.Popen(
         [
             sys.executable,
             "-c",
             "import signal,sys; f=open(sys.argv[1]); print('ready', flush=True); signal.pause()",
-            str(rollout),
+            str(path),
         ],
         stdout=subprocess.PIPE,
     )
     try:
         assert holder.stdout is not None
         assert holder.stdout.readline().strip() == b"ready"
+        yield holder
+    finally:
+        holder.kill()
+        holder.wait()
+        if holder.stdout is not None:
+            holder.stdout.close()
+
+
+def test_a_codex_rollout_held_open_by_a_live_process_is_running(tmp_path: Path) -> None:
+    rollout = CodexHome(tmp_path / "codex").rollout("x-1", "/w", ["hi"])
+    with _holding(rollout) as holder:
         clock = FixedClock()
         probe = LivenessProbe(
             [], clock=clock, pane_for_pid=lambda pid: "%3" if pid == holder.pid else None
@@ -111,11 +124,6 @@ def test_a_codex_rollout_held_open_by_a_live_process_is_running(tmp_path: Path) 
         holder.wait()
         clock.advance(10)
         assert probe.of(entry).state is LiveState.NOT_RUNNING
-    finally:
-        holder.kill()
-        holder.wait()
-        if holder.stdout is not None:
-            holder.stdout.close()
 
 
 def test_codex_liveness_without_a_readable_proc_is_running_unknown(tmp_path: Path) -> None:
@@ -161,3 +169,12 @@ def test_a_codex_process_in_a_real_tmux_pane_is_found_in_that_pane(tmp_path: Pat
         wait_until(
             lambda: probe.of(entry).state is LiveState.NOT_RUNNING, what="the holder to exit"
         )
+
+
+def test_a_codex_rollout_named_through_a_symlink_is_running_while_held(tmp_path: Path) -> None:
+    rollout = CodexHome(tmp_path / "codex").rollout("x-2", "/w", ["hi"])
+    (tmp_path / "link").symlink_to(rollout.parent)
+    with _holding(rollout):
+        probe = LivenessProbe([], clock=FixedClock())
+        entry = _entry("codex", "x-2", transcript=str(tmp_path / "link" / rollout.name))
+        assert probe.of(entry).state is LiveState.RUNNING

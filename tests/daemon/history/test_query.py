@@ -2,10 +2,42 @@
 
 from __future__ import annotations
 
-from openbus.daemon.history.query import fts_query, query_terms
+from openbus.daemon.history.model import SessionEntry
+from openbus.daemon.history.query import fts_query, matched_terms, query_terms
 
 
 def test_query_terms_are_words_quoted_with_stopwords_dropped() -> None:
     assert query_terms("What is the Login flow? login") == ["login", "flow"]
     assert query_terms("the") == ["the"]
     assert fts_query(["login", "flow"]) == '"login" OR "flow"'
+
+
+def test_a_matched_term_is_a_whole_word_of_the_entry_as_the_index_cuts_it() -> None:
+    entry = SessionEntry(
+        harness="claude",
+        session_id="c-1",
+        repo="github.com/acme/widget",
+        repo_root=None,
+        origin=None,
+        cwd="/w",
+        branches=("fix/login_flow",),
+        prs=(),
+        title="Café crash",
+        prompts=("Logging in fails",),
+        started=None,
+        last_active=None,
+        resume_argv=None,
+        subagent=False,
+    )
+    terms = ["log", "login", "flow", "cafe", "crash", "widget", "fails", "in"]
+    # "log" is only inside "logging"; "login" and "flow" are cut apart at the underscore;
+    # the accent is folded away as the tokenizer does
+    assert matched_terms(entry, terms) == (
+        "login",
+        "flow",
+        "cafe",
+        "crash",
+        "widget",
+        "fails",
+        "in",
+    )
