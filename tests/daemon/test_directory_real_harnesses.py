@@ -18,6 +18,9 @@ at the idle prompt and leaves the agent there, except the exit case, which comes
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,7 +47,7 @@ from tests.support.harnesses import (
 from tests.support.more_harnesses import EXIT, MARKERS, make_harness, shell_call
 from tests.support.stub_model import StubModel, call_tool, hold, reply, running_stub_model
 from tests.support.tmux import TmuxServer, tmux_server
-from tests.support.wait import wait_until
+from tests.support.wait import Timeout, wait_until
 
 pytestmark = [pytest.mark.harness, pytest.mark.timeout(120)]
 
@@ -94,7 +97,12 @@ class Agent:
         """Quit the harness the way a person does, if the pane still runs it."""
         if self.pane and not self.tmux.pane_dead(self.pane):
             submit_prompt(self.tmux, self.pane, self.quit_command)
-            wait_until(lambda: self.tmux.pane_dead(self.pane), timeout=30, what="the agent to quit")
+            try:
+                wait_until(lambda: self.tmux.pane_dead(self.pane), timeout=30, what="it to quit")
+            except Timeout:  # (a teardown: a quit lost on a loaded host ends it the hard way)
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.tmux.pane_pid(self.pane), signal.SIGKILL)
+                wait_until(lambda: self.tmux.pane_dead(self.pane), timeout=30, what="it killed")
 
     @property
     def quit_command(self) -> str:

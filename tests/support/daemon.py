@@ -248,7 +248,7 @@ def _spawn(
     daemon = RunningDaemon(process, config_path, sock, port, state, log_path)
     daemon.spawned = (argv, dict(env), dict(identity))
     try:
-        wait_until(lambda: _healthy(daemon), timeout=30, what="the daemon to answer /healthz")
+        wait_until(lambda: _healthy(daemon), timeout=60, what="the daemon to answer /healthz")
     except BaseException:
         daemon.stop(signal.SIGKILL)
         raise
