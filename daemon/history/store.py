@@ -14,9 +14,11 @@ the old row from its shard and writes the new one to the newest; a shard left em
 
 A ranked search scores by bm25 with column weights the newest ``CANDIDATES`` sessions
 matching every term and the newest ``CANDIDATES`` matching any term, each a walk down the
-shards, newest first, that stops there; full matches rank first, then partial ones (the second
-walk only when fewer than the limit match every term), so the rows scored are bounded however
-many sessions match (a million as a thousand). bm25 reads the whole list of each term once a
+shards, newest first, that stops there, or earlier once the shards walked span the newest
+``WINDOW`` sessions and what they gave fills the limit (an older match then ranks only when the
+newer ones do not fill the page); full matches rank first, then partial ones (the second walk
+only when fewer than the limit match every term), so the rows scored are bounded however many
+sessions match (a million as a thousand). bm25 reads the whole list of each term once a
 query in each shard it scores in (its document count): sharding bounds that by a shard's list
 where a term is common, not the whole index's. Each shard's bm25 weighs a term by that shard's
 own document counts, so scores from different shards are close but not strictly comparable:
@@ -54,6 +56,9 @@ DB_NAME = "history.db"
 WEIGHTS = (4.0, 1.0, 2.0, 1.0, 3.0, 3.0, 0.0)
 # When more sessions than this match, the most recently indexed ones are ranked.
 CANDIDATES = 1000
+# ... or, once this many of the newest sessions were searched, the matches found there if they
+# fill the limit: a match older than this only ranks when the newer ones do not fill the page.
+WINDOW = 200_000
 # Every write transaction adds a segment to the full-text index and a search reads them all;
 # merge after this many sessions written (bench/bench_history.py measures the trade).
 MERGE_AFTER = 1000
@@ -258,30 +263,42 @@ class HistoryStore:
         # candidate matching every term is among the newest CANDIDATES full matches (they are
         # a subset of the candidates), so this is what marking each candidate would give,
         # without reading every full match to mark them.
-        full = [(s, -r) for r, s in self._walk(every or anyterm)]
+        full = [(s, -r) for r, s in self._walk(every or anyterm, limit)]
         partial: list[tuple[float, int]] = []
         # one term: every match is a full one; ``limit`` full matches: no partial one ranks
         # among the best (bm25 reads the whole of each term's list in a shard: a walk is dear)
         if every is not None and len(full) < limit:
             whole = {-r for _, r in full}
-            partial = [(s, -r) for r, s in self._walk(anyterm) if r not in whole]
+            partial = [
+                (s, -r) for r, s in self._walk(anyterm, limit - len(full), whole) if r not in whole
+            ]
         best = heapq.nsmallest(limit, full)
         best += heapq.nsmallest(limit - len(best), partial)
         return {-r: float(s) for s, r in best}
 
-    def _walk(self, match: str) -> list[tuple[int, float]]:
+    def _walk(
+        self, match: str, need: int, skip: frozenset[int] | set[int] = frozenset()
+    ) -> list[tuple[int, float]]:
         """(rowid, bm25) of the newest ``CANDIDATES`` rows matching ``match``, shard by shard,
-        newest first, stopping once there are that many."""
+        newest first: it stops once there are that many, or once the shards walked span the
+        newest ``WINDOW`` sessions and ``need`` of the rows found are not in ``skip``."""
         weights = ", ".join(str(w) for w in WEIGHTS)
+        shards = self._shard_list()
+        top = (shards[0] + 1) * self.shard_rows if shards else 0
         found: list[tuple[int, float]] = []
-        for shard in self._shard_list():
+        kept = 0
+        for shard in shards:
             table = shard_table(shard)
-            found += self._db.execute(
+            rows = self._db.execute(
                 f"SELECT rowid, bm25({table}, {weights}) FROM {table}"
                 f" WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT ?",
                 (match, CANDIDATES - len(found)),
             ).fetchall()
+            found += rows
+            kept += sum(1 for r, _ in rows if r not in skip)
             if len(found) >= CANDIDATES:
+                break
+            if top - shard * self.shard_rows >= WINDOW and kept >= need:
                 break
         return found
 

@@ -154,3 +154,16 @@ def test_a_search_across_shards_ranks_full_matches_first_and_an_upsert_moves_a_s
     reopened = HistoryStore(path, shard_rows=5)  # another shard size: rebuilt from the transcripts
     assert reopened.count() == 0 and _shard_rows(path) == {}
     reopened.close()
+
+
+def test_an_older_match_ranks_only_when_the_newest_window_does_not_fill_the_page(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store, "WINDOW", 4)
+    s = HistoryStore(tmp_path / "history.db", shard_rows=2)
+    s.upsert(_entry("old", "zebra zebra zebra zebra"))  # rowid 1: the best score
+    s.upsert_many(_entry(f"filler-{i}", f"nothing {i}") for i in range(4))
+    s.upsert(_entry("new", "a long note that names a zebra once among many other words"))
+    assert _search(s, "zebra", limit=1) == ["new"]  # found within the newest four sessions
+    assert _search(s, "zebra", limit=2) == ["old", "new"]  # the page not full: walked on
+    s.close()
