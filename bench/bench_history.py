@@ -9,9 +9,9 @@ thousand real-format Claude Code and Codex transcripts and times a full reconcil
 
 At a million sessions (``MILLION``): the same searches against an index built once (by
 ``fill_index``: one unjournalled transaction, one merge of each full-text shard at the end;
-about 15 minutes on a shared 2-core host) and kept under ``build/bench-history/`` (keyed by
-seed, size, schema version and shard size, so a rerun only searches), against a linear scan of the same
-table in SQLite (every row's text searched for every term: what an index without full-text
+5 to 15 minutes on a shared 2-core host) and kept under ``build/bench-history/`` (keyed by
+seed, size, schema version and shard size, so a rerun only searches), against a linear scan of
+the same table in SQLite (every row's text searched for every term: what an index without full-text
 search does); the index's size on disk per session. Targets: p50 <= 10 ms and p99 <= 50 ms.
 
 Reindex throughput is in MB/s of transcripts, against the floor of reading the same files and

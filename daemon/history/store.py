@@ -452,6 +452,7 @@ class HistoryStore:
             self._written.add(shard)
         self._db.execute("DELETE FROM sessions WHERE id = ?", (row[0],))
 
+
 INSERT_SESSION = (
     "INSERT INTO sessions (harness, session_id, repo, repo_root, repo_short, origin, cwd,"
     " branches, prs, title, prompts, started, last_active, subagent, parent_session_id,"

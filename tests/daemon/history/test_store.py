@@ -3,8 +3,8 @@ and segment merging."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -124,7 +124,7 @@ def _rowid(path: Path, session_id: str) -> int:
         db.close()
 
 
-def test_a_search_across_shards_ranks_full_matches_first_and_an_upsert_moves_a_session_to_the_newest(
+def test_a_search_across_shards_ranks_full_matches_first_and_an_upsert_moves_to_the_newest(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(store, "MERGE_AFTER", 1)
