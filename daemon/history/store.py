@@ -63,7 +63,7 @@ WINDOW = 200_000
 # merge after this many sessions written (bench/bench_history.py measures the trade).
 MERGE_AFTER = 1000
 # Sessions per full-text shard (bench/bench_history.py measures the trade).
-SHARD_ROWS = 50_000
+SHARD_ROWS = 100_000
 SCHEMA_VERSION = 3
 FTS_PREFIX = "sessions_fts_"
 
