@@ -167,3 +167,25 @@ def test_an_older_match_ranks_only_when_the_newest_window_does_not_fill_the_page
     assert _search(s, "zebra", limit=1) == ["new"]  # found within the newest four sessions
     assert _search(s, "zebra", limit=2) == ["old", "new"]  # the page not full: walked on
     s.close()
+
+
+def test_an_index_of_the_unsharded_schema_is_dropped_for_a_rebuild(tmp_path: Path) -> None:
+    path = tmp_path / "history.db"
+    db = sqlite3.connect(path)
+    db.executescript(
+        "CREATE TABLE sessions (id INTEGER PRIMARY KEY, harness TEXT, session_id TEXT);"
+        "CREATE VIRTUAL TABLE sessions_fts USING fts5(title, prompts);"
+        "INSERT INTO sessions VALUES (1, 'claude', 'old');"
+        "INSERT INTO sessions_fts (rowid, title, prompts) VALUES (1, 'zebra', 'zebra');"
+        "PRAGMA user_version = 2;"
+    )
+    db.close()
+    s = HistoryStore(path)
+    assert s.count() == 0
+    s.upsert(_entry("new", "zebra again"))
+    assert _search(s, "zebra") == ["new"]
+    s.close()
+    db = sqlite3.connect(path)
+    names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    db.close()
+    assert not any(n.startswith("sessions_fts") and not n.startswith(shard_table(0)) for n in names)
