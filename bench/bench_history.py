@@ -8,10 +8,10 @@ naive implementation would sit on). Targets: p50 <= 5 ms and p99 <= 50 ms. Then 
 thousand real-format Claude Code and Codex transcripts and times a full reconcile of them.
 
 At a million sessions (``MILLION``): the same searches against an index built once (by
-``fill_index``: one unjournalled transaction, one merge of the full-text segments at the end;
-about 15 minutes on a shared 2-core host) and kept under ``build/bench-history/`` (keyed by
-seed, size and schema version, so a rerun only searches), against a linear scan of the same
-table in SQLite (every row's text searched for every term: what an index without full-text
+``fill_index``: one unjournalled transaction, one merge of each full-text shard at the end;
+5 to 15 minutes on a shared 2-core host) and kept under ``build/bench-history/`` (keyed by
+seed, size, schema version and shard size, so a rerun only searches), against a linear scan of
+the same table in SQLite (every row's text searched for every term: what an index without full-text
 search does); the index's size on disk per session. Targets: p50 <= 10 ms and p99 <= 50 ms.
 
 Reindex throughput is in MB/s of transcripts, against the floor of reading the same files and
@@ -23,6 +23,7 @@ Run: ``.venv/bin/python -m bench.bench_history`` (or ``make bench``).
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import os
 import random
@@ -40,10 +41,14 @@ from openbus.daemon.history.query import query_terms, tokens
 from openbus.daemon.history.sources import Sources
 from openbus.daemon.history.store import (
     INSERT_SESSION,
-    INSERT_TEXT,
     SCHEMA_VERSION,
+    SHARD_ROWS,
     HistoryStore,
+    create_shard,
+    insert_text,
     session_row,
+    shard_table,
+    shard_tables,
     text_row,
 )
 from openbus.kernel.clock import SystemClock
@@ -253,21 +258,28 @@ def write_transcripts(root: Path, corpus: Corpus, n: int) -> None:
 def fill_index(path: Path, n: int, corpus_seed: int) -> None:
     """A new index at ``path`` of ``n`` sessions of the seeded corpus, written the fastest way
     SQLite has: the schema made by the store, then every row in one transaction with no
-    journal and the full-text index's automatic merges off, then one merge of its segments."""
+    journal and the full-text shards' automatic merges off, then one merge of each shard's
+    segments."""
     corpus = Corpus(corpus_seed)
     HistoryStore(path).close()
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("PRAGMA journal_mode=OFF")
     db.execute("PRAGMA synchronous=OFF")
-    db.execute("INSERT INTO sessions_fts (sessions_fts, rank) VALUES ('automerge', 0)")
     db.execute("BEGIN")
     for start in range(0, n, 10_000):  # a fresh table: rowids are 1, 2, 3, ...
         entries = [corpus.entry(i) for i in range(start, min(n, start + 10_000))]
         db.executemany(INSERT_SESSION, (session_row(e) for e in entries))
-        db.executemany(INSERT_TEXT, ((start + k + 1, *text_row(e)) for k, e in enumerate(entries)))
+        rows = [(start + k + 1, *text_row(e)) for k, e in enumerate(entries)]
+        for shard, group in itertools.groupby(rows, key=lambda r: int(r[0]) // SHARD_ROWS):
+            table = shard_table(shard)
+            create_shard(db, shard)
+            db.execute(f"INSERT INTO {table} ({table}, rank) VALUES ('automerge', 0)")
+            db.executemany(insert_text(shard), group)
     db.execute("COMMIT")
-    db.execute("INSERT INTO sessions_fts (sessions_fts, rank) VALUES ('automerge', 4)")
-    db.execute("INSERT INTO sessions_fts (sessions_fts) VALUES ('optimize')")
+    for shard in shard_tables(db):
+        table = shard_table(shard)
+        db.execute(f"INSERT INTO {table} ({table}, rank) VALUES ('automerge', 4)")
+        db.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
     db.execute("PRAGMA journal_mode=WAL")
     db.close()
 
@@ -275,7 +287,7 @@ def fill_index(path: Path, n: int, corpus_seed: int) -> None:
 def million_index(corpus_seed: int) -> Path:
     """The cached 1,000,000-session index (built once)."""
     CACHE.mkdir(parents=True, exist_ok=True)
-    path = CACHE / f"index-{MILLION}-{corpus_seed}-v{SCHEMA_VERSION}.db"
+    path = CACHE / f"index-{MILLION}-{corpus_seed}-v{SCHEMA_VERSION}-s{SHARD_ROWS}.db"
     if path.exists():
         return path
     building = path.with_suffix(".building")

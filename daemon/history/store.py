@@ -1,18 +1,28 @@
 """The history index's own SQLite database (``history.db``, WAL) with FTS5 and bm25.
 
-Tables: ``sessions`` (one row per (harness, session id): the entry), ``sessions_fts`` (FTS5
-over title, prompts, repo, cwd, branches, PRs and the repo keys; rowid = ``sessions.id``) and
-``files`` (one row per transcript file seen: its (size, mtime_ns, inode) at the last parse,
-and the session it produced). An entry is written with a fresh, highest rowid, so rowid order
-is the order sessions were last indexed in. An index of another schema version is dropped and
-rebuilt by reconcile: it holds only what the transcripts can give again.
+Tables: ``sessions`` (one row per (harness, session id): the entry), ``sessions_fts_<k>``
+(the full-text index, FTS5 over title, prompts, repo, cwd, branches, PRs and the repo keys;
+rowid = ``sessions.id``), ``files`` (one row per transcript file seen: its (size, mtime_ns,
+inode) at the last parse, and the session it produced) and ``meta`` (the shard size). An entry
+is written with a fresh, highest rowid, so rowid order is the order sessions were last indexed
+in. An index of another schema version or shard size is dropped and rebuilt by reconcile: it
+holds only what the transcripts can give again.
+
+The full-text index is sharded by rowid range: shard ``k`` holds rowids ``k * shard_rows`` to
+``(k + 1) * shard_rows - 1``, so the newest shard holds the newest sessions. An upsert deletes
+the old row from its shard and writes the new one to the newest; a shard left empty is dropped.
 
 A ranked search scores by bm25 with column weights the newest ``CANDIDATES`` sessions
 matching every term and the newest ``CANDIDATES`` matching any term, each a walk down the
-full-text index that stops there; full matches rank first, then partial ones (the second walk
+shards, newest first, that stops there, or earlier once the shards walked span the newest
+``WINDOW`` sessions and what they gave fills the limit (an older match then ranks only when the
+newer ones do not fill the page); full matches rank first, then partial ones (the second walk
 only when fewer than the limit match every term), so the rows scored are bounded however many
-sessions match (a million as a thousand). bm25 itself reads the whole list of each term once
-a query (its document count), which grows with the index.
+sessions match (a million as a thousand). bm25 reads the whole list of each term once a
+query in each shard it scores in (its document count): sharding bounds that by a shard's list
+where a term is common, not the whole index's. Each shard's bm25 weighs a term by that shard's
+own document counts, so scores from different shards are close but not strictly comparable:
+the ranking keeps full matches before partial ones and the best score first within each.
 
 One connection, shared by the daemon's event loop and a reconcile thread under a lock. A
 reconcile parses transcripts outside the lock and writes them a batch at a time
@@ -46,10 +56,16 @@ DB_NAME = "history.db"
 WEIGHTS = (4.0, 1.0, 2.0, 1.0, 3.0, 3.0, 0.0)
 # When more sessions than this match, the most recently indexed ones are ranked.
 CANDIDATES = 1000
+# ... or, once this many of the newest sessions were searched, the matches found there if they
+# fill the limit: a match older than this only ranks when the newer ones do not fill the page.
+WINDOW = 200_000
 # Every write transaction adds a segment to the full-text index and a search reads them all;
 # merge after this many sessions written (bench/bench_history.py measures the trade).
 MERGE_AFTER = 1000
-SCHEMA_VERSION = 2
+# Sessions per full-text shard (bench/bench_history.py measures the trade).
+SHARD_ROWS = 100_000
+SCHEMA_VERSION = 3
+FTS_PREFIX = "sessions_fts_"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -84,9 +100,9 @@ CREATE TABLE IF NOT EXISTS files (
     inode INTEGER NOT NULL,
     session_id TEXT
 );
-CREATE VIRTUAL TABLE IF NOT EXISTS sessions_fts USING fts5(
-    title, prompts, repo, cwd, branches, prs, repokeys,
-    tokenize = 'unicode61 remove_diacritics 2'
+CREATE TABLE IF NOT EXISTS meta (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
 );
 """
 
@@ -96,10 +112,37 @@ _COLUMNS = (
 )
 
 
+def shard_table(shard: int) -> str:
+    """The full-text table of shard ``shard``."""
+    return f"{FTS_PREFIX}{shard}"
+
+
+def create_shard(db: sqlite3.Connection, shard: int) -> None:
+    db.execute(
+        f"CREATE VIRTUAL TABLE IF NOT EXISTS {shard_table(shard)} USING fts5("
+        " title, prompts, repo, cwd, branches, prs, repokeys,"
+        " tokenize = 'unicode61 remove_diacritics 2')"
+    )
+
+
+def shard_tables(db: sqlite3.Connection) -> list[int]:
+    """The shards that exist, newest first."""
+    rows = db.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name GLOB ?",
+        (FTS_PREFIX + "[0-9]*",),
+    ).fetchall()
+    names = (str(r[0])[len(FTS_PREFIX) :] for r in rows)
+    return sorted((int(n) for n in names if n.isdigit()), reverse=True)
+
+
 class HistoryStore:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, shard_rows: int = SHARD_ROWS) -> None:
         self._lock = threading.RLock()
+        self.shard_rows = shard_rows
         self._unmerged = 0  # sessions written since the full-text segments were last merged
+        self._written: set[int] = set()  # shards written since then
+        self._shards: list[int] = []  # newest first
+        self._schema_seen = -1  # PRAGMA schema_version when ``_shards`` was read
         try:
             path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             self._db = sqlite3.connect(
@@ -117,13 +160,37 @@ class HistoryStore:
 
     def _create(self) -> None:
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        if version == SCHEMA_VERSION and self._stored_shard_rows() != self.shard_rows:
+            version = -1
         if version != SCHEMA_VERSION:
-            for table in ("sessions_fts", "sessions", "files"):
+            tables = ["sessions_fts", "sessions", "files", "meta"]
+            tables += [shard_table(k) for k in shard_tables(self._db)]
+            for table in tables:
                 self._db.execute(f"DROP TABLE IF EXISTS {table}")
         for statement in _SCHEMA.split(";"):
             if statement.strip():
                 self._db.execute(statement)
+        self._db.execute(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES ('shard_rows', ?)",
+            (str(self.shard_rows),),
+        )
         self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def _stored_shard_rows(self) -> int | None:
+        try:
+            row = self._db.execute("SELECT value FROM meta WHERE key = 'shard_rows'").fetchone()
+        except sqlite3.OperationalError:  # no meta table
+            return None
+        return int(row[0]) if row else None
+
+    def _shard_list(self) -> list[int]:
+        """The shards, newest first, read again when the schema changed (another connection
+        may have added or dropped one)."""
+        seen = self._db.execute("PRAGMA schema_version").fetchone()[0]
+        if seen != self._schema_seen:
+            self._shards = shard_tables(self._db)
+            self._schema_seen = seen
+        return self._shards
 
     def close(self) -> None:
         with self._lock:
@@ -192,27 +259,48 @@ class HistoryStore:
         return [(rows[rowid], score) for rowid, score in ranked.items()]
 
     def _ranked(self, anyterm: str, every: str | None, limit: int) -> dict[int, float]:
-        weights = ", ".join(str(w) for w in WEIGHTS)
-        sql = (
-            f"SELECT rowid, bm25(sessions_fts, {weights}) FROM sessions_fts"
-            " WHERE sessions_fts MATCH ? ORDER BY rowid DESC LIMIT ?"
-        )
-        # bounded walks down the full-text index, newest first: every term, then any term. A
+        # bounded walks down the full-text shards, newest first: every term, then any term. A
         # candidate matching every term is among the newest CANDIDATES full matches (they are
         # a subset of the candidates), so this is what marking each candidate would give,
         # without reading every full match to mark them.
-        full = [(s, -r) for r, s in self._db.execute(sql, (every or anyterm, CANDIDATES))]
+        full = [(s, -r) for r, s in self._walk(every or anyterm, limit)]
         partial: list[tuple[float, int]] = []
         # one term: every match is a full one; ``limit`` full matches: no partial one ranks
-        # among the best (bm25 reads the whole of each term's list: a walk is dear at scale)
+        # among the best (bm25 reads the whole of each term's list in a shard: a walk is dear)
         if every is not None and len(full) < limit:
             whole = {-r for _, r in full}
             partial = [
-                (s, -r) for r, s in self._db.execute(sql, (anyterm, CANDIDATES)) if r not in whole
+                (s, -r) for r, s in self._walk(anyterm, limit - len(full), whole) if r not in whole
             ]
         best = heapq.nsmallest(limit, full)
         best += heapq.nsmallest(limit - len(best), partial)
         return {-r: float(s) for s, r in best}
+
+    def _walk(
+        self, match: str, need: int, skip: frozenset[int] | set[int] = frozenset()
+    ) -> list[tuple[int, float]]:
+        """(rowid, bm25) of the newest ``CANDIDATES`` rows matching ``match``, shard by shard,
+        newest first: it stops once there are that many, or once the shards walked span the
+        newest ``WINDOW`` sessions and ``need`` of the rows found are not in ``skip``."""
+        weights = ", ".join(str(w) for w in WEIGHTS)
+        shards = self._shard_list()
+        top = (shards[0] + 1) * self.shard_rows if shards else 0
+        found: list[tuple[int, float]] = []
+        kept = 0
+        for shard in shards:
+            table = shard_table(shard)
+            rows = self._db.execute(
+                f"SELECT rowid, bm25({table}, {weights}) FROM {table}"
+                f" WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT ?",
+                (match, CANDIDATES - len(found)),
+            ).fetchall()
+            found += rows
+            kept += sum(1 for r, _ in rows if r not in skip)
+            if len(found) >= CANDIDATES:
+                break
+            if top - shard * self.shard_rows >= WINDOW and kept >= need:
+                break
+        return found
 
     def _rows(self, rowids: Sequence[int]) -> dict[int, SessionEntry]:
         if not rowids:
@@ -322,21 +410,35 @@ class HistoryStore:
             )
 
     def merge_segments(self) -> None:
-        """Merge the full-text index into one segment once ``MERGE_AFTER`` sessions were
-        written since the last merge (FTS5's ``optimize``)."""
+        """Merge each full-text shard written since the last merge into one segment (FTS5's
+        ``optimize``) once ``MERGE_AFTER`` sessions were written; drop the shards left empty."""
         with self._lock:
             if self._unmerged < MERGE_AFTER:
                 return
             with self._tx():
-                self._db.execute("INSERT INTO sessions_fts (sessions_fts) VALUES ('optimize')")
+                shards = self._shard_list()
+                newest = shards[0] if shards else None
+                for shard in sorted(self._written & set(shards)):
+                    table = shard_table(shard)
+                    empty = self._db.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() is None
+                    if empty and shard != newest:
+                        self._db.execute(f"DROP TABLE {table}")
+                    else:
+                        self._db.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
             self._unmerged = 0
+            self._written.clear()
 
     def _upsert(self, e: SessionEntry) -> None:
-        """Replace the entry; it gets a fresh (highest) rowid."""
+        """Replace the entry; it gets a fresh (highest) rowid, in the newest shard."""
         self._delete(*e.key)
         rowid = self._db.execute(INSERT_SESSION, session_row(e)).lastrowid
+        assert rowid is not None
+        shard = rowid // self.shard_rows
+        if shard not in self._shard_list():
+            create_shard(self._db, shard)
         self._unmerged += 1
-        self._db.execute(INSERT_TEXT, (rowid, *text_row(e)))
+        self._written.add(shard)
+        self._db.execute(insert_text(shard), (rowid, *text_row(e)))
 
     def _delete(self, harness: str, session_id: str) -> None:
         row = self._db.execute(
@@ -344,7 +446,10 @@ class HistoryStore:
         ).fetchone()
         if row is None:
             return
-        self._db.execute("DELETE FROM sessions_fts WHERE rowid = ?", (row[0],))
+        shard = row[0] // self.shard_rows
+        if shard in self._shard_list():
+            self._db.execute(f"DELETE FROM {shard_table(shard)} WHERE rowid = ?", (row[0],))
+            self._written.add(shard)
         self._db.execute("DELETE FROM sessions WHERE id = ?", (row[0],))
 
 
@@ -353,10 +458,14 @@ INSERT_SESSION = (
     " branches, prs, title, prompts, started, last_active, subagent, parent_session_id,"
     " transcript) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
 )
-INSERT_TEXT = (
-    "INSERT INTO sessions_fts (rowid, title, prompts, repo, cwd, branches, prs, repokeys)"
-    " VALUES (?,?,?,?,?,?,?,?)"
-)
+
+
+def insert_text(shard: int) -> str:
+    """The statement writing an entry's text (``text_row``, after its rowid) to a shard."""
+    return (
+        f"INSERT INTO {shard_table(shard)}"
+        " (rowid, title, prompts, repo, cwd, branches, prs, repokeys) VALUES (?,?,?,?,?,?,?,?)"
+    )
 
 
 def session_row(e: SessionEntry) -> tuple[Any, ...]:
@@ -381,7 +490,7 @@ def session_row(e: SessionEntry) -> tuple[Any, ...]:
 
 
 def text_row(e: SessionEntry) -> tuple[str, ...]:
-    """The values of ``INSERT_TEXT`` for an entry, after its rowid."""
+    """The values of ``insert_text`` for an entry, after its rowid."""
     return (
         e.title or "",
         "\n".join(e.prompts),

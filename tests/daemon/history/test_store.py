@@ -1,7 +1,9 @@
-"""The store's ranking (every term before some, the candidate window) and segment merging."""
+"""The store's ranking (every term before some, the candidate window), its full-text shards
+and segment merging."""
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import replace
 from pathlib import Path
 
@@ -9,6 +11,9 @@ import pytest
 
 from openbus.daemon.history import store
 from openbus.daemon.history.index import HistoryIndex
+from openbus.daemon.history.model import SessionEntry
+from openbus.daemon.history.query import match_expressions, query_terms
+from openbus.daemon.history.store import HistoryStore, shard_table, shard_tables
 from tests.daemon.history.conftest import World
 
 
@@ -38,7 +43,7 @@ def test_a_full_match_older_than_the_candidate_window_still_ranks_first(
 def _segments(index: HistoryIndex) -> int:
     with index.store._lock:
         row = index.store._db.execute(
-            "SELECT count(DISTINCT segid) FROM sessions_fts_idx"
+            f"SELECT count(DISTINCT segid) FROM {shard_table(0)}_idx"
         ).fetchone()
     return int(row[0])
 
@@ -72,3 +77,115 @@ def test_a_transcript_whose_write_fails_is_the_only_one_of_its_batch_lost(world:
     found = {h.entry.session_id for h in world.index.search("rotating")}
     assert found == {"kept", "also-kept"}
     assert "/t/broken.jsonl" not in world.index.store.files()
+
+
+def _entry(session_id: str, prompt: str) -> SessionEntry:
+    return SessionEntry(
+        harness="claude",
+        session_id=session_id,
+        repo=None,
+        repo_root=None,
+        origin=None,
+        cwd="/w",
+        branches=(),
+        prs=(),
+        title=None,
+        prompts=(prompt,),
+        started=None,
+        last_active=None,
+        resume_argv=None,
+        subagent=False,
+    )
+
+
+def _search(s: HistoryStore, query: str, limit: int = 10) -> list[str]:
+    anyterm, every = match_expressions(query_terms(query), None)
+    return [e.session_id for e, _ in s.ranked(anyterm, every, limit)]
+
+
+def _shard_rows(path: Path) -> dict[int, set[int]]:
+    """The rowids each full-text shard holds, read through a connection of its own."""
+    db = sqlite3.connect(path)
+    try:
+        return {
+            k: {r[0] for r in db.execute(f"SELECT rowid FROM {shard_table(k)}")}
+            for k in shard_tables(db)
+        }
+    finally:
+        db.close()
+
+
+def _rowid(path: Path, session_id: str) -> int:
+    db = sqlite3.connect(path)
+    try:
+        query = "SELECT id FROM sessions WHERE session_id = ?"
+        return int(db.execute(query, (session_id,)).fetchone()[0])
+    finally:
+        db.close()
+
+
+def test_a_search_across_shards_ranks_full_matches_first_and_an_upsert_moves_to_the_newest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store, "MERGE_AFTER", 1)
+    path = tmp_path / "history.db"
+    s = HistoryStore(path, shard_rows=3)  # rowids 0-2, 3-5, 6-8, ...
+    s.upsert(_entry("old-full", "okapi zebra rotate the keys"))  # rowid 1: shard 0
+    s.upsert(_entry("old-other", "nothing to see"))
+    s.upsert_many(_entry(f"partial-{i}", f"rotate rotate rotate logs {i}") for i in range(6))
+    s.upsert(_entry("new-full", "rotate the zebra pen"))
+    assert sorted(_shard_rows(path)) == [0, 1, 2, 3]
+    assert set(_search(s, "zebra")) == {"new-full", "old-full"}
+    ranked = _search(s, "rotate zebra", limit=4)
+    assert set(ranked[:2]) == {"old-full", "new-full"}  # full matches before the partial ones
+    assert all(r.startswith("partial-") for r in ranked[2:]) and len(ranked) == 4
+    assert _search(s, "okapi") == ["old-full"]  # a rare term found in the oldest shard
+
+    s.upsert_many([_entry("old-full", "zebra giraffe"), _entry("old-other", "still nothing")])
+    shards = _shard_rows(path)
+    assert 0 not in shards  # emptied by the upserts, and dropped
+    newest = max(shards)
+    assert s.count() == 9 and sum(len(rows) for rows in shards.values()) == 9
+    assert _search(s, "okapi") == []  # the old text is gone
+    assert _search(s, "giraffe") == ["old-full"]
+    assert _rowid(path, "old-full") in shards[newest]
+    s.close()
+
+    reopened = HistoryStore(path, shard_rows=5)  # another shard size: rebuilt from the transcripts
+    assert reopened.count() == 0 and _shard_rows(path) == {}
+    reopened.close()
+
+
+def test_an_older_match_ranks_only_when_the_newest_window_does_not_fill_the_page(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store, "WINDOW", 4)
+    s = HistoryStore(tmp_path / "history.db", shard_rows=2)
+    s.upsert(_entry("old", "zebra zebra zebra zebra"))  # rowid 1: the best score
+    s.upsert_many(_entry(f"filler-{i}", f"nothing {i}") for i in range(4))
+    s.upsert(_entry("new", "a long note that names a zebra once among many other words"))
+    assert _search(s, "zebra", limit=1) == ["new"]  # found within the newest four sessions
+    assert _search(s, "zebra", limit=2) == ["old", "new"]  # the page not full: walked on
+    s.close()
+
+
+def test_an_index_of_the_unsharded_schema_is_dropped_for_a_rebuild(tmp_path: Path) -> None:
+    path = tmp_path / "history.db"
+    db = sqlite3.connect(path)
+    db.executescript(
+        "CREATE TABLE sessions (id INTEGER PRIMARY KEY, harness TEXT, session_id TEXT);"
+        "CREATE VIRTUAL TABLE sessions_fts USING fts5(title, prompts);"
+        "INSERT INTO sessions VALUES (1, 'claude', 'old');"
+        "INSERT INTO sessions_fts (rowid, title, prompts) VALUES (1, 'zebra', 'zebra');"
+        "PRAGMA user_version = 2;"
+    )
+    db.close()
+    s = HistoryStore(path)
+    assert s.count() == 0
+    s.upsert(_entry("new", "zebra again"))
+    assert _search(s, "zebra") == ["new"]
+    s.close()
+    db = sqlite3.connect(path)
+    names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    db.close()
+    assert not any(n.startswith("sessions_fts") and not n.startswith(shard_table(0)) for n in names)
