@@ -92,19 +92,37 @@ _CODEX_CONTEXT_PREFIXES = (
 )
 
 
+_decode = json.JSONDecoder().decode  # ``json.loads`` of a str, without its checks
+
+
 def _records(lines: Iterable[str | bytes]) -> Iterable[dict[str, Any]]:
     for line in lines:
         if not line or not line.strip():
             continue
         try:
-            value = json.loads(line)
+            value = json.loads(line) if isinstance(line, bytes) else _decode(line)
         except (ValueError, UnicodeDecodeError):
             continue
         if isinstance(value, dict):
             yield value
 
 
+def split_lines(data: bytes) -> list[str] | list[bytes]:
+    """A transcript's lines as ``_records`` reads them: the text's, decoded once rather than
+    a line at a time; the raw lines when the file is not UTF-8 text, or holds a byte order
+    mark or a NUL (which ``json.loads`` of a line's bytes reads as an encoding's mark)."""
+    try:
+        text = data.decode()
+    except UnicodeDecodeError:
+        return data.split(b"\n")
+    if "\ufeff" in text or "\x00" in text:
+        return data.split(b"\n")
+    return text.split("\n")
+
+
 def find_prs(text: str) -> list[str]:
+    if "://" not in text:  # every PR link has one
+        return []
     return [m.group(0).rstrip(".") for m in PR_PATTERN.finditer(text)]
 
 

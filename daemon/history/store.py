@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import heapq
+import itertools
 import json
 import os
 import re
@@ -50,6 +51,8 @@ from openbus.kernel.errors import BadRequest, NotFound, Unavailable
 
 FileKey = tuple[int, int, int]  # (size, mtime_ns, inode)
 KnownFile = tuple[int, int, int, str, str | None]  # FileKey, harness, session id
+# a write: the transcript (None: an entry with no file row), its harness, its key, its entry
+Written = tuple[Path | None, str, FileKey, SessionEntry | None]
 
 DB_NAME = "history.db"
 # bm25 weights: title, prompts, repo, cwd, branches, prs, repokeys (filter only)
@@ -326,23 +329,21 @@ class HistoryStore:
 
     def upsert(self, entry: SessionEntry) -> None:
         with self._tx():
-            self._upsert(entry)
+            self._write([(None, "", (0, 0, 0), entry)])
 
     def upsert_many(self, entries: Iterable[SessionEntry]) -> int:
-        n = 0
+        batch: list[Written] = [(None, "", (0, 0, 0), e) for e in entries]
         with self._tx():
-            for entry in entries:
-                self._upsert(entry)
-                n += 1
+            self._write(batch)
         self.merge_segments()
-        return n
+        return len(batch)
 
     def record_file(
         self, path: Path, harness: str, key: FileKey, entry: SessionEntry | None
     ) -> None:
         """The entry a transcript gave (if any) and the file's key, in one transaction."""
         with self._tx():
-            self._record_file(path, harness, key, entry)
+            self._write([(path, harness, key, entry)])
 
     def record_files(
         self, files: Sequence[tuple[Path, str, FileKey, SessionEntry | None]]
@@ -352,8 +353,7 @@ class HistoryStore:
         rolled back and written again a file at a time, so only the failing file is lost."""
         try:
             with self._tx():
-                for path, harness, key, entry in files:
-                    self._record_file(path, harness, key, entry)
+                self._write(files)
             return [None] * len(files)
         except sqlite3.Error:
             pass
@@ -367,17 +367,42 @@ class HistoryStore:
                 errors.append(None)
         return errors
 
-    def _record_file(
-        self, path: Path, harness: str, key: FileKey, entry: SessionEntry | None
-    ) -> None:
-        if entry is not None:
-            self._upsert(entry)
-        self._db.execute(
+    def _write(self, files: Sequence[Written]) -> None:
+        """Entries (each replacing the one of its key, the last of a key in ``files`` winning)
+        with fresh rowids in their order, then the file rows (a path of None: no file), each
+        kind of write one statement for the whole batch."""
+        entries: dict[tuple[str, str], SessionEntry] = {}
+        for _path, _harness, _key, entry in files:
+            if entry is not None:
+                entries.pop(entry.key, None)  # a later write of the key is the newer
+                entries[entry.key] = entry
+        if entries:
+            self._delete_ids(self._ids(list(entries)))
+            first = self._db.execute("SELECT coalesce(max(id), 0) + 1 FROM sessions").fetchone()[0]
+            rowids = range(first, first + len(entries))
+            self._db.executemany(
+                INSERT_SESSION_AT,
+                ((rowid, *session_row(e)) for rowid, e in zip(rowids, entries.values())),
+            )
+            shards = self._shard_list()
+            texts = [(rowid, *text_row(e)) for rowid, e in zip(rowids, entries.values())]
+            for shard, rows in itertools.groupby(texts, key=lambda r: int(r[0]) // self.shard_rows):
+                if shard not in shards:
+                    create_shard(self._db, shard)
+                    shards = self._shard_list()
+                self._written.add(shard)
+                self._db.executemany(insert_text(shard), rows)
+            self._unmerged += len(entries)
+        self._db.executemany(
             "INSERT INTO files (path, harness, size, mtime_ns, inode, session_id)"
             " VALUES (?,?,?,?,?,?) ON CONFLICT(path) DO UPDATE SET size=excluded.size,"
             " mtime_ns=excluded.mtime_ns, inode=excluded.inode,"
             " session_id=excluded.session_id",
-            (str(path), harness, *key, entry.session_id if entry else None),
+            (
+                (str(path), harness, *key, entry.session_id if entry else None)
+                for path, harness, key, entry in files
+                if path is not None
+            ),
         )
 
     def forget_file(self, path: str, harness: str, session_id: str | None) -> None:
@@ -428,36 +453,48 @@ class HistoryStore:
             self._unmerged = 0
             self._written.clear()
 
-    def _upsert(self, e: SessionEntry) -> None:
-        """Replace the entry; it gets a fresh (highest) rowid, in the newest shard."""
-        self._delete(*e.key)
-        rowid = self._db.execute(INSERT_SESSION, session_row(e)).lastrowid
-        assert rowid is not None
-        shard = rowid // self.shard_rows
-        if shard not in self._shard_list():
-            create_shard(self._db, shard)
-        self._unmerged += 1
-        self._written.add(shard)
-        self._db.execute(insert_text(shard), (rowid, *text_row(e)))
+    def _ids(self, keys: Sequence[tuple[str, str]]) -> list[int]:
+        """The rowids of the entries of these (harness, session id) keys."""
+        found: list[int] = []
+        ordered = sorted(keys)
+        for harness, group in itertools.groupby(ordered, key=lambda k: k[0]):
+            ids = [k[1] for k in group]
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                found += [
+                    int(r[0])
+                    for r in self._db.execute(
+                        "SELECT id FROM sessions WHERE harness = ? AND session_id IN"
+                        f" ({','.join('?' * len(chunk))})",
+                        (harness, *chunk),
+                    )
+                ]
+        return found
 
     def _delete(self, harness: str, session_id: str) -> None:
-        row = self._db.execute(
-            "SELECT id FROM sessions WHERE harness = ? AND session_id = ?", (harness, session_id)
-        ).fetchone()
-        if row is None:
+        self._delete_ids(self._ids([(harness, session_id)]))
+
+    def _delete_ids(self, rowids: Sequence[int]) -> None:
+        """The entries of these rowids, from ``sessions`` and from their full-text shards."""
+        if not rowids:
             return
-        shard = row[0] // self.shard_rows
-        if shard in self._shard_list():
-            self._db.execute(f"DELETE FROM {shard_table(shard)} WHERE rowid = ?", (row[0],))
-            self._written.add(shard)
-        self._db.execute("DELETE FROM sessions WHERE id = ?", (row[0],))
+        shards = self._shard_list()
+        for shard, group in itertools.groupby(sorted(rowids), key=lambda r: r // self.shard_rows):
+            if shard in shards:
+                self._db.executemany(
+                    f"DELETE FROM {shard_table(shard)} WHERE rowid = ?", ((r,) for r in group)
+                )
+                self._written.add(shard)
+        self._db.executemany("DELETE FROM sessions WHERE id = ?", ((r,) for r in rowids))
 
 
-INSERT_SESSION = (
-    "INSERT INTO sessions (harness, session_id, repo, repo_root, repo_short, origin, cwd,"
-    " branches, prs, title, prompts, started, last_active, subagent, parent_session_id,"
-    " transcript) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+_SESSION_COLUMNS = (
+    "harness, session_id, repo, repo_root, repo_short, origin, cwd, branches, prs, title,"
+    " prompts, started, last_active, subagent, parent_session_id, transcript"
 )
+INSERT_SESSION = f"INSERT INTO sessions ({_SESSION_COLUMNS}) VALUES ({','.join('?' * 16)})"
+# the same with the rowid first
+INSERT_SESSION_AT = f"INSERT INTO sessions (id, {_SESSION_COLUMNS}) VALUES ({','.join('?' * 17)})"
 
 
 def insert_text(shard: int) -> str:
