@@ -262,6 +262,11 @@ def _claude_assistant_text(rec: Mapping[str, Any]) -> Iterable[str]:
                     yield text
 
 
+# a tuple, not a set: a line's "type" may be any JSON value, a list too
+_CLAUDE_CONVERSATION = ("user", "assistant", "system", "attachment", "progress")
+_NOTHING = object()
+
+
 def claude_file_session_id(name: str) -> tuple[str, bool]:
     """The session id a Claude transcript's file name gives, and whether it is a subagent's."""
     stem = name[:-6] if name.endswith(".jsonl") else name
@@ -281,32 +286,35 @@ def parse_claude(lines: Iterable[str | bytes], *, file_name: str) -> ParsedSessi
     ai_title: str | None = None
     summary: str | None = None
     seen_conversation = False
+    last_branch: object = _NOTHING  # the branch of the line before (most lines repeat it)
     for rec in _records(lines):
-        kind = rec.get("type")
-        if kind == "custom-title" and isinstance(rec.get("customTitle"), str):
-            custom_title = rec["customTitle"]
-            continue
-        if kind == "ai-title":
-            value = rec.get("aiTitle") or rec.get("title")
-            if isinstance(value, str):
-                ai_title = value
-            continue
-        if kind == "summary" and isinstance(rec.get("summary"), str):
-            summary = rec["summary"]
-            continue
-        if kind not in ("user", "assistant", "system", "attachment", "progress"):
+        get = rec.get
+        kind = get("type")
+        if kind not in _CLAUDE_CONVERSATION:
+            if kind == "custom-title" and isinstance(get("customTitle"), str):
+                custom_title = rec["customTitle"]
+            elif kind == "ai-title":
+                value = get("aiTitle") or get("title")
+                if isinstance(value, str):
+                    ai_title = value
+            elif kind == "summary" and isinstance(get("summary"), str):
+                summary = rec["summary"]
             continue
         seen_conversation = True
-        if session_id is None and isinstance(rec.get("sessionId"), str):
+        if session_id is None and isinstance(get("sessionId"), str):
             session_id = rec["sessionId"]
-        if rec.get("isSidechain") is True:
+        if get("isSidechain") is True:
             sidechain = True
-        if agent_id is None and isinstance(rec.get("agentId"), str) and rec["agentId"]:
+        if agent_id is None and isinstance(get("agentId"), str) and rec["agentId"]:
             agent_id = rec["agentId"]
-        if isinstance(rec.get("cwd"), str) and rec["cwd"]:
-            acc.cwd = rec["cwd"]
-        acc.branch(rec.get("gitBranch"))
-        acc.time(rec.get("timestamp"))
+        cwd = get("cwd")
+        if cwd and isinstance(cwd, str):
+            acc.cwd = cwd
+        branch = get("gitBranch")
+        if branch != last_branch:
+            acc.branch(branch)
+            last_branch = branch
+        acc.time(get("timestamp"))
         if kind == "user":
             prompt = _claude_prompt(rec)
             if prompt is not None:

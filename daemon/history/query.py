@@ -74,6 +74,7 @@ def match_expressions(terms: Sequence[str], repo: str | None) -> tuple[str, str 
     return anyterm, every if len(terms) > 1 else None
 
 
+@functools.lru_cache(maxsize=4096)  # a few keys recur across many sessions
 def repo_token(key: str) -> str:
     """One opaque word standing for a repo key (identity, toplevel path or owner/name)."""
     return "r" + hashlib.sha256(key.encode()).hexdigest()[:24]

@@ -301,8 +301,9 @@ def parse_transcript(
     """The session a transcript holds (``None`` if none), and the file's key as read."""
     if t.harness == OPENCODE:
         return _parse_opencode(t)
-    st = t.path.stat()
-    lines = _read_lines(t.path)
+    with open(t.path, "rb") as handle:  # the key of the file read, not of one seen before
+        st = os.fstat(handle.fileno())
+        lines = split_lines(handle.read())
     parsed: ParsedSession | None
     if t.harness == CLAUDE:
         parsed = parse_claude(lines, file_name=t.path.name)

@@ -67,7 +67,7 @@ WINDOW = 200_000
 MERGE_AFTER = 1000
 # Sessions per full-text shard (bench/bench_history.py measures the trade).
 SHARD_ROWS = 100_000
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4  # 4: no repo indexes (a repo filter is a full-text term)
 FTS_PREFIX = "sessions_fts_"
 
 _SCHEMA = """
@@ -91,9 +91,6 @@ CREATE TABLE IF NOT EXISTS sessions (
     transcript TEXT,
     UNIQUE (harness, session_id)
 );
-CREATE INDEX IF NOT EXISTS sessions_repo ON sessions (repo);
-CREATE INDEX IF NOT EXISTS sessions_repo_root ON sessions (repo_root);
-CREATE INDEX IF NOT EXISTS sessions_repo_short ON sessions (repo_short);
 CREATE INDEX IF NOT EXISTS sessions_parent ON sessions (harness, parent_session_id);
 CREATE TABLE IF NOT EXISTS files (
     path TEXT PRIMARY KEY,
@@ -456,9 +453,10 @@ class HistoryStore:
     def _ids(self, keys: Sequence[tuple[str, str]]) -> list[int]:
         """The rowids of the entries of these (harness, session id) keys."""
         found: list[int] = []
-        ordered = sorted(keys)
-        for harness, group in itertools.groupby(ordered, key=lambda k: k[0]):
-            ids = [k[1] for k in group]
+        by_harness: dict[str, list[str]] = {}
+        for harness, session_id in keys:
+            by_harness.setdefault(harness, []).append(session_id)
+        for harness, ids in by_harness.items():
             for start in range(0, len(ids), 500):
                 chunk = ids[start : start + 500]
                 found += [
