@@ -74,6 +74,41 @@ def match_expressions(terms: Sequence[str], repo: str | None) -> tuple[str, str 
     return anyterm, every if len(terms) > 1 else None
 
 
+def _identity_form(key: str) -> bool:
+    """A key that can only be a repo identity (``host/owner/name``): not a toplevel path,
+    which starts with "/", nor an owner/name, which has one "/"."""
+    return not key.startswith("/") and key.count("/") >= 2
+
+
+def scope_key(repo: str | None) -> str | None:
+    """The key of a repo filter that only identities answer, so the sessions it finds are
+    exactly those holding it among their keys (``scope_keys``); None for any other filter."""
+    if repo is None or not repo.strip():
+        return None
+    key = normalize_repo_query(repo)
+    return key if _identity_form(key) else None
+
+
+def scope_keys(entry: SessionEntry) -> list[str]:
+    """The keys of an entry a ``scope_key`` may name (its identity, almost always alone)."""
+    return sorted(k for k in repo_keys(entry) if _identity_form(k))
+
+
+def scoped_words(keys: Sequence[str], text: str) -> str:
+    """``text``'s words as each repo key's own terms: the word prefixed with the key's
+    token, so a word in one repo is another term than the same word in another."""
+    words = tokens(text)
+    return " ".join(repo_token(k) + word for k in keys for word in words)
+
+
+def scoped_expressions(terms: Sequence[str], key: str) -> tuple[str, str | None]:
+    """``match_expressions`` over the repo ``key``'s own terms (no repo conjunct: every term
+    is the repo's)."""
+    prefix = repo_token(key)
+    scoped = [prefix + t for t in terms]
+    return fts_query(scoped, "OR"), fts_query(scoped, "AND") if len(terms) > 1 else None
+
+
 @functools.lru_cache(maxsize=4096)  # a few keys recur across many sessions
 def repo_token(key: str) -> str:
     """One opaque word standing for a repo key (identity, toplevel path or owner/name)."""

@@ -46,7 +46,13 @@ from typing import Any
 
 from openbus.daemon.history.model import HARNESSES, PENDING_HARNESSES, SessionEntry
 from openbus.daemon.history.parse import resume_argv
-from openbus.daemon.history.query import repo_keys, repo_short, repo_token
+from openbus.daemon.history.query import (
+    repo_keys,
+    repo_short,
+    repo_token,
+    scope_keys,
+    scoped_words,
+)
 from openbus.kernel.errors import BadRequest, NotFound, Unavailable
 
 FileKey = tuple[int, int, int]  # (size, mtime_ns, inode)
@@ -57,6 +63,7 @@ Written = tuple[Path | None, str, FileKey, SessionEntry | None]
 DB_NAME = "history.db"
 # bm25 weights: title, prompts, repo, cwd, branches, prs, repokeys (filter only)
 WEIGHTS = (4.0, 1.0, 2.0, 1.0, 3.0, 3.0, 0.0)
+SCOPE_WEIGHTS = WEIGHTS[:6]  # the same columns, without the repo keys
 # When more sessions than this match, the most recently indexed ones are ranked.
 CANDIDATES = 1000
 # ... or, once this many of the newest sessions were searched, the matches found there if they
@@ -67,8 +74,9 @@ WINDOW = 200_000
 MERGE_AFTER = 1000
 # Sessions per full-text shard (bench/bench_history.py measures the trade).
 SHARD_ROWS = 100_000
-SCHEMA_VERSION = 4  # 4: no repo indexes (a repo filter is a full-text term)
+SCHEMA_VERSION = 4  # 4: the repos' own terms (``sessions_scope_<k>``), no repo indexes
 FTS_PREFIX = "sessions_fts_"
+SCOPE_PREFIX = "sessions_scope_"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -117,21 +125,33 @@ def shard_table(shard: int) -> str:
     return f"{FTS_PREFIX}{shard}"
 
 
+def scope_table(shard: int) -> str:
+    """The full-text table of the repos' own terms of shard ``shard``."""
+    return f"{SCOPE_PREFIX}{shard}"
+
+
 def create_shard(db: sqlite3.Connection, shard: int) -> None:
+    """A shard's two full-text tables: every entry's text, and (contentless: only terms) the
+    text of the entries with a repo identity as that repo's own terms (``scoped_words``)."""
     db.execute(
         f"CREATE VIRTUAL TABLE IF NOT EXISTS {shard_table(shard)} USING fts5("
         " title, prompts, repo, cwd, branches, prs, repokeys,"
         " tokenize = 'unicode61 remove_diacritics 2')"
     )
+    db.execute(
+        f"CREATE VIRTUAL TABLE IF NOT EXISTS {scope_table(shard)} USING fts5("
+        " title, prompts, repo, cwd, branches, prs, content = '',"
+        " tokenize = 'unicode61 remove_diacritics 2')"
+    )
 
 
-def shard_tables(db: sqlite3.Connection) -> list[int]:
-    """The shards that exist, newest first."""
+def shard_tables(db: sqlite3.Connection, prefix: str = FTS_PREFIX) -> list[int]:
+    """The shards that exist (of the tables named ``prefix``), newest first."""
     rows = db.execute(
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name GLOB ?",
-        (FTS_PREFIX + "[0-9]*",),
+        (prefix + "[0-9]*",),
     ).fetchall()
-    names = (str(r[0])[len(FTS_PREFIX) :] for r in rows)
+    names = (str(r[0])[len(prefix) :] for r in rows)
     return sorted((int(n) for n in names if n.isdigit()), reverse=True)
 
 
@@ -165,6 +185,7 @@ class HistoryStore:
         if version != SCHEMA_VERSION:
             tables = ["sessions_fts", "sessions", "files", "meta"]
             tables += [shard_table(k) for k in shard_tables(self._db)]
+            tables += [scope_table(k) for k in shard_tables(self._db, SCOPE_PREFIX)]
             for table in tables:
                 self._db.execute(f"DROP TABLE IF EXISTS {table}")
         for statement in _SCHEMA.split(";"):
@@ -249,46 +270,55 @@ class HistoryStore:
         return [_row_entry(r) for r in rows]
 
     def ranked(
-        self, anyterm: str, every: str | None, limit: int
+        self, anyterm: str, every: str | None, limit: int, *, scoped: bool = False
     ) -> list[tuple[SessionEntry, float]]:
         """The ``limit`` best entries with their bm25 scores (lower is better) for the
-        ``MATCH`` expressions of any term and of every term (``None``: one term)."""
+        ``MATCH`` expressions of any term and of every term (``None``: one term), over the
+        repos' own terms when ``scoped`` (``scoped_expressions``)."""
         with self._lock:
-            ranked = self._ranked(anyterm, every, limit)
+            ranked = self._ranked(anyterm, every, limit, scoped)
             rows = self._rows(list(ranked))
         return [(rows[rowid], score) for rowid, score in ranked.items()]
 
-    def _ranked(self, anyterm: str, every: str | None, limit: int) -> dict[int, float]:
+    def _ranked(
+        self, anyterm: str, every: str | None, limit: int, scoped: bool
+    ) -> dict[int, float]:
         # bounded walks down the full-text shards, newest first: every term, then any term. A
         # candidate matching every term is among the newest CANDIDATES full matches (they are
         # a subset of the candidates), so this is what marking each candidate would give,
         # without reading every full match to mark them.
-        full = [(s, -r) for r, s in self._walk(every or anyterm, limit)]
+        full = [(s, -r) for r, s in self._walk(every or anyterm, limit, scoped)]
         partial: list[tuple[float, int]] = []
         # one term: every match is a full one; ``limit`` full matches: no partial one ranks
         # among the best (bm25 reads the whole of each term's list in a shard: a walk is dear)
         if every is not None and len(full) < limit:
             whole = {-r for _, r in full}
             partial = [
-                (s, -r) for r, s in self._walk(anyterm, limit - len(full), whole) if r not in whole
+                (s, -r)
+                for r, s in self._walk(anyterm, limit - len(full), scoped, whole)
+                if r not in whole
             ]
         best = heapq.nsmallest(limit, full)
         best += heapq.nsmallest(limit - len(best), partial)
         return {-r: float(s) for s, r in best}
 
     def _walk(
-        self, match: str, need: int, skip: frozenset[int] | set[int] = frozenset()
+        self,
+        match: str,
+        need: int,
+        scoped: bool,
+        skip: frozenset[int] | set[int] = frozenset(),
     ) -> list[tuple[int, float]]:
         """(rowid, bm25) of the newest ``CANDIDATES`` rows matching ``match``, shard by shard,
         newest first: it stops once there are that many, or once the shards walked span the
         newest ``WINDOW`` sessions and ``need`` of the rows found are not in ``skip``."""
-        weights = ", ".join(str(w) for w in WEIGHTS)
+        weights = ", ".join(str(w) for w in (SCOPE_WEIGHTS if scoped else WEIGHTS))
         shards = self._shard_list()
         top = (shards[0] + 1) * self.shard_rows if shards else 0
         found: list[tuple[int, float]] = []
         kept = 0
         for shard in shards:
-            table = shard_table(shard)
+            table = scope_table(shard) if scoped else shard_table(shard)
             rows = self._db.execute(
                 f"SELECT rowid, bm25({table}, {weights}) FROM {table}"
                 f" WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT ?",
@@ -389,6 +419,7 @@ class HistoryStore:
                     shards = self._shard_list()
                 self._written.add(shard)
                 self._db.executemany(insert_text(shard), rows)
+            self._scope(zip(rowids, entries.values()), "")
             self._unmerged += len(entries)
         self._db.executemany(
             "INSERT INTO files (path, harness, size, mtime_ns, inode, session_id)"
@@ -443,10 +474,13 @@ class HistoryStore:
                 for shard in sorted(self._written & set(shards)):
                     table = shard_table(shard)
                     empty = self._db.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() is None
+                    scope = scope_table(shard)
                     if empty and shard != newest:
                         self._db.execute(f"DROP TABLE {table}")
+                        self._db.execute(f"DROP TABLE IF EXISTS {scope}")
                     else:
                         self._db.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
+                        self._db.execute(f"INSERT INTO {scope} ({scope}) VALUES ('optimize')")
             self._unmerged = 0
             self._written.clear()
 
@@ -469,6 +503,18 @@ class HistoryStore:
                 ]
         return found
 
+    def _scope(self, entries: Iterable[tuple[int, SessionEntry]], command: str) -> None:
+        """The entries' text as their repos' own terms, written to their shards' scope tables
+        (``command`` ""), or taken out of them (``"delete"``, with the same values: the
+        tables keep no text to find them by)."""
+        rows = sorted(
+            (rowid, *scoped) for rowid, e in entries if (scoped := scope_row(e)) is not None
+        )
+        shards = self._shard_list()
+        for shard, group in itertools.groupby(rows, key=lambda r: int(r[0]) // self.shard_rows):
+            if shard in shards:
+                self._db.executemany(insert_scope(shard, command), group)
+
     def _delete(self, harness: str, session_id: str) -> None:
         self._delete_ids(self._ids([(harness, session_id)]))
 
@@ -476,6 +522,7 @@ class HistoryStore:
         """The entries of these rowids, from ``sessions`` and from their full-text shards."""
         if not rowids:
             return
+        self._scope(self._rows(rowids).items(), "delete")
         shards = self._shard_list()
         for shard, group in itertools.groupby(sorted(rowids), key=lambda r: r // self.shard_rows):
             if shard in shards:
@@ -503,6 +550,21 @@ def insert_text(shard: int) -> str:
     )
 
 
+def insert_scope(shard: int, command: str = "") -> str:
+    """The statement writing (``command`` "") or deleting (``"delete"``) an entry's
+    ``scope_row``, after its rowid, in a shard's scope table."""
+    table = scope_table(shard)
+    if command:
+        return (
+            f"INSERT INTO {table} ({table}, rowid, title, prompts, repo, cwd, branches, prs)"
+            f" VALUES ('{command}',?,?,?,?,?,?,?)"
+        )
+    return (
+        f"INSERT INTO {table} (rowid, title, prompts, repo, cwd, branches, prs)"
+        " VALUES (?,?,?,?,?,?,?)"
+    )
+
+
 def session_row(e: SessionEntry) -> tuple[Any, ...]:
     """The values of ``INSERT_SESSION`` for an entry."""
     return (
@@ -522,6 +584,15 @@ def session_row(e: SessionEntry) -> tuple[Any, ...]:
         e.parent_session_id,
         e.transcript,
     )
+
+
+def scope_row(e: SessionEntry) -> tuple[str, ...] | None:
+    """The values of ``insert_scope`` for an entry, after its rowid: ``text_row``'s text
+    columns as the words of the repo identities it has (none without one)."""
+    keys = scope_keys(e)
+    if not keys:
+        return None
+    return tuple(scoped_words(keys, text) for text in text_row(e)[:6])
 
 
 def text_row(e: SessionEntry) -> tuple[str, ...]:
