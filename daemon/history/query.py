@@ -31,6 +31,7 @@ STOPWORDS = frozenset(
 )
 
 _TOKEN = re.compile(r"[^\W_]+")
+_ASCII_TOKEN = re.compile(r"[a-z0-9]+")  # the same, on lowercased ASCII text (faster)
 
 
 def _fold(text: str) -> str:
@@ -41,7 +42,7 @@ def _fold(text: str) -> str:
 def tokens(text: str) -> list[str]:
     """Words as the index sees them (close to FTS5's unicode61 with diacritics removed)."""
     if text.isascii():
-        return _TOKEN.findall(text.lower())
+        return _ASCII_TOKEN.findall(text.lower())
     return _TOKEN.findall(_fold(text))
 
 
@@ -98,7 +99,9 @@ def scoped_words(keys: Sequence[str], text: str) -> str:
     """``text``'s words as each repo key's own terms: the word prefixed with the key's
     token, so a word in one repo is another term than the same word in another."""
     words = tokens(text)
-    return " ".join(repo_token(k) + word for k in keys for word in words)
+    if not words:
+        return ""
+    return " ".join(p + (" " + p).join(words) for p in map(repo_token, keys))
 
 
 def scoped_expressions(terms: Sequence[str], key: str) -> tuple[str, str | None]:

@@ -325,7 +325,7 @@ class HistoryStore:
                 (match, CANDIDATES - len(found)),
             ).fetchall()
             found += rows
-            kept += sum(1 for r, _ in rows if r not in skip)
+            kept += sum(1 for r, _ in rows if r not in skip) if skip else len(rows)
             if len(found) >= CANDIDATES:
                 break
             if top - shard * self.shard_rows >= WINDOW and kept >= need:
