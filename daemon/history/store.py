@@ -406,20 +406,19 @@ class HistoryStore:
         if entries:
             self._delete_ids(self._ids(list(entries)))
             first = self._db.execute("SELECT coalesce(max(id), 0) + 1 FROM sessions").fetchone()[0]
-            rowids = range(first, first + len(entries))
+            numbered = list(zip(range(first, first + len(entries)), entries.values(), strict=True))
             self._db.executemany(
-                INSERT_SESSION_AT,
-                ((rowid, *session_row(e)) for rowid, e in zip(rowids, entries.values())),
+                INSERT_SESSION_AT, ((rowid, *session_row(e)) for rowid, e in numbered)
             )
             shards = self._shard_list()
-            texts = [(rowid, *text_row(e)) for rowid, e in zip(rowids, entries.values())]
-            for shard, rows in itertools.groupby(texts, key=lambda r: int(r[0]) // self.shard_rows):
+            for shard, group in itertools.groupby(numbered, key=lambda n: n[0] // self.shard_rows):
                 if shard not in shards:
                     create_shard(self._db, shard)
                     shards = self._shard_list()
                 self._written.add(shard)
-                self._db.executemany(insert_text(shard), rows)
-            self._scope(zip(rowids, entries.values()), "")
+                texts = ((rowid, *text_row(e)) for rowid, e in group)
+                self._db.executemany(insert_text(shard), texts)
+            self._scope(numbered, "")
             self._unmerged += len(entries)
         self._db.executemany(
             "INSERT INTO files (path, harness, size, mtime_ns, inode, session_id)"
@@ -508,12 +507,14 @@ class HistoryStore:
         (``command`` ""), or taken out of them (``"delete"``, with the same values: the
         tables keep no text to find them by)."""
         rows = sorted(
-            (rowid, *scoped) for rowid, e in entries if (scoped := scope_row(e)) is not None
+            ((rowid, row) for rowid, e in entries if (row := scope_row(e)) is not None),
+            key=lambda r: r[0],
         )
         shards = self._shard_list()
-        for shard, group in itertools.groupby(rows, key=lambda r: int(r[0]) // self.shard_rows):
+        for shard, group in itertools.groupby(rows, key=lambda r: r[0] // self.shard_rows):
             if shard in shards:
-                self._db.executemany(insert_scope(shard, command), group)
+                scoped = ((rowid, *row) for rowid, row in group)
+                self._db.executemany(insert_scope(shard, command), scoped)
 
     def _delete(self, harness: str, session_id: str) -> None:
         self._delete_ids(self._ids([(harness, session_id)]))
