@@ -148,13 +148,25 @@ def matched_terms(entry: SessionEntry, terms: Sequence[str]) -> tuple[str, ...]:
         )
     )
     folded = text.lower() if text.isascii() else _fold(text)
-    return tuple(t for t in terms if t in folded and _word(t).search(folded) is not None)
+    return tuple(t for t in terms if t in folded and _holds_word(folded, t))
+
+
+def _holds_word(folded: str, term: str) -> bool:
+    """Whether ``term`` is a whole word of ``folded``: not inside a longer run of the
+    characters ``tokens`` keeps (``[^\\W_]``: those ``str.isalnum`` takes). The pattern
+    starts with the term, so ``re`` looks for it as a literal; the character before each
+    occurrence is looked at here."""
+    for found in _word_end(term).finditer(folded):
+        start = found.start()
+        if start == 0 or not folded[start - 1].isalnum():
+            return True
+    return False
 
 
 @functools.lru_cache(maxsize=1024)
-def _word(term: str) -> re.Pattern[str]:
-    """``term`` as a whole word: not inside a longer run of the characters ``tokens`` keeps."""
-    return re.compile(r"(?<![^\W_])" + re.escape(term) + r"(?![^\W_])")
+def _word_end(term: str) -> re.Pattern[str]:
+    """``term`` not followed by a character ``tokens`` keeps."""
+    return re.compile(re.escape(term) + r"(?![^\W_])")
 
 
 def in_repo(entry: SessionEntry, repo: str) -> bool:
