@@ -8,7 +8,10 @@ an FTS5 string, so user text is never FTS syntax, and the terms are joined twice
 path and owner/name); ``in_repo`` answers the same question for one entry. The terms are not
 held to the text columns by a column filter: that costs bm25 a look at every match's columns
 at every query, and the only other column holds ``r`` + 24 hex digits, which a search word
-matches only when it is one.
+matches only when it is one. A filter that can only be a repo identity (``scope_key``) is
+answered instead from the repo's own terms: the query's words prefixed with the repo's token
+(``scoped_expressions``), as the store writes each entry's words (``scoped_words``), both cut
+by ``tokens``.
 """
 
 from __future__ import annotations

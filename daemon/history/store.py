@@ -2,10 +2,11 @@
 
 Tables: ``sessions`` (one row per (harness, session id): the entry), ``sessions_fts_<k>``
 (the full-text index, FTS5 over title, prompts, repo, cwd, branches, PRs and the repo keys;
-rowid = ``sessions.id``), ``files`` (one row per transcript file seen: its (size, mtime_ns,
-inode) at the last parse, and the session it produced) and ``meta`` (the shard size). An entry
-is written with a fresh, highest rowid, so rowid order is the order sessions were last indexed
-in. An index of another schema version or shard size is dropped and rebuilt by reconcile: it
+rowid = ``sessions.id``), ``sessions_scope_<k>`` (the repos' own terms: the same text columns
+of each entry with a repo identity, every word prefixed with that repo's token, contentless),
+``files`` (one row per transcript file seen: its (size, mtime_ns, inode) at the last parse,
+and the session it produced) and ``meta`` (the shard size). An entry is written with a fresh,
+highest rowid, so rowid order is the order sessions were last indexed in. An index of another schema version or shard size is dropped and rebuilt by reconcile: it
 holds only what the transcripts can give again.
 
 The full-text index is sharded by rowid range: shard ``k`` holds rowids ``k * shard_rows`` to
@@ -24,10 +25,20 @@ where a term is common, not the whole index's. Each shard's bm25 weighs a term b
 own document counts, so scores from different shards are close but not strictly comparable:
 the ranking keeps full matches before partial ones and the best score first within each.
 
+A search within a repo identity (``scope_key``: ``host/owner/name``, which no toplevel path
+nor owner/name can equal, so the sessions of that identity are exactly those the filter
+finds) walks the scope tables instead, with the query's words prefixed the same way: a term's
+list there holds only that repo's sessions, so bm25 reads a list the size of the repo's share
+of a term rather than the shard's, with no repo conjunct; its document counts are the repo's
+own. Any other repo filter is a conjunct on ``repokeys`` in the full-text tables. A scope
+table keeps no text: an entry leaves it by FTS5's ``delete`` with the values it was written
+with, made again from the stored entry.
+
 One connection, shared by the daemon's event loop and a reconcile thread under a lock. A
 reconcile parses transcripts outside the lock and writes them a batch at a time
 (``record_files``: one transaction, so one commit and one new full-text segment rather than
-one per file); a search waits at most one batch's writes.
+one per file, each kind of write one statement for the batch); a search waits at most one
+batch's writes.
 """
 
 from __future__ import annotations
