@@ -6,8 +6,9 @@ rowid = ``sessions.id``), ``sessions_scope_<k>`` (the repos' own terms: the same
 of each entry with a repo identity, every word prefixed with that repo's token, contentless),
 ``files`` (one row per transcript file seen: its (size, mtime_ns, inode) at the last parse,
 and the session it produced) and ``meta`` (the shard size). An entry is written with a fresh,
-highest rowid, so rowid order is the order sessions were last indexed in. An index of another schema version or shard size is dropped and rebuilt by reconcile: it
-holds only what the transcripts can give again.
+highest rowid, so rowid order is the order sessions were last indexed in. An index of another
+schema version or shard size is dropped and rebuilt by reconcile: it holds only what the
+transcripts can give again.
 
 The full-text index is sharded by rowid range: shard ``k`` holds rowids ``k * shard_rows`` to
 ``(k + 1) * shard_rows - 1``, so the newest shard holds the newest sessions. An upsert deletes

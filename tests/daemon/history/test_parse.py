@@ -233,8 +233,10 @@ def _claude_line(cwd: str, prompt: str, when: str) -> bytes:
     "data",
     [
         b"\n".join(  # a byte order mark: the first line still read, as from its bytes
-            [b"\xef\xbb\xbf" + _claude_line("/a", "first", "2026-11-30T06:00:00Z")]
-            + [_claude_line("/b", "second", "2026-11-30T07:00:00Z")]
+            [
+                b"\xef\xbb\xbf" + _claude_line("/a", "first", "2026-11-30T06:00:00Z"),
+                _claude_line("/b", "second", "2026-11-30T07:00:00Z"),
+            ]
         ),
         b"\n".join(  # a line that is not UTF-8 is skipped, the others read
             [
