@@ -278,8 +278,9 @@ def fill_index(path: Path, n: int, corpus_seed: int) -> None:
             texts = list(group)
             for table in (shard_table(shard), scope_table(shard)):
                 db.execute(f"INSERT INTO {table} ({table}, rank) VALUES ('automerge', 0)")
-            db.executemany(insert_text(shard), ((rowid, *text_row(e)) for rowid, e in texts))
-            scoped = ((rowid, scope_row(e)) for rowid, e in texts)
+            text = [(rowid, e, text_row(e)) for rowid, e in texts]
+            db.executemany(insert_text(shard), ((rowid, *t) for rowid, _e, t in text))
+            scoped = ((rowid, scope_row(e, t)) for rowid, e, t in text)
             db.executemany(
                 insert_scope(shard), ((rowid, *row) for rowid, row in scoped if row is not None)
             )

@@ -423,14 +423,15 @@ class HistoryStore:
                 INSERT_SESSION_AT, ((rowid, *session_row(e)) for rowid, e in numbered)
             )
             shards = self._shard_list()
-            for shard, group in itertools.groupby(numbered, key=lambda n: n[0] // self.shard_rows):
+            texts = [(rowid, e, text_row(e)) for rowid, e in numbered]
+            for shard, group in itertools.groupby(texts, key=lambda t: t[0] // self.shard_rows):
                 if shard not in shards:
                     create_shard(self._db, shard)
                     shards = self._shard_list()
                 self._written.add(shard)
-                texts = ((rowid, *text_row(e)) for rowid, e in group)
-                self._db.executemany(insert_text(shard), texts)
-            self._scope(numbered, "")
+                rows = ((rowid, *text) for rowid, _e, text in group)
+                self._db.executemany(insert_text(shard), rows)
+            self._scope((rowid, scope_row(e, text)) for rowid, e, text in texts)
             self._unmerged += len(entries)
         self._db.executemany(
             "INSERT INTO files (path, harness, size, mtime_ns, inode, session_id)"
@@ -514,19 +515,20 @@ class HistoryStore:
                 ]
         return found
 
-    def _scope(self, entries: Iterable[tuple[int, SessionEntry]], command: str) -> None:
-        """The entries' text as their repos' own terms, written to their shards' scope tables
-        (``command`` ""), or taken out of them (``"delete"``, with the same values: the
-        tables keep no text to find them by)."""
+    def _scope(
+        self, scoped: Iterable[tuple[int, tuple[str, ...] | None]], command: str = ""
+    ) -> None:
+        """Entries' ``scope_row`` (by rowid; None: none), written to their shards' scope
+        tables (``command`` ""), or taken out of them (``"delete"``, with the same values:
+        the tables keep no text to find them by)."""
         rows = sorted(
-            ((rowid, row) for rowid, e in entries if (row := scope_row(e)) is not None),
-            key=lambda r: r[0],
+            ((rowid, row) for rowid, row in scoped if row is not None), key=lambda r: r[0]
         )
         shards = self._shard_list()
         for shard, group in itertools.groupby(rows, key=lambda r: r[0] // self.shard_rows):
             if shard in shards:
-                scoped = ((rowid, *row) for rowid, row in group)
-                self._db.executemany(insert_scope(shard, command), scoped)
+                values = ((rowid, *row) for rowid, row in group)
+                self._db.executemany(insert_scope(shard, command), values)
 
     def _delete(self, harness: str, session_id: str) -> None:
         self._delete_ids(self._ids([(harness, session_id)]))
@@ -535,7 +537,8 @@ class HistoryStore:
         """The entries of these rowids, from ``sessions`` and from their full-text shards."""
         if not rowids:
             return
-        self._scope(self._rows(rowids).items(), "delete")
+        old = self._rows(rowids).items()
+        self._scope(((rowid, scope_row(e, text_row(e))) for rowid, e in old), "delete")
         shards = self._shard_list()
         for shard, group in itertools.groupby(sorted(rowids), key=lambda r: r // self.shard_rows):
             if shard in shards:
@@ -599,13 +602,13 @@ def session_row(e: SessionEntry) -> tuple[Any, ...]:
     )
 
 
-def scope_row(e: SessionEntry) -> tuple[str, ...] | None:
-    """The values of ``insert_scope`` for an entry, after its rowid: ``text_row``'s text
-    columns as the words of the repo identities it has (none without one)."""
+def scope_row(e: SessionEntry, text: tuple[str, ...]) -> tuple[str, ...] | None:
+    """The values of ``insert_scope`` for an entry, after its rowid: its ``text_row``'s
+    text columns as the words of the repo identities it has (none without one)."""
     keys = scope_keys(e)
     if not keys:
         return None
-    return tuple(scoped_words(keys, text) for text in text_row(e)[:6])
+    return tuple(scoped_words(keys, column) for column in text[:6])
 
 
 def text_row(e: SessionEntry) -> tuple[str, ...]:
