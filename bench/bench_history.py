@@ -45,7 +45,10 @@ from openbus.daemon.history.store import (
     SHARD_ROWS,
     HistoryStore,
     create_shard,
+    insert_scope,
     insert_text,
+    scope_row,
+    scope_table,
     session_row,
     shard_table,
     shard_tables,
@@ -259,7 +262,7 @@ def fill_index(path: Path, n: int, corpus_seed: int) -> None:
     """A new index at ``path`` of ``n`` sessions of the seeded corpus, written the fastest way
     SQLite has: the schema made by the store, then every row in one transaction with no
     journal and the full-text shards' automatic merges off, then one merge of each shard's
-    segments."""
+    segments (both its tables: every entry's text, and the repos' own terms)."""
     corpus = Corpus(corpus_seed)
     HistoryStore(path).close()
     db = sqlite3.connect(path, isolation_level=None)
@@ -269,17 +272,23 @@ def fill_index(path: Path, n: int, corpus_seed: int) -> None:
     for start in range(0, n, 10_000):  # a fresh table: rowids are 1, 2, 3, ...
         entries = [corpus.entry(i) for i in range(start, min(n, start + 10_000))]
         db.executemany(INSERT_SESSION, (session_row(e) for e in entries))
-        rows = [(start + k + 1, *text_row(e)) for k, e in enumerate(entries)]
-        for shard, group in itertools.groupby(rows, key=lambda r: int(r[0]) // SHARD_ROWS):
-            table = shard_table(shard)
+        rows = [(start + k + 1, e) for k, e in enumerate(entries)]
+        for shard, group in itertools.groupby(rows, key=lambda r: r[0] // SHARD_ROWS):
             create_shard(db, shard)
-            db.execute(f"INSERT INTO {table} ({table}, rank) VALUES ('automerge', 0)")
-            db.executemany(insert_text(shard), group)
+            texts = list(group)
+            for table in (shard_table(shard), scope_table(shard)):
+                db.execute(f"INSERT INTO {table} ({table}, rank) VALUES ('automerge', 0)")
+            text = [(rowid, e, text_row(e)) for rowid, e in texts]
+            db.executemany(insert_text(shard), ((rowid, *t) for rowid, _e, t in text))
+            scoped = ((rowid, scope_row(e, t)) for rowid, e, t in text)
+            db.executemany(
+                insert_scope(shard), ((rowid, *row) for rowid, row in scoped if row is not None)
+            )
     db.execute("COMMIT")
     for shard in shard_tables(db):
-        table = shard_table(shard)
-        db.execute(f"INSERT INTO {table} ({table}, rank) VALUES ('automerge', 4)")
-        db.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
+        for table in (shard_table(shard), scope_table(shard)):
+            db.execute(f"INSERT INTO {table} ({table}, rank) VALUES ('automerge', 4)")
+            db.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
     db.execute("PRAGMA journal_mode=WAL")
     db.close()
 

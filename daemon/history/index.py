@@ -18,7 +18,14 @@ from typing import Any
 from openbus.daemon.history.expunge import expunge_entry
 from openbus.daemon.history.liveness import LivenessProbe, PaneForPid
 from openbus.daemon.history.model import Hit, Liveness, SessionEntry
-from openbus.daemon.history.query import in_repo, match_expressions, matched_terms, query_terms
+from openbus.daemon.history.query import (
+    in_repo,
+    match_expressions,
+    matched_terms,
+    query_terms,
+    scope_key,
+    scoped_expressions,
+)
 from openbus.daemon.history.reconcile import Progress, Reconciler, ReconcileStats
 from openbus.daemon.history.sources import Sources, Transcript
 from openbus.daemon.history.store import DB_NAME, HistoryStore
@@ -90,10 +97,14 @@ class HistoryIndex:
         terms = query_terms(query)
         if not terms:
             raise BadRequest("the query has no words to search for", field="q")
-        anyterm, every = match_expressions(terms, repo)
+        key = scope_key(repo)
+        if key is not None:  # within one repo identity: its own terms, far fewer to read
+            anyterm, every = scoped_expressions(terms, key)
+        else:
+            anyterm, every = match_expressions(terms, repo)
         return [
             Hit(entry, score, matched_terms(entry, terms))
-            for entry, score in self.store.ranked(anyterm, every, limit)
+            for entry, score in self.store.ranked(anyterm, every, limit, scoped=key is not None)
         ]
 
     def liveness(self, entry: SessionEntry) -> Liveness:

@@ -92,19 +92,37 @@ _CODEX_CONTEXT_PREFIXES = (
 )
 
 
+_decode = json.JSONDecoder().decode  # ``json.loads`` of a str, without its checks
+
+
 def _records(lines: Iterable[str | bytes]) -> Iterable[dict[str, Any]]:
     for line in lines:
         if not line or not line.strip():
             continue
         try:
-            value = json.loads(line)
+            value = json.loads(line) if isinstance(line, bytes) else _decode(line)
         except (ValueError, UnicodeDecodeError):
             continue
         if isinstance(value, dict):
             yield value
 
 
+def split_lines(data: bytes) -> list[str] | list[bytes]:
+    """A transcript's lines as ``_records`` reads them: the text's, decoded once rather than
+    a line at a time; the raw lines when the file is not UTF-8 text, or holds a byte order
+    mark or a NUL (which ``json.loads`` of a line's bytes reads as an encoding's mark)."""
+    try:
+        text = data.decode()
+    except UnicodeDecodeError:
+        return data.split(b"\n")
+    if "\ufeff" in text or "\x00" in text:
+        return data.split(b"\n")
+    return text.split("\n")
+
+
 def find_prs(text: str) -> list[str]:
+    if "://" not in text:  # every PR link has one
+        return []
     return [m.group(0).rstrip(".") for m in PR_PATTERN.finditer(text)]
 
 
@@ -244,6 +262,11 @@ def _claude_assistant_text(rec: Mapping[str, Any]) -> Iterable[str]:
                     yield text
 
 
+# a tuple, not a set: a line's "type" may be any JSON value, a list too
+_CLAUDE_CONVERSATION = ("user", "assistant", "system", "attachment", "progress")
+_NOTHING = object()
+
+
 def claude_file_session_id(name: str) -> tuple[str, bool]:
     """The session id a Claude transcript's file name gives, and whether it is a subagent's."""
     stem = name[:-6] if name.endswith(".jsonl") else name
@@ -263,32 +286,35 @@ def parse_claude(lines: Iterable[str | bytes], *, file_name: str) -> ParsedSessi
     ai_title: str | None = None
     summary: str | None = None
     seen_conversation = False
+    last_branch: object = _NOTHING  # the branch of the line before (most lines repeat it)
     for rec in _records(lines):
-        kind = rec.get("type")
-        if kind == "custom-title" and isinstance(rec.get("customTitle"), str):
-            custom_title = rec["customTitle"]
-            continue
-        if kind == "ai-title":
-            value = rec.get("aiTitle") or rec.get("title")
-            if isinstance(value, str):
-                ai_title = value
-            continue
-        if kind == "summary" and isinstance(rec.get("summary"), str):
-            summary = rec["summary"]
-            continue
-        if kind not in ("user", "assistant", "system", "attachment", "progress"):
+        get = rec.get
+        kind = get("type")
+        if kind not in _CLAUDE_CONVERSATION:
+            if kind == "custom-title" and isinstance(get("customTitle"), str):
+                custom_title = rec["customTitle"]
+            elif kind == "ai-title":
+                value = get("aiTitle") or get("title")
+                if isinstance(value, str):
+                    ai_title = value
+            elif kind == "summary" and isinstance(get("summary"), str):
+                summary = rec["summary"]
             continue
         seen_conversation = True
-        if session_id is None and isinstance(rec.get("sessionId"), str):
+        if session_id is None and isinstance(get("sessionId"), str):
             session_id = rec["sessionId"]
-        if rec.get("isSidechain") is True:
+        if get("isSidechain") is True:
             sidechain = True
-        if agent_id is None and isinstance(rec.get("agentId"), str) and rec["agentId"]:
+        if agent_id is None and isinstance(get("agentId"), str) and rec["agentId"]:
             agent_id = rec["agentId"]
-        if isinstance(rec.get("cwd"), str) and rec["cwd"]:
-            acc.cwd = rec["cwd"]
-        acc.branch(rec.get("gitBranch"))
-        acc.time(rec.get("timestamp"))
+        cwd = get("cwd")
+        if cwd and isinstance(cwd, str):
+            acc.cwd = cwd
+        branch = get("gitBranch")
+        if branch != last_branch:
+            acc.branch(branch)
+            last_branch = branch
+        acc.time(get("timestamp"))
         if kind == "user":
             prompt = _claude_prompt(rec)
             if prompt is not None:

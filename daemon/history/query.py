@@ -8,7 +8,10 @@ an FTS5 string, so user text is never FTS syntax, and the terms are joined twice
 path and owner/name); ``in_repo`` answers the same question for one entry. The terms are not
 held to the text columns by a column filter: that costs bm25 a look at every match's columns
 at every query, and the only other column holds ``r`` + 24 hex digits, which a search word
-matches only when it is one.
+matches only when it is one. A filter that can only be a repo identity (``scope_key``) is
+answered instead from the repo's own terms: the query's words prefixed with the repo's token
+(``scoped_expressions``), as the store writes each entry's words (``scoped_words``), both cut
+by ``tokens``.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ STOPWORDS = frozenset(
 )
 
 _TOKEN = re.compile(r"[^\W_]+")
+_ASCII_TOKEN = re.compile(r"[a-z0-9]+")  # the same, on lowercased ASCII text (faster)
 
 
 def _fold(text: str) -> str:
@@ -41,7 +45,7 @@ def _fold(text: str) -> str:
 def tokens(text: str) -> list[str]:
     """Words as the index sees them (close to FTS5's unicode61 with diacritics removed)."""
     if text.isascii():
-        return _TOKEN.findall(text.lower())
+        return _ASCII_TOKEN.findall(text.lower())
     return _TOKEN.findall(_fold(text))
 
 
@@ -74,6 +78,44 @@ def match_expressions(terms: Sequence[str], repo: str | None) -> tuple[str, str 
     return anyterm, every if len(terms) > 1 else None
 
 
+def _identity_form(key: str) -> bool:
+    """A key that can only be a repo identity (``host/owner/name``): not a toplevel path,
+    which starts with "/", nor an owner/name, which has one "/"."""
+    return not key.startswith("/") and key.count("/") >= 2
+
+
+def scope_key(repo: str | None) -> str | None:
+    """The key of a repo filter that only identities answer, so the sessions it finds are
+    exactly those holding it among their keys (``scope_keys``); None for any other filter."""
+    if repo is None or not repo.strip():
+        return None
+    key = normalize_repo_query(repo)
+    return key if _identity_form(key) else None
+
+
+def scope_keys(entry: SessionEntry) -> list[str]:
+    """The keys of an entry a ``scope_key`` may name (its identity, almost always alone)."""
+    return sorted(k for k in repo_keys(entry) if _identity_form(k))
+
+
+def scoped_words(keys: Sequence[str], text: str) -> str:
+    """``text``'s words as each repo key's own terms: the word prefixed with the key's
+    token, so a word in one repo is another term than the same word in another."""
+    words = tokens(text)
+    if not words:
+        return ""
+    return " ".join(p + (" " + p).join(words) for p in map(repo_token, keys))
+
+
+def scoped_expressions(terms: Sequence[str], key: str) -> tuple[str, str | None]:
+    """``match_expressions`` over the repo ``key``'s own terms (no repo conjunct: every term
+    is the repo's)."""
+    prefix = repo_token(key)
+    scoped = [prefix + t for t in terms]
+    return fts_query(scoped, "OR"), fts_query(scoped, "AND") if len(terms) > 1 else None
+
+
+@functools.lru_cache(maxsize=4096)  # a few keys recur across many sessions
 def repo_token(key: str) -> str:
     """One opaque word standing for a repo key (identity, toplevel path or owner/name)."""
     return "r" + hashlib.sha256(key.encode()).hexdigest()[:24]
@@ -109,13 +151,25 @@ def matched_terms(entry: SessionEntry, terms: Sequence[str]) -> tuple[str, ...]:
         )
     )
     folded = text.lower() if text.isascii() else _fold(text)
-    return tuple(t for t in terms if t in folded and _word(t).search(folded) is not None)
+    return tuple(t for t in terms if t in folded and _holds_word(folded, t))
+
+
+def _holds_word(folded: str, term: str) -> bool:
+    """Whether ``term`` is a whole word of ``folded``: not inside a longer run of the
+    characters ``tokens`` keeps (``[^\\W_]``: those ``str.isalnum`` takes). The pattern
+    starts with the term, so ``re`` looks for it as a literal; the character before each
+    occurrence is looked at here."""
+    for found in _word_end(term).finditer(folded):
+        start = found.start()
+        if start == 0 or not folded[start - 1].isalnum():
+            return True
+    return False
 
 
 @functools.lru_cache(maxsize=1024)
-def _word(term: str) -> re.Pattern[str]:
-    """``term`` as a whole word: not inside a longer run of the characters ``tokens`` keeps."""
-    return re.compile(r"(?<![^\W_])" + re.escape(term) + r"(?![^\W_])")
+def _word_end(term: str) -> re.Pattern[str]:
+    """``term`` not followed by a character ``tokens`` keeps."""
+    return re.compile(re.escape(term) + r"(?![^\W_])")
 
 
 def in_repo(entry: SessionEntry, repo: str) -> bool:

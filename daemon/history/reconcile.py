@@ -35,6 +35,7 @@ from openbus.daemon.history.parse import (
     parse_omp,
     parse_opencode,
     resume_argv,
+    split_lines,
 )
 from openbus.daemon.history.repo import RepoInfo, RepoResolver
 from openbus.daemon.history.sources import (
@@ -52,7 +53,7 @@ from openbus.kernel.errors import BadRequest, NotFound, Unavailable
 
 Progress = Callable[[int, int], None]
 # transcripts parsed (outside the store's lock) before they are written in one transaction
-WRITE_BATCH = 64
+WRITE_BATCH = 256
 Resolve = Callable[[str | None], RepoInfo | None]
 
 
@@ -300,8 +301,9 @@ def parse_transcript(
     """The session a transcript holds (``None`` if none), and the file's key as read."""
     if t.harness == OPENCODE:
         return _parse_opencode(t)
-    st = t.path.stat()
-    lines = _read_lines(t.path)
+    with open(t.path, "rb") as handle:  # the key of the file read, not of one seen before
+        st = os.fstat(handle.fileno())
+        lines = split_lines(handle.read())
     parsed: ParsedSession | None
     if t.harness == CLAUDE:
         parsed = parse_claude(lines, file_name=t.path.name)
@@ -353,6 +355,6 @@ def _file_key(st: os.stat_result) -> FileKey:
     return (st.st_size, st.st_mtime_ns, st.st_ino)
 
 
-def _read_lines(path: Path) -> list[bytes]:
+def _read_lines(path: Path) -> list[str] | list[bytes]:
     with path.open("rb") as handle:
-        return handle.readlines()
+        return split_lines(handle.read())

@@ -2,11 +2,13 @@
 
 Tables: ``sessions`` (one row per (harness, session id): the entry), ``sessions_fts_<k>``
 (the full-text index, FTS5 over title, prompts, repo, cwd, branches, PRs and the repo keys;
-rowid = ``sessions.id``), ``files`` (one row per transcript file seen: its (size, mtime_ns,
-inode) at the last parse, and the session it produced) and ``meta`` (the shard size). An entry
-is written with a fresh, highest rowid, so rowid order is the order sessions were last indexed
-in. An index of another schema version or shard size is dropped and rebuilt by reconcile: it
-holds only what the transcripts can give again.
+rowid = ``sessions.id``), ``sessions_scope_<k>`` (the repos' own terms: the same text columns
+of each entry with a repo identity, every word prefixed with that repo's token, contentless),
+``files`` (one row per transcript file seen: its (size, mtime_ns, inode) at the last parse,
+and the session it produced) and ``meta`` (the shard size). An entry is written with a fresh,
+highest rowid, so rowid order is the order sessions were last indexed in. An index of another
+schema version or shard size is dropped and rebuilt by reconcile: it holds only what the
+transcripts can give again.
 
 The full-text index is sharded by rowid range: shard ``k`` holds rowids ``k * shard_rows`` to
 ``(k + 1) * shard_rows - 1``, so the newest shard holds the newest sessions. An upsert deletes
@@ -24,16 +26,27 @@ where a term is common, not the whole index's. Each shard's bm25 weighs a term b
 own document counts, so scores from different shards are close but not strictly comparable:
 the ranking keeps full matches before partial ones and the best score first within each.
 
+A search within a repo identity (``scope_key``: ``host/owner/name``, which no toplevel path
+nor owner/name can equal, so the sessions of that identity are exactly those the filter
+finds) walks the scope tables instead, with the query's words prefixed the same way: a term's
+list there holds only that repo's sessions, so bm25 reads a list the size of the repo's share
+of a term rather than the shard's, with no repo conjunct; its document counts are the repo's
+own. Any other repo filter is a conjunct on ``repokeys`` in the full-text tables. A scope
+table keeps no text: an entry leaves it by FTS5's ``delete`` with the values it was written
+with, made again from the stored entry.
+
 One connection, shared by the daemon's event loop and a reconcile thread under a lock. A
 reconcile parses transcripts outside the lock and writes them a batch at a time
 (``record_files``: one transaction, so one commit and one new full-text segment rather than
-one per file); a search waits at most one batch's writes.
+one per file, each kind of write one statement for the batch); a search waits at most one
+batch's writes.
 """
 
 from __future__ import annotations
 
 import contextlib
 import heapq
+import itertools
 import json
 import os
 import re
@@ -45,15 +58,24 @@ from typing import Any
 
 from openbus.daemon.history.model import HARNESSES, PENDING_HARNESSES, SessionEntry
 from openbus.daemon.history.parse import resume_argv
-from openbus.daemon.history.query import repo_keys, repo_short, repo_token
+from openbus.daemon.history.query import (
+    repo_keys,
+    repo_short,
+    repo_token,
+    scope_keys,
+    scoped_words,
+)
 from openbus.kernel.errors import BadRequest, NotFound, Unavailable
 
 FileKey = tuple[int, int, int]  # (size, mtime_ns, inode)
 KnownFile = tuple[int, int, int, str, str | None]  # FileKey, harness, session id
+# a write: the transcript (None: an entry with no file row), its harness, its key, its entry
+Written = tuple[Path | None, str, FileKey, SessionEntry | None]
 
 DB_NAME = "history.db"
 # bm25 weights: title, prompts, repo, cwd, branches, prs, repokeys (filter only)
 WEIGHTS = (4.0, 1.0, 2.0, 1.0, 3.0, 3.0, 0.0)
+SCOPE_WEIGHTS = WEIGHTS[:6]  # the same columns, without the repo keys
 # When more sessions than this match, the most recently indexed ones are ranked.
 CANDIDATES = 1000
 # ... or, once this many of the newest sessions were searched, the matches found there if they
@@ -64,8 +86,9 @@ WINDOW = 200_000
 MERGE_AFTER = 1000
 # Sessions per full-text shard (bench/bench_history.py measures the trade).
 SHARD_ROWS = 100_000
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4  # 4: the repos' own terms (``sessions_scope_<k>``), no repo indexes
 FTS_PREFIX = "sessions_fts_"
+SCOPE_PREFIX = "sessions_scope_"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -88,9 +111,6 @@ CREATE TABLE IF NOT EXISTS sessions (
     transcript TEXT,
     UNIQUE (harness, session_id)
 );
-CREATE INDEX IF NOT EXISTS sessions_repo ON sessions (repo);
-CREATE INDEX IF NOT EXISTS sessions_repo_root ON sessions (repo_root);
-CREATE INDEX IF NOT EXISTS sessions_repo_short ON sessions (repo_short);
 CREATE INDEX IF NOT EXISTS sessions_parent ON sessions (harness, parent_session_id);
 CREATE TABLE IF NOT EXISTS files (
     path TEXT PRIMARY KEY,
@@ -117,21 +137,33 @@ def shard_table(shard: int) -> str:
     return f"{FTS_PREFIX}{shard}"
 
 
+def scope_table(shard: int) -> str:
+    """The full-text table of the repos' own terms of shard ``shard``."""
+    return f"{SCOPE_PREFIX}{shard}"
+
+
 def create_shard(db: sqlite3.Connection, shard: int) -> None:
+    """A shard's two full-text tables: every entry's text, and (contentless: only terms) the
+    text of the entries with a repo identity as that repo's own terms (``scoped_words``)."""
     db.execute(
         f"CREATE VIRTUAL TABLE IF NOT EXISTS {shard_table(shard)} USING fts5("
         " title, prompts, repo, cwd, branches, prs, repokeys,"
         " tokenize = 'unicode61 remove_diacritics 2')"
     )
+    db.execute(
+        f"CREATE VIRTUAL TABLE IF NOT EXISTS {scope_table(shard)} USING fts5("
+        " title, prompts, repo, cwd, branches, prs, content = '',"
+        " tokenize = 'unicode61 remove_diacritics 2')"
+    )
 
 
-def shard_tables(db: sqlite3.Connection) -> list[int]:
-    """The shards that exist, newest first."""
+def shard_tables(db: sqlite3.Connection, prefix: str = FTS_PREFIX) -> list[int]:
+    """The shards that exist (of the tables named ``prefix``), newest first."""
     rows = db.execute(
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name GLOB ?",
-        (FTS_PREFIX + "[0-9]*",),
+        (prefix + "[0-9]*",),
     ).fetchall()
-    names = (str(r[0])[len(FTS_PREFIX) :] for r in rows)
+    names = (str(r[0])[len(prefix) :] for r in rows)
     return sorted((int(n) for n in names if n.isdigit()), reverse=True)
 
 
@@ -165,6 +197,7 @@ class HistoryStore:
         if version != SCHEMA_VERSION:
             tables = ["sessions_fts", "sessions", "files", "meta"]
             tables += [shard_table(k) for k in shard_tables(self._db)]
+            tables += [scope_table(k) for k in shard_tables(self._db, SCOPE_PREFIX)]
             for table in tables:
                 self._db.execute(f"DROP TABLE IF EXISTS {table}")
         for statement in _SCHEMA.split(";"):
@@ -249,53 +282,62 @@ class HistoryStore:
         return [_row_entry(r) for r in rows]
 
     def ranked(
-        self, anyterm: str, every: str | None, limit: int
+        self, anyterm: str, every: str | None, limit: int, *, scoped: bool = False
     ) -> list[tuple[SessionEntry, float]]:
         """The ``limit`` best entries with their bm25 scores (lower is better) for the
-        ``MATCH`` expressions of any term and of every term (``None``: one term)."""
+        ``MATCH`` expressions of any term and of every term (``None``: one term), over the
+        repos' own terms when ``scoped`` (``scoped_expressions``)."""
         with self._lock:
-            ranked = self._ranked(anyterm, every, limit)
+            ranked = self._ranked(anyterm, every, limit, scoped)
             rows = self._rows(list(ranked))
         return [(rows[rowid], score) for rowid, score in ranked.items()]
 
-    def _ranked(self, anyterm: str, every: str | None, limit: int) -> dict[int, float]:
+    def _ranked(
+        self, anyterm: str, every: str | None, limit: int, scoped: bool
+    ) -> dict[int, float]:
         # bounded walks down the full-text shards, newest first: every term, then any term. A
         # candidate matching every term is among the newest CANDIDATES full matches (they are
         # a subset of the candidates), so this is what marking each candidate would give,
         # without reading every full match to mark them.
-        full = [(s, -r) for r, s in self._walk(every or anyterm, limit)]
+        full = [(s, -r) for r, s in self._walk(every or anyterm, limit, scoped)]
         partial: list[tuple[float, int]] = []
         # one term: every match is a full one; ``limit`` full matches: no partial one ranks
         # among the best (bm25 reads the whole of each term's list in a shard: a walk is dear)
         if every is not None and len(full) < limit:
             whole = {-r for _, r in full}
             partial = [
-                (s, -r) for r, s in self._walk(anyterm, limit - len(full), whole) if r not in whole
+                (s, -r)
+                for r, s in self._walk(anyterm, limit - len(full), scoped, whole)
+                if r not in whole
             ]
         best = heapq.nsmallest(limit, full)
         best += heapq.nsmallest(limit - len(best), partial)
         return {-r: float(s) for s, r in best}
 
     def _walk(
-        self, match: str, need: int, skip: frozenset[int] | set[int] = frozenset()
+        self,
+        match: str,
+        need: int,
+        scoped: bool,
+        skip: frozenset[int] | set[int] = frozenset(),
     ) -> list[tuple[int, float]]:
         """(rowid, bm25) of the newest ``CANDIDATES`` rows matching ``match``, shard by shard,
         newest first: it stops once there are that many, or once the shards walked span the
         newest ``WINDOW`` sessions and ``need`` of the rows found are not in ``skip``."""
-        weights = ", ".join(str(w) for w in WEIGHTS)
+        weights = ", ".join(str(w) for w in (SCOPE_WEIGHTS if scoped else WEIGHTS))
         shards = self._shard_list()
         top = (shards[0] + 1) * self.shard_rows if shards else 0
         found: list[tuple[int, float]] = []
         kept = 0
         for shard in shards:
-            table = shard_table(shard)
+            table = scope_table(shard) if scoped else shard_table(shard)
             rows = self._db.execute(
                 f"SELECT rowid, bm25({table}, {weights}) FROM {table}"
                 f" WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT ?",
                 (match, CANDIDATES - len(found)),
             ).fetchall()
             found += rows
-            kept += sum(1 for r, _ in rows if r not in skip)
+            kept += sum(1 for r, _ in rows if r not in skip) if skip else len(rows)
             if len(found) >= CANDIDATES:
                 break
             if top - shard * self.shard_rows >= WINDOW and kept >= need:
@@ -326,23 +368,21 @@ class HistoryStore:
 
     def upsert(self, entry: SessionEntry) -> None:
         with self._tx():
-            self._upsert(entry)
+            self._write([(None, "", (0, 0, 0), entry)])
 
     def upsert_many(self, entries: Iterable[SessionEntry]) -> int:
-        n = 0
+        batch: list[Written] = [(None, "", (0, 0, 0), e) for e in entries]
         with self._tx():
-            for entry in entries:
-                self._upsert(entry)
-                n += 1
+            self._write(batch)
         self.merge_segments()
-        return n
+        return len(batch)
 
     def record_file(
         self, path: Path, harness: str, key: FileKey, entry: SessionEntry | None
     ) -> None:
         """The entry a transcript gave (if any) and the file's key, in one transaction."""
         with self._tx():
-            self._record_file(path, harness, key, entry)
+            self._write([(path, harness, key, entry)])
 
     def record_files(
         self, files: Sequence[tuple[Path, str, FileKey, SessionEntry | None]]
@@ -352,8 +392,7 @@ class HistoryStore:
         rolled back and written again a file at a time, so only the failing file is lost."""
         try:
             with self._tx():
-                for path, harness, key, entry in files:
-                    self._record_file(path, harness, key, entry)
+                self._write(files)
             return [None] * len(files)
         except sqlite3.Error:
             pass
@@ -367,17 +406,43 @@ class HistoryStore:
                 errors.append(None)
         return errors
 
-    def _record_file(
-        self, path: Path, harness: str, key: FileKey, entry: SessionEntry | None
-    ) -> None:
-        if entry is not None:
-            self._upsert(entry)
-        self._db.execute(
+    def _write(self, files: Sequence[Written]) -> None:
+        """Entries (each replacing the one of its key, the last of a key in ``files`` winning)
+        with fresh rowids in their order, then the file rows (a path of None: no file), each
+        kind of write one statement for the whole batch."""
+        entries: dict[tuple[str, str], SessionEntry] = {}
+        for _path, _harness, _key, entry in files:
+            if entry is not None:
+                entries.pop(entry.key, None)  # a later write of the key is the newer
+                entries[entry.key] = entry
+        if entries:
+            self._delete_ids(self._ids(list(entries)))
+            first = self._db.execute("SELECT coalesce(max(id), 0) + 1 FROM sessions").fetchone()[0]
+            numbered = list(zip(range(first, first + len(entries)), entries.values(), strict=True))
+            self._db.executemany(
+                INSERT_SESSION_AT, ((rowid, *session_row(e)) for rowid, e in numbered)
+            )
+            shards = self._shard_list()
+            texts = [(rowid, e, text_row(e)) for rowid, e in numbered]
+            for shard, group in itertools.groupby(texts, key=lambda t: t[0] // self.shard_rows):
+                if shard not in shards:
+                    create_shard(self._db, shard)
+                    shards = self._shard_list()
+                self._written.add(shard)
+                rows = ((rowid, *text) for rowid, _e, text in group)
+                self._db.executemany(insert_text(shard), rows)
+            self._scope((rowid, scope_row(e, text)) for rowid, e, text in texts)
+            self._unmerged += len(entries)
+        self._db.executemany(
             "INSERT INTO files (path, harness, size, mtime_ns, inode, session_id)"
             " VALUES (?,?,?,?,?,?) ON CONFLICT(path) DO UPDATE SET size=excluded.size,"
             " mtime_ns=excluded.mtime_ns, inode=excluded.inode,"
             " session_id=excluded.session_id",
-            (str(path), harness, *key, entry.session_id if entry else None),
+            (
+                (str(path), harness, *key, entry.session_id if entry else None)
+                for path, harness, key, entry in files
+                if path is not None
+            ),
         )
 
     def forget_file(self, path: str, harness: str, session_id: str | None) -> None:
@@ -421,43 +486,76 @@ class HistoryStore:
                 for shard in sorted(self._written & set(shards)):
                     table = shard_table(shard)
                     empty = self._db.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() is None
+                    scope = scope_table(shard)
                     if empty and shard != newest:
                         self._db.execute(f"DROP TABLE {table}")
+                        self._db.execute(f"DROP TABLE IF EXISTS {scope}")
                     else:
                         self._db.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
+                        self._db.execute(f"INSERT INTO {scope} ({scope}) VALUES ('optimize')")
             self._unmerged = 0
             self._written.clear()
 
-    def _upsert(self, e: SessionEntry) -> None:
-        """Replace the entry; it gets a fresh (highest) rowid, in the newest shard."""
-        self._delete(*e.key)
-        rowid = self._db.execute(INSERT_SESSION, session_row(e)).lastrowid
-        assert rowid is not None
-        shard = rowid // self.shard_rows
-        if shard not in self._shard_list():
-            create_shard(self._db, shard)
-        self._unmerged += 1
-        self._written.add(shard)
-        self._db.execute(insert_text(shard), (rowid, *text_row(e)))
+    def _ids(self, keys: Sequence[tuple[str, str]]) -> list[int]:
+        """The rowids of the entries of these (harness, session id) keys."""
+        found: list[int] = []
+        by_harness: dict[str, list[str]] = {}
+        for harness, session_id in keys:
+            by_harness.setdefault(harness, []).append(session_id)
+        for harness, ids in by_harness.items():
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                found += [
+                    int(r[0])
+                    for r in self._db.execute(
+                        "SELECT id FROM sessions WHERE harness = ? AND session_id IN"
+                        f" ({','.join('?' * len(chunk))})",
+                        (harness, *chunk),
+                    )
+                ]
+        return found
+
+    def _scope(
+        self, scoped: Iterable[tuple[int, tuple[str, ...] | None]], command: str = ""
+    ) -> None:
+        """Entries' ``scope_row`` (by rowid; None: none), written to their shards' scope
+        tables (``command`` ""), or taken out of them (``"delete"``, with the same values:
+        the tables keep no text to find them by)."""
+        rows = sorted(
+            ((rowid, row) for rowid, row in scoped if row is not None), key=lambda r: r[0]
+        )
+        shards = self._shard_list()
+        for shard, group in itertools.groupby(rows, key=lambda r: r[0] // self.shard_rows):
+            if shard in shards:
+                values = ((rowid, *row) for rowid, row in group)
+                self._db.executemany(insert_scope(shard, command), values)
 
     def _delete(self, harness: str, session_id: str) -> None:
-        row = self._db.execute(
-            "SELECT id FROM sessions WHERE harness = ? AND session_id = ?", (harness, session_id)
-        ).fetchone()
-        if row is None:
+        self._delete_ids(self._ids([(harness, session_id)]))
+
+    def _delete_ids(self, rowids: Sequence[int]) -> None:
+        """The entries of these rowids, from ``sessions`` and from their full-text shards."""
+        if not rowids:
             return
-        shard = row[0] // self.shard_rows
-        if shard in self._shard_list():
-            self._db.execute(f"DELETE FROM {shard_table(shard)} WHERE rowid = ?", (row[0],))
-            self._written.add(shard)
-        self._db.execute("DELETE FROM sessions WHERE id = ?", (row[0],))
+        old = self._rows(rowids).items()
+        self._scope(((rowid, scope_row(e, text_row(e))) for rowid, e in old), "delete")
+        shards = self._shard_list()
+        for shard, group in itertools.groupby(sorted(rowids), key=lambda r: r // self.shard_rows):
+            if shard in shards:
+                self._db.executemany(
+                    f"DELETE FROM {shard_table(shard)} WHERE rowid = ?", ((r,) for r in group)
+                )
+                self._written.add(shard)
+        self._db.executemany("DELETE FROM sessions WHERE id = ?", ((r,) for r in rowids))
 
 
-INSERT_SESSION = (
-    "INSERT INTO sessions (harness, session_id, repo, repo_root, repo_short, origin, cwd,"
-    " branches, prs, title, prompts, started, last_active, subagent, parent_session_id,"
-    " transcript) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+_SESSION_COLUMNS = (
+    "harness, session_id, repo, repo_root, repo_short, origin, cwd, branches, prs, title,"
+    " prompts, started, last_active, subagent, parent_session_id, transcript"
 )
+INSERT_SESSION = f"INSERT INTO sessions ({_SESSION_COLUMNS}) VALUES ({','.join('?' * 16)})"
+# the same with the rowid first
+INSERT_SESSION_AT = f"INSERT INTO sessions (id, {_SESSION_COLUMNS}) VALUES ({','.join('?' * 17)})"
 
 
 def insert_text(shard: int) -> str:
@@ -465,6 +563,21 @@ def insert_text(shard: int) -> str:
     return (
         f"INSERT INTO {shard_table(shard)}"
         " (rowid, title, prompts, repo, cwd, branches, prs, repokeys) VALUES (?,?,?,?,?,?,?,?)"
+    )
+
+
+def insert_scope(shard: int, command: str = "") -> str:
+    """The statement writing (``command`` "") or deleting (``"delete"``) an entry's
+    ``scope_row``, after its rowid, in a shard's scope table."""
+    table = scope_table(shard)
+    if command:
+        return (
+            f"INSERT INTO {table} ({table}, rowid, title, prompts, repo, cwd, branches, prs)"
+            f" VALUES ('{command}',?,?,?,?,?,?,?)"
+        )
+    return (
+        f"INSERT INTO {table} (rowid, title, prompts, repo, cwd, branches, prs)"
+        " VALUES (?,?,?,?,?,?,?)"
     )
 
 
@@ -487,6 +600,15 @@ def session_row(e: SessionEntry) -> tuple[Any, ...]:
         e.parent_session_id,
         e.transcript,
     )
+
+
+def scope_row(e: SessionEntry, text: tuple[str, ...]) -> tuple[str, ...] | None:
+    """The values of ``insert_scope`` for an entry, after its rowid: its ``text_row``'s
+    text columns as the words of the repo identities it has (none without one)."""
+    keys = scope_keys(e)
+    if not keys:
+        return None
+    return tuple(scoped_words(keys, column) for column in text[:6])
 
 
 def text_row(e: SessionEntry) -> tuple[str, ...]:

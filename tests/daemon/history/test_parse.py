@@ -19,6 +19,7 @@ from openbus.daemon.history.parse import (
     parse_codex,
     parse_codex_thread_names,
     resume_argv,
+    split_lines,
 )
 from tests.daemon.history.homes import DATA, ClaudeHome, CodexHome
 
@@ -214,3 +215,49 @@ def test_timestamps_read_the_same_however_the_harness_spells_them() -> None:
         assert parse_time(spelling) == expected, spelling
     assert parse_time("2026-11-30T06:00:00.123456789Z") == pytest.approx(expected + 0.123456)
     assert parse_time("yesterday") is None and parse_time(True) is None
+
+
+def _claude_line(cwd: str, prompt: str, when: str) -> bytes:
+    record = {
+        "type": "user",
+        "sessionId": "s1",
+        "cwd": cwd,
+        "gitBranch": "main",
+        "timestamp": when,
+        "message": {"role": "user", "content": prompt},
+    }
+    return json.dumps(record, ensure_ascii=False).encode()
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"\n".join(  # a byte order mark: the first line still read, as from its bytes
+            [
+                b"\xef\xbb\xbf" + _claude_line("/a", "first", "2026-11-30T06:00:00Z"),
+                _claude_line("/b", "second", "2026-11-30T07:00:00Z"),
+            ]
+        ),
+        b"\n".join(  # a line that is not UTF-8 is skipped, the others read
+            [
+                _claude_line("/a", "first", "2026-11-30T06:00:00Z"),
+                _claude_line("/bad", "x", "2026-11-30T09:00:00Z").replace(b"x", b"\xff"),
+                _claude_line("/b", "see https://github.com/o/r/pull/7 now", "2026-11-30T07:00Z"),
+            ]
+        ),
+        b"\r\n".join(  # CRLF, a line separator and a NUL escape inside the text, blank lines
+            [
+                _claude_line("/a", "first\u2028line \x85 \\u0000", "2026-11-30T06:00:00Z"),
+                b"",
+                b"  \x0c",
+                _claude_line("/b", "second", "2026-11-30T07:00:00Z"),
+                _claude_line("/c", "cut", "2026-11-30T08:00:00Z")[:-9],  # being written
+            ]
+        ),
+    ],
+)
+def test_a_transcript_decoded_once_reads_as_its_lines_bytes_do(data: bytes) -> None:
+    by_bytes = parse_claude(data.split(b"\n"), file_name="s1.jsonl")
+    by_text = parse_claude(split_lines(data), file_name="s1.jsonl")
+    assert by_text == by_bytes and by_text is not None
+    assert by_text.prompts[0].startswith("first") and by_text.cwd == "/b"

@@ -12,7 +12,12 @@ import pytest
 from openbus.daemon.history import store
 from openbus.daemon.history.index import HistoryIndex
 from openbus.daemon.history.model import SessionEntry
-from openbus.daemon.history.query import match_expressions, query_terms
+from openbus.daemon.history.query import (
+    match_expressions,
+    query_terms,
+    scope_key,
+    scoped_expressions,
+)
 from openbus.daemon.history.store import HistoryStore, shard_table, shard_tables
 from tests.daemon.history.conftest import World
 
@@ -189,3 +194,50 @@ def test_an_index_of_the_unsharded_schema_is_dropped_for_a_rebuild(tmp_path: Pat
     names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     db.close()
     assert not any(n.startswith("sessions_fts") and not n.startswith(shard_table(0)) for n in names)
+
+
+def _scoped(s: HistoryStore, query: str, repo: str, limit: int = 10) -> list[str]:
+    key = scope_key(repo)
+    assert key is not None
+    anyterm, every = scoped_expressions(query_terms(query), key)
+    return [e.session_id for e, _ in s.ranked(anyterm, every, limit, scoped=True)]
+
+
+def _in(repo: str, session_id: str, prompt: str) -> SessionEntry:
+    return replace(
+        _entry(session_id, prompt), repo=repo, repo_root=f"/src/{repo.rsplit('/', 1)[1]}"
+    )
+
+
+def test_a_search_within_a_repo_identity_reads_its_own_terms_and_keeps_no_stale_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store, "MERGE_AFTER", 1)
+    path = tmp_path / "history.db"
+    s = HistoryStore(path, shard_rows=3)
+    widget, gadget = "github.com/acme/widget", "github.com/acme/gadget"
+    s.upsert_many(
+        [
+            _in(widget, "w-full", "rotate the zebra keys"),
+            _in(widget, "w-some", "rotate rotate the logs"),
+            _in(gadget, "g-full", "rotate the zebra pen"),
+            _entry("no-repo", "rotate zebra"),
+        ]
+    )
+    assert _scoped(s, "rotate zebra", widget) == ["w-full", "w-some"]  # full match first
+    assert _scoped(s, "rotate zebra", "https://github.com/acme/gadget.git") == ["g-full"]
+    assert _scoped(s, "zebra", "github.com/acme/nothing") == []
+    assert scope_key("acme/widget") is None and scope_key("/src/widget") is None
+
+    s.upsert(_in(widget, "w-full", "giraffe only now"))  # its old words leave the repo's terms
+    assert _scoped(s, "zebra", widget) == []
+    assert _scoped(s, "giraffe", widget) == ["w-full"]
+    s.remove(s.get("claude", "w-some"))
+    assert _scoped(s, "rotate", widget) == []
+    s.upsert_many(_in(gadget, f"g-{i}", f"filler {i}") for i in range(6))  # empties shard 0
+    assert 0 not in shard_tables(s._db, store.SCOPE_PREFIX)
+    for k in shard_tables(s._db, store.SCOPE_PREFIX):
+        table = store.scope_table(k)
+        s._db.execute(f"INSERT INTO {table} ({table}) VALUES ('integrity-check')")
+    assert _scoped(s, "rotate zebra", gadget) == ["g-full"]
+    s.close()
