@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -13,6 +14,18 @@ PENDING_HARNESSES: tuple[str, ...] = ()
 MAX_PROMPTS = 20  # the first and last ten when a session has more
 MAX_PROMPT_CHARS = 1000
 MAX_TITLE_CHARS = 80
+
+# A lone UTF-16 surrogate: what a JSON escape like "\ud800" with no partner decodes to (a
+# harness that cuts a string inside an emoji writes one); valid pairs decode to one code point
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_text(text: str) -> str:
+    """``text`` with each lone surrogate as U+FFFD, so that it encodes as UTF-8 (the index,
+    the API): one such character must not keep its whole transcript out of the index."""
+    if text.isascii() or not _LONE_SURROGATE.search(text):
+        return text
+    return _LONE_SURROGATE.sub("\ufffd", text)
 
 
 class LiveState(enum.StrEnum):

@@ -25,7 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from openbus.daemon.history import opencode
-from openbus.daemon.history.model import PENDING_HARNESSES, ParsedSession, SessionEntry
+from openbus.daemon.history.model import (
+    PENDING_HARNESSES,
+    ParsedSession,
+    SessionEntry,
+    valid_text,
+)
 from openbus.daemon.history.parse import (
     make_title,
     parse_claude,
@@ -275,22 +280,23 @@ class Reconciler:
                 repo, repo_root, origin = old.repo, old.repo_root, old.origin or origin
             elif origin:
                 repo = RepoInfo(root="", origin=origin).repo
+        text = valid_text  # a transcript's strings as the index can hold them
         return SessionEntry(
             harness=parsed.harness,
-            session_id=parsed.session_id,
+            session_id=text(parsed.session_id),
             repo=repo,
             repo_root=repo_root,
             origin=origin,
-            cwd=parsed.cwd,
-            branches=parsed.branches,
-            prs=parsed.prs,
-            title=parsed.title,
-            prompts=parsed.prompts,
+            cwd=parsed.cwd and text(parsed.cwd),
+            branches=tuple(map(text, parsed.branches)),
+            prs=tuple(map(text, parsed.prs)),
+            title=parsed.title and text(parsed.title),
+            prompts=tuple(map(text, parsed.prompts)),
             started=parsed.started,
             last_active=parsed.last_active,
             resume_argv=resume_argv(parsed.harness, parsed.session_id, subagent=parsed.subagent),
             subagent=parsed.subagent,
-            parent_session_id=parsed.parent_session_id,
+            parent_session_id=parsed.parent_session_id and text(parsed.parent_session_id),
             transcript=str(transcript),
         )
 

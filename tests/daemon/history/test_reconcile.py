@@ -144,3 +144,17 @@ def test_an_entry_keeps_its_repo_after_its_cwd_is_gone(world: World) -> None:
     assert path.exists()
     world.index.reconcile()
     assert world.index.get("claude", "c-cwd").repo == "h.example/t/gone"
+
+
+def test_a_lone_surrogate_in_a_transcript_is_indexed_as_a_replacement_character(
+    world: World,
+) -> None:
+    # a harness that cuts a string inside an emoji writes half of its JSON surrogate pair
+    world.claude.session("c-cut", "/w", ["fix the \ud83d", "then the \udca5 tests"])
+    world.claude.session("c-fine", "/w", ["an ordinary prompt"])
+    stats = world.index.reconcile()
+    assert (stats.indexed, stats.errors) == (2, [])
+    cut = world.index.get("claude", "c-cut")
+    assert cut.prompts == ("fix the \ufffd", "then the \ufffd tests")
+    assert cut.title == "fix the \ufffd"
+    assert [hit.entry.session_id for hit in world.index.search("tests")] == ["c-cut"]
