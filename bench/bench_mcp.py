@@ -10,8 +10,9 @@ runs with the own-repo filter over a realistic index. One agent is launched with
 preset; the mcp SDK's client calls the tools round-robin: ``find_sessions`` with topic queries
 drawn like ``bench_history``'s, and once more with a query nothing matches.
 
-Targets: each ratio to the no-op p50 <= 1.3; ``find_sessions``' time over the no-op (the search
-itself, its liveness and projection) p50 <= 5 ms and p99 <= 50 ms.
+Targets: ``list_panes``' ratio to the no-op p50 <= 1.3, ``find_sessions``' <= 1.5 (issue 17:
+with the 100k index and the caller's own-repo filter); ``find_sessions``' time over the no-op
+(the search itself, its liveness and projection) p50 <= 5 ms and p99 <= 50 ms.
 
 Run: ``.venv/bin/python -m bench.bench_mcp`` (or ``make bench``).
 """
@@ -44,7 +45,7 @@ from tests.support.wait import wait_until
 PANES = 200
 ROUNDS = int(os.environ.get("OPENBUS_BENCH_ROUNDS", "300"))
 WARMUP = 30
-TARGET = 1.3
+TARGETS = {"list_panes": 1.3, "find_sessions": 1.5, "find (no hits)": 1.5}
 SESSIONS = int(os.environ.get("OPENBUS_BENCH_SESSIONS", "100000"))
 OWN_REPO = 5  # the agent's repo is the corpus's repo number 5 (github.com/org5/repo5)
 QUERIES = 300
@@ -198,8 +199,8 @@ def main() -> None:
         print(f"  {name:<14} p50 {p50[name]:7.2f} ms   p99 {p99[name]:7.2f} ms")
     for name in ("list_panes", "find_sessions", "find (no hits)"):
         ratio = p50[name] / p50["noop"]
-        verdict = "ok" if ratio <= TARGET else "OVER TARGET"
-        print(f"  ratio {name}/noop p50: {ratio:.2f} (target <= {TARGET}) {verdict}")
+        verdict = "ok" if ratio <= TARGETS[name] else "OVER TARGET"
+        print(f"  ratio {name}/noop p50: {ratio:.2f} (target <= {TARGETS[name]}) {verdict}")
     extra50 = p50["find_sessions"] - p50["noop"]
     extra99 = p99["find_sessions"] - p99["noop"]
     verdict = "ok" if extra50 <= 5 and extra99 <= 50 else "OVER TARGET"
