@@ -145,6 +145,31 @@ def test_requests_reach_the_daemon_signed_as_the_logged_in_user(box: Box) -> Non
     assert "authorization" not in names
 
 
+def test_a_request_without_a_body_is_forwarded_without_a_content_length(box: Box) -> None:
+    with box.signed_in() as client:
+        assert client.get("/api/directory").status_code == 200
+    (seen,) = box.upstream.requests
+    assert seen.body == b""
+    assert "content-length" not in {name for name, _ in seen.headers}
+    assert box.verifier.verify(seen.method, seen.target, seen.headers, seen.body) == box.human
+
+
+def test_an_answer_carries_the_security_headers_one_date_and_no_server_name(box: Box) -> None:
+    with box.signed_in() as client:
+        response = client.get("/api/directory")
+    names = [name.decode().lower() for name, _ in response.headers.raw]
+    assert names.count("date") == 1
+    assert "server" not in names
+    for name in (
+        "strict-transport-security",
+        "x-content-type-options",
+        "referrer-policy",
+        "x-frame-options",
+    ):
+        assert name in names
+    assert response.json() == {"ok": True}
+
+
 SPELLINGS = [
     "X-Tunnel-User",
     "x-tunnel-user",
