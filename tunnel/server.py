@@ -217,14 +217,17 @@ def serve(config: TunnelConfig) -> None:
 
 
 class _CoalescingTransport:
-    """Gathers what one event-loop step writes into one write: one TLS record, one send.
+    """Sends a response's head and body as one write: one TLS record, one send.
 
     uvicorn writes a response's head and its body separately; each write to the TLS
     transport is a record of its own and a ``send`` of its own, and the client wakes for
-    each. Held until the end of the step (``call_soon``), a head and a body sent together
-    leave together, while a stream's chunks still leave as soon as each is sent. Everything
-    else is the real transport's; ``close`` flushes first. The buffer holds at most what the
-    app writes without yielding, and the real transport's flow control still applies.
+    each. So the first write of an event-loop step is held: the next write of the same step
+    takes it along at once (the body after its head leaves the moment it is written, before
+    uvicorn's and the proxy's own bookkeeping for the finished exchange), and a write that
+    nothing follows leaves at the end of the step (``call_soon``), so a stream's chunks
+    still leave as soon as each is sent. Everything else is the real transport's; ``close``
+    flushes first. At most one write is held, and the real transport's flow control still
+    applies.
     """
 
     def __init__(self, transport: asyncio.Transport) -> None:
@@ -236,8 +239,11 @@ class _CoalescingTransport:
         if not data:
             return
         if not self._pending:
+            self._pending.append(bytes(data))
             self._loop.call_soon(self._flush)
+            return
         self._pending.append(bytes(data))
+        self._flush()
 
     def _flush(self) -> None:
         if not self._pending:

@@ -294,10 +294,11 @@ def test_pam_unavailable_is_reported_distinctly_from_a_wrong_password(box: Box) 
     assert "Wrong user name" not in response.text
 
 
-def test_what_one_loop_step_writes_leaves_the_tunnel_as_one_write() -> None:
-    """A response's head and body, written in the same step, become one TLS record; a stream's
-    later chunks still leave as soon as each is written. (Whether uvicorn writes both in one
-    step depends on load, so this is checked on the transport wrapper itself.)"""
+def test_a_head_and_the_body_after_it_leave_the_tunnel_as_one_write_at_once() -> None:
+    """A response's head and body, written in the same step, become one TLS record, sent as
+    the body is written; a stream's later chunks still leave as soon as each is written.
+    (Whether uvicorn writes both in one step depends on load, so this is checked on the
+    transport wrapper itself.)"""
 
     class Recorder:
         def __init__(self) -> None:
@@ -316,7 +317,9 @@ def test_what_one_loop_step_writes_leaves_the_tunnel_as_one_write() -> None:
         real = Recorder()
         transport = _CoalescingTransport(real)  # type: ignore[arg-type]
         transport.write(b"HTTP/1.1 200 OK\r\n\r\n")
+        assert real.writes == []  # held for what follows it
         transport.write(b'{"ok": true}')
+        assert len(real.writes) == 1  # gone with it, before the step ends
         await let_others_run()  # the next step of the loop
         transport.write(b"data: later\n\n")
         transport.close()
