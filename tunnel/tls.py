@@ -72,6 +72,7 @@ class TlsTransport(asyncio.Transport):
         self._reading = False
         self._writing = False
         self._protocol_paused = False
+        self._read_after_write = False
         self._extra: dict[str, Any] = {
             "socket": sock,
             "sslcontext": sock.context,
@@ -84,7 +85,12 @@ class TlsTransport(asyncio.Transport):
             self._extra["sockname"] = sock.getsockname()
 
     def start(self) -> None:
-        self._protocol.connection_made(self)
+        try:
+            self._protocol.connection_made(self)
+        except Exception as exc:  # the protocol's bug ends its connection, not the server
+            log.exception("the protocol failed on a new connection")
+            self._lose(exc, notify=False)
+            return
         if not self._lost:
             self._watch_reading()
             if self._sock.pending():
@@ -167,20 +173,34 @@ class TlsTransport(asyncio.Transport):
         while not self._lost and self._reading:
             try:
                 data = self._sock.recv(MAX_READ)
+            except ssl.SSLWantWriteError:  # OpenSSL must answer the client first (rare)
+                self._read_when_writable()
+                return
             except _WOULD_BLOCK:
                 return
             except (ssl.SSLError, OSError) as exc:
                 self._lose(exc, notify=False)
                 return
-            if not data:
-                self.pause_reading()
-                keep_open = self._protocol.eof_received()
-                if not keep_open:
-                    self.close()
+            try:
+                if not data:
+                    self.pause_reading()
+                    if not self._protocol.eof_received():
+                        self.close()
+                    return
+                self._protocol.data_received(data)
+            except Exception as exc:  # the protocol's bug ends its connection, not the server
+                log.exception("the protocol failed on what the client sent")
+                self._lose(exc, notify=False)
                 return
-            self._protocol.data_received(data)
             if not self._sock.pending():
                 return
+
+    def _read_when_writable(self) -> None:
+        if self._writing:  # _write_ready retries the read as it runs
+            self._read_after_write = True
+            return
+        self._loop.add_writer(self._fd, self._write_ready)
+        self._writing = self._read_after_write = True
 
     def _send(self, data: bytes) -> bool:
         """Send ``data`` now; False when not all of it went (the rest is then the piece in
@@ -201,6 +221,9 @@ class TlsTransport(asyncio.Transport):
         return False
 
     def _write_ready(self) -> None:
+        if self._read_after_write:
+            self._read_after_write = False
+            self._loop.call_soon(self._read_ready)
         while self._in_flight is not None and not self._lost:
             data, self._in_flight = self._in_flight, None
             if not self._send(data):

@@ -4,6 +4,7 @@ on a loopback port, with a small protocol in place of uvicorn's."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import ssl
 from collections.abc import Awaitable, Callable
@@ -12,13 +13,13 @@ from pathlib import Path
 from openbus.tunnel.cli import self_signed
 from openbus.tunnel.tls import HIGH_WATER, TlsListener
 
-BIG = 4 * 1024 * 1024  # far more than the socket buffers hold
+BIG = 16 * 1024 * 1024  # far more than the socket buffers hold
 TIMEOUT = 30.0
 
 
 class Recorder(asyncio.Protocol):
-    """Answers ``big`` with BIG bytes, ``bye`` with a word and a close, anything else with an
-    echo; records what happened to it."""
+    """Answers ``big`` with BIG bytes, ``bye`` with a word and a close, ``boom`` with an
+    exception, anything else with an echo; records what happened to it."""
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
@@ -33,6 +34,8 @@ class Recorder(asyncio.Protocol):
         assert self.transport is not None
         if data == b"big":
             self.transport.write(b"x" * BIG)
+        elif data == b"boom":
+            raise RuntimeError("a bug in the protocol")
         elif data == b"bye":
             self.transport.write(b"so long")
             self.transport.close()
@@ -96,6 +99,15 @@ async def _connect(
     )
 
 
+async def _still_served(port: int, context: ssl.SSLContext, made: list[Recorder]) -> None:
+    """A new connection is answered, and ends cleanly."""
+    reader, writer = await _connect(port, context)
+    writer.write(b"ping")
+    assert await reader.readexactly(4) == b"ping"
+    writer.close()
+    assert await made[-1].lost is None
+
+
 def test_what_is_written_comes_back_over_tls(tmp_path: Path) -> None:
     async def scenario(port: int, context: ssl.SSLContext, made: list[Recorder]) -> None:
         reader, writer = await _connect(port, context)
@@ -152,11 +164,7 @@ def test_a_client_that_does_not_speak_tls_is_dropped_and_others_are_served(
             answer = b""
         assert not answer.startswith(b"HTTP")  # an alert or nothing, then the end
         plain_writer.close()
-        reader, writer = await _connect(port, context)
-        writer.write(b"ping")
-        assert await reader.readexactly(4) == b"ping"
-        writer.close()
-        await made[0].lost
+        await _still_served(port, context, made)
 
     made = _serve(tmp_path, scenario)
     assert len(made) == 1  # no protocol for the failed handshake
@@ -172,3 +180,18 @@ def test_a_client_that_leaves_is_a_lost_connection_once(tmp_path: Path) -> None:
 
     (protocol,) = _serve(tmp_path, scenario)
     assert protocol.lost.done()
+
+
+def test_a_protocol_that_fails_ends_its_own_connection_and_others_are_served(
+    tmp_path: Path,
+) -> None:
+    async def scenario(port: int, context: ssl.SSLContext, made: list[Recorder]) -> None:
+        reader, writer = await _connect(port, context)
+        writer.write(b"boom")
+        with contextlib.suppress(ConnectionResetError, ssl.SSLError):
+            assert await reader.read() == b""  # the connection ends
+        assert isinstance(await made[0].lost, RuntimeError)
+        writer.close()
+        await _still_served(port, context, made)
+
+    assert len(_serve(tmp_path, scenario)) == 2
