@@ -154,7 +154,7 @@ def build(
         base.refusals,
         AgentRefusals(gate),
     )
-    owners = PaneOwners(base.grants, config.hosted)
+    owners = PaneOwners(base.grants, config.hosted, clock)
     directory = DirectoryFeature(gate, config, clock, random, owners)
     history = HistoryService(gate, open_index(config, clock, directory.pane_for_pid))
     audit_export = AuditExport(

@@ -99,6 +99,11 @@ NOT_FORWARDED = HOP_BY_HOP | {
     "x-real-ip",
 }
 _NOT_FORWARDED = frozenset(name.encode("latin-1") for name in NOT_FORWARDED)
+# The daemon's Date and Server are not relayed: the tunnel's server sends its own Date, and
+# names no server (one header less for every client to parse, and nothing about what runs
+# behind the tunnel).
+NOT_RELAYED = HOP_BY_HOP | {"date", "server"}
+_NOT_RELAYED = frozenset(name.encode("latin-1") for name in NOT_RELAYED)
 SECURITY_HEADERS = [
     (b"strict-transport-security", b"max-age=31536000"),
     (b"x-content-type-options", b"nosniff"),
@@ -367,7 +372,9 @@ class TunnelApp:
         headers = [
             (k, v) for k, v in incoming if k not in _NOT_FORWARDED and not is_identity_header(k)
         ]
-        headers += [(b"host", b"openbus"), (b"content-length", str(len(body)).encode())]
+        headers.append((b"host", b"openbus"))
+        if body:  # without it (and without a transfer coding) HTTP/1.1 means no body
+            headers.append((b"content-length", str(len(body)).encode()))
         try:
             head = request_head(method, target, headers)
         except ValueError as exc:
@@ -445,9 +452,9 @@ class TunnelApp:
                             "type": "http.response.start",
                             "status": response.status,
                             "headers": [
-                                (name.lower(), value)
-                                for name, value in response.headers
-                                if name.lower().decode("latin-1") not in HOP_BY_HOP
+                                (name, value)
+                                for name, value in map(_lowered, response.headers)
+                                if name not in _NOT_RELAYED
                             ]
                             + SECURITY_HEADERS,
                         }
@@ -503,6 +510,10 @@ class _ClientWatch:
         self.disarm()
         if self._task is not None and not self._task.done():
             self._task.cancel()
+
+
+def _lowered(header: tuple[bytes, bytes]) -> tuple[bytes, bytes]:
+    return header[0].lower(), header[1]
 
 
 def _header_of(headers: list[tuple[bytes, bytes]], name: bytes) -> str | None:

@@ -85,7 +85,10 @@ class Identity:
         req.context.peer = peer
         req.context.actor = None
         raw_headers: list[tuple[bytes, bytes]] = req.scope.get("headers", [])
-        claims = [k.decode("latin-1") for k, _ in raw_headers if is_identity_header(k)]
+        if self.hosted and peer is not None and peer["uid"] == self.tunnel_uid:
+            await self._tunnel(req, peer, raw_headers)
+            return
+        claims = _claims(raw_headers)
 
         if peer is None and self.web is not None and local_port(req.scope) == self.web.port:
             headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in raw_headers]
@@ -98,38 +101,43 @@ class Identity:
                 return
             raise NotFound("the agents' port serves only /mcp and /healthz")
 
-        if self.hosted and self.tunnel_uid is not None and peer["uid"] == self.tunnel_uid:
-            if self.tunnel_verify is None:
-                self._refuse(req, f"uid {peer['uid']} (tunnel)", claims or ["none"])
-            assert self.tunnel_verify is not None
-            body = await req.stream.read(MAX_BODY + 1)  # verified whole, so bounded first
-            if len(body) > MAX_BODY:
-                raise BadRequest(f"body larger than {MAX_BODY} bytes", field="body")
-            req.context.body = body
-            try:
-                user = self.tunnel_verify(
-                    req.method,
-                    target_from_scope(req.scope),
-                    raw_headers,
-                    body,
-                    req.scope["extensions"].get(CONNECTION_EXTENSION),
-                )
-            except TunnelRejected as exc:
-                self._refuse(
-                    req, f"uid {peer['uid']} (tunnel): {exc.rejection_reason}", claims or ["none"]
-                )
-            except Unauthenticated:
-                self._refuse(req, f"uid {peer['uid']} (tunnel)", claims or ["none"])
-            req.context.actor = actors.human(user)
-            req.context.via = "tunnel"
-            return
-
         if claims:
             self._refuse(req, f"uid {peer['uid']} pid {peer['pid']}", claims)
         if req.path == "/healthz":
             return
         req.context.actor = actors.human(user_name(peer["uid"]))
         req.context.via = "socket"
+
+    async def _tunnel(
+        self, req: falcon.asgi.Request, peer: dict[str, int], raw_headers: list[tuple[bytes, bytes]]
+    ) -> None:
+        """A request from the tunnel's uid: the human it vouches for, or refused (the claims
+        are listed only then, for the audit record)."""
+        if self.tunnel_verify is None:
+            self._refuse(req, f"uid {peer['uid']} (tunnel)", _claims(raw_headers) or ["none"])
+        assert self.tunnel_verify is not None
+        body = await req.stream.read(MAX_BODY + 1)  # verified whole, so bounded first
+        if len(body) > MAX_BODY:
+            raise BadRequest(f"body larger than {MAX_BODY} bytes", field="body")
+        req.context.body = body
+        try:
+            user = self.tunnel_verify(
+                req.method,
+                target_from_scope(req.scope),
+                raw_headers,
+                body,
+                req.scope["extensions"].get(CONNECTION_EXTENSION),
+            )
+        except TunnelRejected as exc:
+            self._refuse(
+                req,
+                f"uid {peer['uid']} (tunnel): {exc.rejection_reason}",
+                _claims(raw_headers) or ["none"],
+            )
+        except Unauthenticated:
+            self._refuse(req, f"uid {peer['uid']} (tunnel)", _claims(raw_headers) or ["none"])
+        req.context.actor = actors.human(user)
+        req.context.via = "tunnel"
 
     def _web(
         self,
@@ -205,6 +213,11 @@ class Identity:
             ),
         )
         raise Unauthenticated("identity headers are honoured only from the tunnel, signed")
+
+
+def _claims(raw_headers: list[tuple[bytes, bytes]]) -> list[str]:
+    """The names of the identity headers a request carries (any spelling)."""
+    return [k.decode("latin-1") for k, _ in raw_headers if is_identity_header(k)]
 
 
 def require_actor(req: falcon.asgi.Request) -> actors.Actor:

@@ -145,6 +145,31 @@ def test_requests_reach_the_daemon_signed_as_the_logged_in_user(box: Box) -> Non
     assert "authorization" not in names
 
 
+def test_a_request_without_a_body_is_forwarded_without_a_content_length(box: Box) -> None:
+    with box.signed_in() as client:
+        assert client.get("/api/directory").status_code == 200
+    (seen,) = box.upstream.requests
+    assert seen.body == b""
+    assert "content-length" not in {name for name, _ in seen.headers}
+    assert box.verifier.verify(seen.method, seen.target, seen.headers, seen.body) == box.human
+
+
+def test_an_answer_carries_the_security_headers_one_date_and_no_server_name(box: Box) -> None:
+    with box.signed_in() as client:
+        response = client.get("/api/directory")
+    names = [name.decode().lower() for name, _ in response.headers.raw]
+    assert names.count("date") == 1
+    assert "server" not in names
+    for name in (
+        "strict-transport-security",
+        "x-content-type-options",
+        "referrer-policy",
+        "x-frame-options",
+    ):
+        assert name in names
+    assert response.json() == {"ok": True}
+
+
 SPELLINGS = [
     "X-Tunnel-User",
     "x-tunnel-user",
@@ -269,10 +294,11 @@ def test_pam_unavailable_is_reported_distinctly_from_a_wrong_password(box: Box) 
     assert "Wrong user name" not in response.text
 
 
-def test_what_one_loop_step_writes_leaves_the_tunnel_as_one_write() -> None:
-    """A response's head and body, written in the same step, become one TLS record; a stream's
-    later chunks still leave as soon as each is written. (Whether uvicorn writes both in one
-    step depends on load, so this is checked on the transport wrapper itself.)"""
+def test_a_head_and_the_body_after_it_leave_the_tunnel_as_one_write_at_once() -> None:
+    """A response's head and body, written in the same step, become one TLS record, sent as
+    the body is written; a stream's later chunks still leave as soon as each is written.
+    (Whether uvicorn writes both in one step depends on load, so this is checked on the
+    transport wrapper itself.)"""
 
     class Recorder:
         def __init__(self) -> None:
@@ -291,7 +317,9 @@ def test_what_one_loop_step_writes_leaves_the_tunnel_as_one_write() -> None:
         real = Recorder()
         transport = _CoalescingTransport(real)  # type: ignore[arg-type]
         transport.write(b"HTTP/1.1 200 OK\r\n\r\n")
+        assert real.writes == []  # held for what follows it
         transport.write(b'{"ok": true}')
+        assert len(real.writes) == 1  # gone with it, before the step ends
         await let_others_run()  # the next step of the loop
         transport.write(b"data: later\n\n")
         transport.close()
