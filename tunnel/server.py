@@ -9,9 +9,7 @@ Order matters (OpenSSH's privsep model):
    privileges; check that uid 0 cannot be regained.
 3. Only now read the secrets (the Ed25519 credential, the cookie key ring, the TLS key: files
    the tunnel user alone can read) and serve, with uvicorn (already a dependency, via mcp) as
-   the HTTP/1.1 server for one plain ASGI app (llhttp via httptools as its parser), over TLS
-   served straight from the sockets (``tunnel.tls``: asyncio's own TLS drives OpenSSL over
-   memory buffers from Python, ~20 µs more a request in the running tunnel).
+   the HTTP/1.1 + TLS server for one plain ASGI app (llhttp via httptools as its parser).
 
 Started as a non-root user, step 2 is skipped and the helper runs as that user, which
 ``pam_unix`` will not serve; logins then say "unavailable", never "wrong password".
@@ -43,7 +41,6 @@ from openbus.tunnel.pam_helper import PamClient, spawn_helper
 from openbus.tunnel.proxy import TunnelApp, login_page
 from openbus.tunnel.session import SessionSealer, parse_key_ring
 from openbus.tunnel.throttle import LoginThrottle
-from openbus.tunnel.tls import TlsListener
 
 log = logging.getLogger("openbus.tunnel")
 SD_LISTEN_FDS_START = 3
@@ -272,31 +269,6 @@ def _protocol_class() -> type[asyncio.Protocol]:
     return CoalescingHttpToolsProtocol
 
 
-class _TlsServer(uvicorn.Server):
-    """uvicorn's server (its protocol, connection bookkeeping, signals and graceful
-    shutdown) over our own listener: TLS straight from the socket (``tunnel.tls``)."""
-
-    def __init__(self, config: uvicorn.Config, sock: socket.socket, context: ssl.SSLContext):
-        super().__init__(config)
-        self._sock = sock
-        self._context = context
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await self.lifespan.startup()
-        config = self.config
-
-        def create_protocol() -> asyncio.Protocol:
-            return config.http_protocol_class(  # type: ignore[call-arg]
-                config=config, server_state=self.server_state, app_state=self.lifespan.state
-            )
-
-        listener = TlsListener(
-            asyncio.get_running_loop(), self._sock, self._context, create_protocol
-        )
-        self.servers = [listener]  # type: ignore[list-item]
-        self.started = True
-
-
 async def _run(app: TunnelApp, sock: socket.socket, context: ssl.SSLContext) -> None:
     config = uvicorn.Config(
         app,
@@ -313,5 +285,5 @@ async def _run(app: TunnelApp, sock: socket.socket, context: ssl.SSLContext) -> 
         timeout_graceful_shutdown=5,
     )
     config.load()
-    # TLS is ours (uvicorn builds a context only from file names; ours pins TLS >= 1.2)
-    await _TlsServer(config, sock, context).serve(sockets=[sock])
+    config.ssl = context  # uvicorn builds a context only from file names; ours pins TLS >= 1.2
+    await uvicorn.Server(config).serve(sockets=[sock])
