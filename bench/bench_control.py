@@ -128,6 +128,9 @@ class _Probe:
         ident = ProcIdentity(pane_pid, 100)
         return Detected("shell", ident, ident)
 
+    def owed(self) -> set[int]:
+        return set()
+
     def git_branch(self, cwd: str) -> str | None:
         return None
 

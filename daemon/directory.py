@@ -69,6 +69,8 @@ _SUBSCRIBER_QUEUE = 1024
 class Probe(Protocol):
     def detect(self, pane_pid: int) -> Detected: ...
 
+    def owed(self) -> set[int]: ...
+
     def git_branch(self, cwd: str) -> str | None: ...
 
     def claude_status(self, process: ProcIdentity) -> ClaudeStatus | None: ...
@@ -350,6 +352,16 @@ class Directory:
         entry = self._entries.get(pane_id)
         if entry is not None:
             self._upsert_one(entry.info, None)
+
+    def reprobe_owed(self) -> None:
+        """Probe again the panes the probe owes a look at their processes (an answer given
+        from a walk it put off): a harness that a launcher started is seen even when the
+        pane's screen then stands still. Called about once a second."""
+        owed = self.probe.owed()
+        if owed:
+            for entry in self.entries():
+                if entry.info.pid in owed:
+                    self._upsert_one(entry.info, None)
 
     def pane_gone(self, pane_id: str) -> None:
         if pane_id in self._entries:
