@@ -74,11 +74,25 @@ class Detected:
 
 
 def _read(path: str, limit: int = 1 << 16) -> bytes | None:
+    """Up to ``limit`` bytes of a file, None when it cannot be read (read with the bare
+    system calls: a capture reads a few /proc files, no buffered file object is needed)."""
     try:
-        with open(path, "rb") as f:
-            return f.read(limit)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return None
+    try:
+        chunks: list[bytes] = []
+        while limit > 0:
+            chunk = os.read(fd, limit)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            limit -= len(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def _stat(pid: int) -> tuple[int, int, int] | None:

@@ -162,7 +162,7 @@ class Watcher:
         sink: Sink,
         *,
         debounce: float = 0.05,
-        interval: float = 0.1,
+        interval: float = 0.2,
         resync: float = 15.0,
         backoff: tuple[float, float] = (0.2, 5.0),
         meta_max_age: float = 15.0,
