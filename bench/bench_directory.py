@@ -35,6 +35,8 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote
 
+from openbus.daemon.directory_probe import WALK_EVERY
+from openbus.daemon.directory_service import EVIDENCE_EVERY
 from tests.support.daemon import start_daemon
 from tests.support.wait import wait_until
 
@@ -232,7 +234,9 @@ def main() -> None:
                     timeout=120,
                     what="all panes in the directory",
                 )
-                time.sleep(2.0)  # initial captures settle
+                # the initial captures settle, and the walks below launchers' processes they
+                # put off are paid (every pane here runs a script): idle is what follows
+                time.sleep(2.0 + WALK_EVERY + EVIDENCE_EVERY)
 
                 def ours() -> float:
                     return _cpu_of([*_group(daemon.process.pid), server_pid])
