@@ -95,14 +95,21 @@ def _read(path: str, limit: int = 1 << 16) -> bytes | None:
         os.close(fd)
 
 
-def _stat(pid: int) -> tuple[int, int, int] | None:
-    """(ppid, tpgid, start time) of a process."""
+def _stat(pid: int) -> tuple[int, int, int, str] | None:
+    """(ppid, tpgid, start time, name) of a process (its name as ``/proc/<pid>/comm`` has
+    it, from the same read)."""
     raw = _read(f"/proc/{pid}/stat", 4096)
     if raw is None:
         return None
-    after = raw[raw.rfind(b")") + 2 :].split()
+    close = raw.rfind(b")")
+    after = raw[close + 2 :].split()
     try:
-        return int(after[1]), int(after[5]), int(after[19])
+        return (
+            int(after[1]),
+            int(after[5]),
+            int(after[19]),
+            raw[raw.find(b"(") + 1 : close].decode("utf-8", "replace").strip(),
+        )
     except (IndexError, ValueError):
         return None
 
@@ -206,9 +213,9 @@ class ProcessProbe:
         stat = _stat(pane_pid)
         if stat is None:
             return Detected("unknown", ProcIdentity(pane_pid, 0), ProcIdentity(pane_pid, 0))
-        _, tpgid, start = stat
+        _, tpgid, start, name = stat
         leader = _comm(tpgid) if tpgid > 0 and tpgid != pane_pid else ""
-        key = (pane_pid, start, tpgid, _comm(pane_pid), leader)
+        key = (pane_pid, start, tpgid, name, leader)
         cached = self._cache.get(key)
         if cached is not None and (
             cached.process == cached.pane or proc_identity(cached.process.pid) == cached.process
