@@ -30,11 +30,11 @@ replaced (``respawn-pane -k``) or set a new title. Each probe round that probes 
 at least every other round, lists just those fields of every pane (``list-panes -a`` of id,
 process, dead flag and title, on the first client, with the probes: the server wakes once for
 them all); an answer that is the last one again is not parsed, and a pane whose fields differ
-from its metadata has it read again and is captured. So such a change is seen within two
-rounds (3.2 s by default) at a cost per round, not per pane. No ``refresh-client -B``
-subscription: tmux checks each one every second, waking the server for it, and one for all
-panes (``%*``) or for the session crashes tmux 3.3a's server when the client's session is
-destroyed before the client has left.
+from what the directory last heard has its metadata read again and is captured. So such a
+change is seen within two rounds (3.2 s by default) at a cost per round, not per pane. No
+``refresh-client -B`` subscription: tmux checks each one every second, waking the server for
+it, and one for all panes (``%*``) or for the session crashes tmux 3.3a's server when the
+client's session is destroyed before the client has left.
 
 A command on a new client's stdin can run before its own attach, and tmux then answers it as
 another client. So nothing addressed to a client (its name, a pause) is
@@ -163,7 +163,7 @@ class Watcher:
         *,
         debounce: float = 0.05,
         interval: float = 0.2,
-        resync: float = 15.0,
+        resync: float = 30.0,
         backoff: tuple[float, float] = (0.2, 5.0),
         meta_max_age: float = 15.0,
         pause_after: int = 3,
@@ -186,6 +186,7 @@ class Watcher:
         self._listed: set[str] = set()
         self._meta: dict[str, tuple[PaneInfo, float]] = {}  # pane metadata and when it was read
         self._told: dict[str, tuple[PaneInfo, str]] = {}  # what the sink last heard per pane
+        self._heard: dict[str, PaneInfo] = {}  # the metadata the sink last heard per pane
         self._last_listing: list[str] | None = None
         self._last_infos: list[PaneInfo] = []
         self._last_told_all = 0.0
@@ -231,6 +232,7 @@ class Watcher:
         clients = list(self._clients.values())
         self._clients.clear()
         self._told.clear()
+        self._heard.clear()
         self._paused.clear()
         self._bursts.clear()
         self._probes.clear()
@@ -451,6 +453,7 @@ class Watcher:
             except TmuxCommandError:
                 self._meta.pop(pane, None)
                 self._told.pop(pane, None)
+                self._heard.pop(pane, None)
                 self.sink.pane_gone(pane)
                 continue
             except (ConnectionError, TimeoutError):
@@ -465,6 +468,7 @@ class Watcher:
             if self._told.get(pane) == (info, text):
                 continue  # output that left the screen as it was (a cursor move, a redraw)
             self._told[pane] = (info, text)
+            self._heard[pane] = info
             self.sink.pane_captured(info, text)
 
     def _unpause_forgotten(self) -> None:
@@ -532,9 +536,11 @@ class Watcher:
         self._listing.add_done_callback(self._processes_listed)
 
     def _processes_listed(self, listing: asyncio.Future[list[str]]) -> None:
-        """A pane whose process, dead flag or title is not what its metadata says has it read
-        again and is captured; a pane listed or gone that the last listing did not say so
-        re-lists the structure. An answer that is the last one matched again is not parsed."""
+        """A pane whose process, dead flag or title is not what the sink last heard (a capture
+        whose metadata was read before the change may be told after a listing that saw it) has
+        its metadata read again and is captured; a pane listed or gone that the last listing
+        did not say so re-lists the structure. An answer that is the last one matched again is
+        not parsed."""
         if listing.cancelled() or listing.exception() is not None:
             return
         lines = listing.result()
@@ -546,11 +552,11 @@ class Watcher:
         for line in lines:
             pane = line.split("\x1f", 1)[0]
             ids.add(pane)
-            known = self._meta.get(pane)
-            if known is None:
-                differ = differ or pane not in self._dirty  # not read yet, nor about to be
+            heard = self._heard.get(pane)
+            if heard is None:
+                differ = differ or pane not in self._dirty  # not told yet, nor about to be
                 continue
-            if process_line(known[0]) != line:
+            if process_line(heard) != line:
                 differ = True
                 del self._meta[pane]
                 self._dirty.add(pane)
@@ -682,6 +688,7 @@ class Watcher:
             self._meta = {info.pane_id: (info, now) for info in infos}
             self._last_listing, self._last_infos = listed, infos
             self._last_told_all = now
+            self._heard = {info.pane_id: info for info in infos}
             self.sink.panes_listed(infos)  # also re-reads what tmux does not show (git branch)
         known = {info.pane_id for info in infos}
         for gone in [p for p in self._told if p not in known]:
