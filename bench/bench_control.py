@@ -124,7 +124,7 @@ def bench_dispatcher() -> None:
 
 
 class _Probe:
-    def detect(self, pane_pid: int) -> Detected:
+    def detect(self, pane_pid: int, *, walk_now: bool = False) -> Detected:
         ident = ProcIdentity(pane_pid, 100)
         return Detected("shell", ident, ident)
 

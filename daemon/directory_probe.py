@@ -209,7 +209,9 @@ class ProcessProbe:
         self._owed: dict[int, float] = {}
         self._gitdirs: dict[str, Path | None] = {}
 
-    def detect(self, pane_pid: int) -> Detected:
+    def detect(self, pane_pid: int, *, walk_now: bool = False) -> Detected:
+        """What the pane runs. ``walk_now``: walk below its processes even when a walk put off
+        holds (a caller that asks until it sees a harness start: a launch)."""
         stat = _stat(pane_pid)
         if stat is None:
             return Detected("unknown", ProcIdentity(pane_pid, 0), ProcIdentity(pane_pid, 0))
@@ -223,7 +225,7 @@ class ProcessProbe:
             return cached  # (a harness found below the pane's process must still run)
         now = self.clock.monotonic()
         walked = self._walked.get(key)
-        if walked is not None and now - walked[1] < WALK_EVERY:
+        if walked is not None and now - walked[1] < WALK_EVERY and not walk_now:
             self._owed.setdefault(pane_pid, walked[1])
             return walked[0]  # the walk is put off: owed
         self._owed.pop(pane_pid, None)

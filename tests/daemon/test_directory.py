@@ -44,7 +44,7 @@ class FakeProbe:
     status: ClaudeStatus | None = None
     owing: set[int] = field(default_factory=set)
 
-    def detect(self, pane_pid: int) -> Detected:
+    def detect(self, pane_pid: int, *, walk_now: bool = False) -> Detected:
         ident = ProcIdentity(pane_pid, self.start.get(pane_pid, 100))
         return Detected(self.harness.get(pane_pid, "shell"), ident, ident)
 

@@ -214,11 +214,12 @@ def test_a_launcher_walked_lately_is_answered_from_that_walk_and_owed_once_it_is
     pane = server.new_window(["sh", "-c", f"read go; {harness}; true"])
     pid = int(server.run("display-message", "-p", "-t", pane, "#{pane_pid}").strip())
     clock = FixedClock()
-    probe = ProcessProbe(clock=clock)
+    probe, launching = ProcessProbe(clock=clock), ProcessProbe(clock=clock)
     wait_until(lambda: "sh" in probe_comm(pid), what="the wrapper shell")
-    assert probe.detect(pid).harness == "unknown"
+    assert probe.detect(pid).harness == launching.detect(pid).harness == "unknown"
     server.keys(pane, "Enter")
     wait_until(lambda: ProcessProbe().detect(pid).harness == "opencode", what="the harness")
+    assert launching.detect(pid, walk_now=True).harness == "opencode"  # a launch asks so
     assert probe.detect(pid).harness == "unknown"  # as walked a moment ago
     assert probe.owed() == set()
     clock.advance(WALK_EVERY)
