@@ -124,9 +124,12 @@ def bench_dispatcher() -> None:
 
 
 class _Probe:
-    def detect(self, pane_pid: int) -> Detected:
+    def detect(self, pane_pid: int, *, walk_now: bool = False) -> Detected:
         ident = ProcIdentity(pane_pid, 100)
         return Detected("shell", ident, ident)
+
+    def owed(self) -> set[int]:
+        return set()
 
     def git_branch(self, cwd: str) -> str | None:
         return None

@@ -67,7 +67,9 @@ _SUBSCRIBER_QUEUE = 1024
 
 
 class Probe(Protocol):
-    def detect(self, pane_pid: int) -> Detected: ...
+    def detect(self, pane_pid: int, *, walk_now: bool = False) -> Detected: ...
+
+    def owed(self) -> set[int]: ...
 
     def git_branch(self, cwd: str) -> str | None: ...
 
@@ -326,13 +328,13 @@ class Directory:
     def pane_captured(self, info: PaneInfo, text: str) -> None:
         self._upsert_one(info, text)
 
-    def _upsert_one(self, info: PaneInfo, text: str | None) -> None:
+    def _upsert_one(self, info: PaneInfo, text: str | None, *, walk_now: bool = False) -> None:
         """One pane's update. When a file its probe reads (``/proc``, ``.git``, a status file)
         fails, that pane keeps the entry it had (a new one waits for the next listing) and
         the rest of the fleet is updated all the same."""
         before = self._entries.get(info.pane_id)
         try:
-            self._upsert(info, text)
+            self._upsert(info, text, walk_now=walk_now)
             self._failing.pop(info.pane_id, None)
         except OSError as exc:
             if self._failing.get(info.pane_id) != str(exc):  # once per pane and error
@@ -345,11 +347,22 @@ class Directory:
             self._sorted = None
 
     def reprobe(self, pane_id: str) -> None:
-        """Probe one known pane's processes again now, as a listing would: a launch whose
-        command starts under a wrapper (sudo to a pool user) asks until it sees the harness."""
+        """Probe one known pane's processes again now, walking below them even when a walk put
+        off holds: a launch whose command starts under a wrapper (sudo to a pool user) asks
+        until it sees the harness."""
         entry = self._entries.get(pane_id)
         if entry is not None:
-            self._upsert_one(entry.info, None)
+            self._upsert_one(entry.info, None, walk_now=True)
+
+    def reprobe_owed(self) -> None:
+        """Probe again the panes the probe owes a look at their processes (an answer given
+        from a walk it put off): a harness that a launcher started is seen even when the
+        pane's screen then stands still. Called about once a second."""
+        owed = self.probe.owed()
+        if owed:
+            for entry in self.entries():
+                if entry.info.pid in owed:
+                    self._upsert_one(entry.info, None)
 
     def pane_gone(self, pane_id: str) -> None:
         if pane_id in self._entries:
@@ -375,7 +388,7 @@ class Directory:
         digest = hmac.new(self._secret, material.encode(), hashlib.sha256).hexdigest()
         return "inc_" + digest[:32]
 
-    def _detect(self, entry: Entry | None, info: PaneInfo) -> tuple[Detected, bool]:
+    def _detect(self, entry: Entry | None, info: PaneInfo, walk_now: bool) -> tuple[Detected, bool]:
         """The pane's processes, and whether the pane's own process has ended. When it has
         (tmux keeps the pane under remain-on-exit, or has not flagged it dead or told its new
         process yet, and /proc no longer knows the pid), the entry keeps the identity it had:
@@ -385,16 +398,16 @@ class Directory:
             kept = Detected(entry.harness, entry.process, entry.pane_process)
             if info.dead:
                 return kept, True
-        detected = self.probe.detect(info.pid)
+        detected = self.probe.detect(info.pid, walk_now=walk_now)
         if kept is not None and detected.pane.start == 0:
             return kept, True
         return detected, False
 
-    def _upsert(self, info: PaneInfo, text: str | None) -> None:
+    def _upsert(self, info: PaneInfo, text: str | None, *, walk_now: bool = False) -> None:
         now = self.clock.now()
         captured = text is not None
         entry = self._entries.get(info.pane_id)
-        detected, ended = self._detect(entry, info)
+        detected, ended = self._detect(entry, info, walk_now)
         if (
             entry is not None
             and entry.pane_process == detected.pane

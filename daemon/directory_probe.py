@@ -17,8 +17,13 @@ Theory of operation
   ``exec`` keeps the pid and start time: a wrapper script that sets up the environment and
   then execs the harness is the harness from then on, not a shell for the pane's life. A shell
   that runs a script or a ``-c`` command (no job control: what it starts stays in its group)
-  is a launcher: the harness below it, else ``unknown`` (asked again each time), never
-  ``shell``.
+  is a launcher: the harness below it, else ``unknown``, never ``shell``. An ``unknown``
+  answer is asked again, but the walk below the pane's processes that found it is redone at
+  most every ``WALK_EVERY`` seconds while the key holds (a script that keeps starting
+  commands, a pane printing many times a second, would walk its tree on every capture): an
+  answer given from a walk put off is owed (``owed()``), and the directory asks again for
+  the panes owed once their walk is due, so a harness a launcher starts is seen within about
+  ``WALK_EVERY`` seconds even when its screen then stands still.
 * Process identity: pid plus start time (field 22 of ``/proc/<pid>/stat``), so a recycled
   pid is a different process.
 * Git branch: ``.git/HEAD`` read directly from the cwd upward, following a worktree's
@@ -39,11 +44,13 @@ from pathlib import Path
 from stat import S_ISDIR, S_ISREG
 
 from openbus.daemon.screens import ClaudeStatus
+from openbus.kernel.clock import Clock, SystemClock
 
 SHELLS = frozenset({"bash", "zsh", "sh", "fish", "dash", "ksh", "mksh", "tcsh", "csh", "ash", "nu"})
 HARNESS_NAMES = ("claude", "codex", "opencode", "omp", "gemini")
 _INTERPRETERS = frozenset({"node", "nodejs", "bun", "deno", "python", "python3", "npx", "tsx"})
 _ABSENT = frozenset({errno.ENOENT, errno.ENOTDIR, errno.ELOOP})  # no .git here: look further up
+WALK_EVERY = 3.0  # seconds an unknown answer's walk below the pane's processes holds
 _PACKAGE_HINTS = {
     "@anthropic-ai/claude-code": "claude",
     "@openai/codex": "codex",
@@ -67,21 +74,42 @@ class Detected:
 
 
 def _read(path: str, limit: int = 1 << 16) -> bytes | None:
+    """Up to ``limit`` bytes of a file, None when it cannot be read (read with the bare
+    system calls: a capture reads a few /proc files, no buffered file object is needed)."""
     try:
-        with open(path, "rb") as f:
-            return f.read(limit)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return None
+    try:
+        chunks: list[bytes] = []
+        while limit > 0:
+            chunk = os.read(fd, limit)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            limit -= len(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
-def _stat(pid: int) -> tuple[int, int, int] | None:
-    """(ppid, tpgid, start time) of a process."""
+def _stat(pid: int) -> tuple[int, int, int, str] | None:
+    """(ppid, tpgid, start time, name) of a process (its name as ``/proc/<pid>/comm`` has
+    it, from the same read)."""
     raw = _read(f"/proc/{pid}/stat", 4096)
     if raw is None:
         return None
-    after = raw[raw.rfind(b")") + 2 :].split()
+    close = raw.rfind(b")")
+    after = raw[close + 2 :].split()
     try:
-        return int(after[1]), int(after[5]), int(after[19])
+        return (
+            int(after[1]),
+            int(after[5]),
+            int(after[19]),
+            raw[raw.find(b"(") + 1 : close].decode("utf-8", "replace").strip(),
+        )
     except (IndexError, ValueError):
         return None
 
@@ -172,30 +200,59 @@ def _children_of(pid: int) -> list[int] | None:
 class ProcessProbe:
     """Harness detection, process identity, git branches and Claude's status file."""
 
-    def __init__(self, home: Path | None = None) -> None:
+    def __init__(self, home: Path | None = None, clock: Clock | None = None) -> None:
         self.home = home or Path.home()
+        self.clock = clock or SystemClock()
         self._cache: dict[tuple[int, int, int, str, str], Detected] = {}
+        # unknown answers and when their walk ran; the panes given one since, and its time
+        self._walked: dict[tuple[int, int, int, str, str], tuple[Detected, float]] = {}
+        self._owed: dict[int, float] = {}
         self._gitdirs: dict[str, Path | None] = {}
 
-    def detect(self, pane_pid: int) -> Detected:
+    def detect(self, pane_pid: int, *, walk_now: bool = False) -> Detected:
+        """What the pane runs. ``walk_now``: walk below its processes even when a walk put off
+        holds (a caller that asks until it sees a harness start: a launch)."""
         stat = _stat(pane_pid)
         if stat is None:
             return Detected("unknown", ProcIdentity(pane_pid, 0), ProcIdentity(pane_pid, 0))
-        _, tpgid, start = stat
+        _, tpgid, start, name = stat
         leader = _comm(tpgid) if tpgid > 0 and tpgid != pane_pid else ""
-        key = (pane_pid, start, tpgid, _comm(pane_pid), leader)
+        key = (pane_pid, start, tpgid, name, leader)
         cached = self._cache.get(key)
         if cached is not None and (
             cached.process == cached.pane or proc_identity(cached.process.pid) == cached.process
         ):
             return cached  # (a harness found below the pane's process must still run)
+        now = self.clock.monotonic()
+        walked = self._walked.get(key)
+        if walked is not None and now - walked[1] < WALK_EVERY and not walk_now:
+            self._owed.setdefault(pane_pid, walked[1])
+            return walked[0]  # the walk is put off: owed
+        self._owed.pop(pane_pid, None)
         found, final = self._detect(pane_pid, start, tpgid)
         if not final:
-            return found  # maybe not exec'd yet, or a script yet to start it: ask next time
+            # maybe not exec'd yet, or a script yet to start it: asked again, walked again
+            # once WALK_EVERY has passed (or at once when the key changes)
+            if len(self._walked) > 4096:
+                self._walked.clear()
+            self._walked[key] = (found, now)
+            return found
+        self._walked.pop(key, None)
         if len(self._cache) > 4096:
             self._cache.clear()
         self._cache[key] = found
         return found
+
+    def owed(self) -> set[int]:
+        """The pane processes answered from a walk put off whose next walk is due now: to be
+        detected again (so what a launcher starts is seen even when no capture asks)."""
+        if not self._owed:
+            return set()
+        now = self.clock.monotonic()
+        due = {pid for pid, walked in self._owed.items() if now - walked >= WALK_EVERY}
+        for pid in due:
+            del self._owed[pid]
+        return due
 
     def _detect(self, pane_pid: int, start: int, tpgid: int) -> tuple[Detected, bool]:
         """What the pane runs, and whether that answer holds while the key does."""

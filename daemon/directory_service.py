@@ -94,7 +94,7 @@ class DirectoryFeature(Feature):
         self.directory = Directory(
             clock,
             incarnation_secret(config.daemon.state_dir, random),
-            ProcessProbe(),
+            ProcessProbe(clock=clock),
             socket=str(self.tmux.socket),
             hostname=socketlib.gethostname(),
         )
@@ -153,12 +153,14 @@ class DirectoryFeature(Feature):
         await self.watcher.stop()
 
     async def _reread_evidence(self) -> None:
-        """Evidence that changes without a screen change (a status file) is read again."""
+        """Evidence that changes without a screen change (a status file, a process a launcher
+        started) is read again."""
         disputed = False
         while True:
             await asyncio.sleep(EVIDENCE_SOON if disputed else EVIDENCE_EVERY)
             try:
                 disputed = self.directory.reread_evidence()
+                self.directory.reprobe_owed()
             except Exception:
                 disputed = False
                 log.exception("re-reading the panes' evidence failed")

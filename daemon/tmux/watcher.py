@@ -25,28 +25,26 @@ again, output before it is on the captured screen). A pause whose answer has not
 by the capture marks the pane dirty again when it does. ``on``/``off`` are never used: on
 tmux 3.3a, toggling them under load crashes the server.
 
-Each client also subscribes (``refresh-client -B``) to each window of its session, one
-subscription per window (``@N``), for its panes' processes and dead flags: tmux checks a
-subscription once a second and announces a change (``%subscription-changed``), so a pane whose
-process died (remain-on-exit) or was replaced (``respawn-pane -k``) has its metadata re-read
-and is captured within about a second, without waiting for the safety check. Never one for all
-panes (``%*``) or for the session: tmux 3.3a's server dereferences the client's session for
-those each second, and a client whose session is gone (destroyed, or the client detaching) but
-who has not yet left crashes the whole server (measured: every time the client is held there
-for a second). A window's subscription looks the window up and survives it; a pane's (``%N``)
-does too but is never checked once the pane is dead. The subscriptions go on the client's
-stdin once it has answered as itself, and follow each listing: new windows are subscribed,
-gone ones dropped.
+What tmux announces to no control client: a pane whose process died (remain-on-exit), was
+replaced (``respawn-pane -k``) or set a new title. Each probe round that probes a client, and
+at least every other round, lists just those fields of every pane (``list-panes -a`` of id,
+process, dead flag and title, on the first client, with the probes: the server wakes once for
+them all); an answer that is the last one again is not parsed, and a pane whose fields differ
+from what the directory last heard has its metadata read again and is captured. So such a
+change is seen within two rounds (3.2 s by default) at a cost per round, not per pane. No
+``refresh-client -B`` subscription: tmux checks each one every second, waking the server for
+it, and one for all panes (``%*``) or for the session crashes tmux 3.3a's server when the
+client's session is destroyed before the client has left.
 
 A command on a new client's stdin can run before its own attach, and tmux then answers it as
-another client. So nothing addressed to a client (its name, its subscriptions, a pause) is
+another client. So nothing addressed to a client (its name, a pause) is
 sent before it has answered a name query with its own process id (``_recover``); a pause
 resumed under another client's name would silence its pane for good.
 
 A safety check every ``resync`` seconds lists only the panes' shape (the fields tmux keeps in
 memory, not the current command and path it reads from /proc for each pane) and reads the
-full list when the shape changed (a pane that died under ``remain-on-exit``, a new title) or
-``retell`` seconds have passed. A pane that vanished between the event and its capture
+full list when the shape changed (a new size, a pane in a mode) or ``retell`` seconds have
+passed. A pane that vanished between the event and its capture
 answers with an error and is dropped: no crash, no stale entry. Idle panes cost nothing.
 
 Liveness: a control client that stops delivering (killed, or a server that wedges control
@@ -95,10 +93,16 @@ SHAPE_FORMAT = "\x1f".join(
     if name not in ("pane_current_command", "pane_current_path")
 )
 
-# What each client subscribes to for each window ``@N`` of its session: each pane's process and
-# dead flag, ``%N:PID:DEAD`` words (named per window; never ``%*``, see the module).
-SUBSCRIPTION = "openbus-process-"
-SUBSCRIBED_FORMAT = "#{P:#{pane_id}:#{pane_pid}:#{pane_dead} }"
+# What each probe round lists of every pane: what tmux announces to no control client (a
+# process that died or was replaced, a new title); compared with the panes' metadata.
+PROCESS_FIELDS = ("pane_id", "pane_pid", "pane_dead", "pane_title")
+PROCESS_FORMAT = "\x1f".join("#{" + name + "}" for name in PROCESS_FIELDS)
+
+
+def process_line(info: PaneInfo) -> str:
+    """What a round's listing says of a pane whose metadata is ``info``."""
+    return "\x1f".join((info.pane_id, str(info.pid), "1" if info.dead else "0", info.title))
+
 
 # How a client learns its own name (``_recover``): the answering client's pid and name.
 NAME_QUERY = "display-message -p '#{client_pid} #{client_name}'"
@@ -144,6 +148,7 @@ class WatcherStats:
     checks: int = 0  # safety checks that listed only the panes' shape
     pauses: int = 0  # panes whose output was paused until their capture
     probes: int = 0  # liveness probes sent to silent control clients
+    process_checks: int = 0  # rounds' listings of the panes' processes that differed
     lost: int = 0  # control clients that stopped delivering and were restarted
 
     def as_dict(self) -> dict[str, int]:
@@ -157,8 +162,8 @@ class Watcher:
         sink: Sink,
         *,
         debounce: float = 0.05,
-        interval: float = 0.1,
-        resync: float = 5.0,
+        interval: float = 0.2,
+        resync: float = 30.0,
         backoff: tuple[float, float] = (0.2, 5.0),
         meta_max_age: float = 15.0,
         pause_after: int = 3,
@@ -181,6 +186,7 @@ class Watcher:
         self._listed: set[str] = set()
         self._meta: dict[str, tuple[PaneInfo, float]] = {}  # pane metadata and when it was read
         self._told: dict[str, tuple[PaneInfo, str]] = {}  # what the sink last heard per pane
+        self._heard: dict[str, PaneInfo] = {}  # the metadata the sink last heard per pane
         self._last_listing: list[str] | None = None
         self._last_infos: list[PaneInfo] = []
         self._last_told_all = 0.0
@@ -188,7 +194,8 @@ class Watcher:
         self._paused: dict[str, tuple[ControlClient, asyncio.Future[list[str]]]] = {}
         self.pause_after = pause_after
         self._bursts: dict[str, int] = {}  # %output bursts per dirty pane since its last batch
-        self._subscribed: dict[ControlClient, set[str]] = {}  # the windows each client follows
+        self._last_processes: list[str] | None = None  # a round's listing that matched
+        self._listing: asyncio.Future[list[str]] | None = None  # the round's, until answered
         self.retell = 60.0  # seconds between full listings told even when tmux's are unchanged
         self._last_shape: list[str] | None = None
         self._full = True  # the next structure refresh reads the full list
@@ -225,10 +232,12 @@ class Watcher:
         clients = list(self._clients.values())
         self._clients.clear()
         self._told.clear()
+        self._heard.clear()
         self._paused.clear()
         self._bursts.clear()
         self._probes.clear()
-        self._subscribed.clear()
+        self._last_processes = None
+        self._listing = None
         self._stale_sessions.clear()  # the next follow captures every pane
         self._last_listing = None
         self._last_shape = None
@@ -356,15 +365,6 @@ class Watcher:
                 return
             self._paused[pane] = (client, done)
             self.stats.pauses += 1
-        elif name == "subscription-changed":
-            # openbus-process-@W $S @W IDX - : %P:PID:DEAD ... - a process in the window died
-            # or changed: its panes are read again
-            words = event.args[event.args.index(":") + 1 :] if ":" in event.args else ()
-            for pane in (word.split(":", 1)[0] for word in words):
-                if pane.startswith("%"):
-                    self._meta.pop(pane, None)
-                    self._dirty.add(pane)
-                    self._dirty_event.set()
         elif name in STRUCTURE_EVENTS:
             self._full = True
             self._structure_event.set()
@@ -372,7 +372,6 @@ class Watcher:
             for pane in [p for p, (c, _) in self._paused.items() if c is client]:
                 del self._paused[pane]
             self._probes.pop(client, None)
-            self._subscribed.pop(client, None)
             if self._clients.get(client.label) is client:
                 # not closed by us: its session's panes are unwatched until a new client
                 if client.label not in self._stale_sessions:
@@ -411,7 +410,12 @@ class Watcher:
         if client is None or not panes:
             return
         now = asyncio.get_running_loop().time()
-        fresh = {p for p in panes if p in self._meta and now - self._meta[p][1] < self.meta_max_age}
+        # the metadata read recently enough, as of now (a listing replaces it while we wait)
+        fresh = {
+            p: known[0]
+            for p, known in ((p, self._meta.get(p)) for p in panes)
+            if known is not None and now - known[1] < self.meta_max_age
+        }
         lines: list[str] = []
         resumed: list[str] = []
         for pane in panes:
@@ -439,9 +443,8 @@ class Watcher:
             return
         for at, pane in enumerate(panes):
             try:
-                if pane in fresh:
-                    info: PaneInfo | None = self._meta[pane][0]
-                else:
+                info: PaneInfo | None = fresh.get(pane)
+                if info is None:
                     meta = await next(futures)
                     info = PaneInfo.parse(meta[0]) if meta else None
                     if info is not None:
@@ -450,6 +453,7 @@ class Watcher:
             except TmuxCommandError:
                 self._meta.pop(pane, None)
                 self._told.pop(pane, None)
+                self._heard.pop(pane, None)
                 self.sink.pane_gone(pane)
                 continue
             except (ConnectionError, TimeoutError):
@@ -464,36 +468,8 @@ class Watcher:
             if self._told.get(pane) == (info, text):
                 continue  # output that left the screen as it was (a cursor move, a redraw)
             self._told[pane] = (info, text)
+            self._heard[pane] = info
             self.sink.pane_captured(info, text)
-
-    def _subscribe(self, infos: list[PaneInfo]) -> None:
-        """Each client that has answered subscribes to its session's windows it does not follow
-        yet and drops those gone (see the module: one subscription per window, never ``%*``)."""
-        windows: dict[str, set[str]] = {}
-        for info in infos:
-            windows.setdefault(info.session_id, set()).add(info.window_id)
-        for session, client in list(self._clients.items()):
-            if not client.alive:
-                continue
-            if client.name is None:
-                continue  # it subscribes once it answers as itself (``_recover``)
-            wanted = windows.get(session, set())
-            have = self._subscribed.setdefault(client, set())
-            lines = [
-                f"refresh-client -B {quote(f'{SUBSCRIPTION}{window}:{window}:{SUBSCRIBED_FORMAT}')}"
-                for window in sorted(wanted - have)
-            ]
-            lines += [
-                f"refresh-client -B {quote(SUBSCRIPTION + window)}"
-                for window in sorted(have - wanted)
-            ]
-            if not lines:
-                continue
-            try:
-                client.send_quietly(lines)
-            except ConnectionError:
-                continue
-            self._subscribed[client] = set(wanted)
 
     def _unpause_forgotten(self) -> None:
         """A paused pane waits for its capture to resume it, and a pane is paused only while
@@ -518,26 +494,78 @@ class Watcher:
     async def _probe_loop(self) -> None:
         loop = asyncio.get_running_loop()
         last_round = loop.time()
+        unlisted = 0  # rounds since the panes' processes were last listed
         while not await self._sleep(self.probe_every):
             now = loop.time()
             self._unpause_forgotten()
+            probed = False
             for client in list(self._clients.values()):
                 answer = self._probes.pop(client, None)
                 if answer is not None and not answer.done():
                     self._lost(client)  # its probe of the round before has not come back
                     continue
-                # probed: the silent, those probed last round, and those with a command
-                # unanswered since before the last round (still printing %output, perhaps,
-                # but answering nothing: a wedged command queue)
+                # probed: the silent (a probe's answer is heard: an idle client is probed
+                # every other round), and those with a command unanswered since before the
+                # last round (still printing %output, perhaps, but answering nothing: a
+                # wedged command queue)
                 since = client.waiting_since
                 stuck = since is not None and since < last_round
-                if client.alive and (answer is not None or client.heard < last_round or stuck):
+                if client.alive and (client.heard < last_round or stuck):
                     try:
                         (self._probes[client],) = client.send_quietly(["display-message -p ."])
                     except ConnectionError:
                         continue
                     self.stats.probes += 1
+                    probed = True
+            unlisted += 1
+            if probed or unlisted >= 2:  # with the probes: the server wakes once for both
+                self._list_processes()
+                unlisted = 0
             last_round = now
+
+    def _list_processes(self) -> None:
+        """List every pane's process, dead flag and title (what tmux announces to no control
+        client); the answer is checked when it comes."""
+        client = self._command_client()
+        if client is None or (self._listing is not None and not self._listing.done()):
+            return
+        try:
+            (self._listing,) = client.send_quietly([f"list-panes -a -F {quote(PROCESS_FORMAT)}"])
+        except ConnectionError:
+            return
+        self._listing.add_done_callback(self._processes_listed)
+
+    def _processes_listed(self, listing: asyncio.Future[list[str]]) -> None:
+        """A pane whose process, dead flag or title is not what the sink last heard (a capture
+        whose metadata was read before the change may be told after a listing that saw it) has
+        its metadata read again and is captured; a pane listed or gone that the last listing
+        did not say so re-lists the structure. An answer that is the last one matched again is
+        not parsed."""
+        if listing.cancelled() or listing.exception() is not None:
+            return
+        lines = listing.result()
+        if lines == self._last_processes:
+            return
+        self.stats.process_checks += 1
+        ids: set[str] = set()
+        differ = False
+        for line in lines:
+            pane = line.split("\x1f", 1)[0]
+            ids.add(pane)
+            heard = self._heard.get(pane)
+            if heard is None:
+                differ = differ or pane not in self._dirty  # not told yet, nor about to be
+                continue
+            if process_line(heard) != line:
+                differ = True
+                del self._meta[pane]
+                self._dirty.add(pane)
+                self._dirty_event.set()
+        if ids != self._listed:
+            differ = True
+            self._full = True
+            self._structure_event.set()
+        self._last_processes = None if differ else lines
 
     def _lost(self, client: ControlClient) -> None:
         """A client that did not answer its probe: its panes are stale; end it (the
@@ -569,7 +597,7 @@ class Watcher:
 
     async def _recover(self, client: ControlClient) -> None:
         """Once a session's new client answers as itself (attached: its ``%output`` now follows
-        the panes), learn its name, subscribe it to its windows and capture the session's
+        the panes), learn its name and capture the session's
         panes again: output before the attach (a new session's first screen, drawn between its
         listing and its client) is on that capture, which also clears a restarted session's
         stale mark.
@@ -596,7 +624,6 @@ class Watcher:
             await asyncio.sleep(delay)
             delay = min(delay * 2, self.probe_every)
         client.name = name
-        self._subscribe(self._last_infos)
         session = client.label
         self._stale_sessions.discard(session)
         panes = self._session_panes(session)
@@ -633,7 +660,6 @@ class Watcher:
                 self.stats.checks += 1
                 if shape == self._last_shape:
                     await self._follow_sessions(sessions)
-                    self._subscribe(self._last_infos)
                     return
             sessions_f, shape_f, panes_f = client.send(
                 [
@@ -662,6 +688,7 @@ class Watcher:
             self._meta = {info.pane_id: (info, now) for info in infos}
             self._last_listing, self._last_infos = listed, infos
             self._last_told_all = now
+            self._heard = {info.pane_id: info for info in infos}
             self.sink.panes_listed(infos)  # also re-reads what tmux does not show (git branch)
         known = {info.pane_id for info in infos}
         for gone in [p for p in self._told if p not in known]:
@@ -672,7 +699,6 @@ class Watcher:
             self._dirty.update(new)
             self._dirty_event.set()
         await self._follow_sessions(sessions)
-        self._subscribe(infos)
 
     async def _follow_sessions(self, sessions: list[str]) -> None:
         """One control client per session: attach new sessions', close vanished ones'."""

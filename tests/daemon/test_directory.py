@@ -42,10 +42,15 @@ class FakeProbe:
     start: dict[int, int] = field(default_factory=dict)
     branches: dict[str, str] = field(default_factory=dict)
     status: ClaudeStatus | None = None
+    owing: set[int] = field(default_factory=set)
 
-    def detect(self, pane_pid: int) -> Detected:
+    def detect(self, pane_pid: int, *, walk_now: bool = False) -> Detected:
         ident = ProcIdentity(pane_pid, self.start.get(pane_pid, 100))
         return Detected(self.harness.get(pane_pid, "shell"), ident, ident)
+
+    def owed(self) -> set[int]:
+        owing, self.owing = self.owing, set()
+        return owing
 
     def git_branch(self, cwd: str) -> str | None:
         return self.branches.get(cwd)
@@ -294,6 +299,16 @@ def test_a_pane_recognized_only_after_its_exec_changes_harness_not_incarnation()
     assert (entry["harness"], entry["state"]) == ("shell", "shell")
     assert entry["incarnation"] == first["incarnation"]
     assert entry["events"][-2]["kind"] == "harness" and entry["events"][-2]["to"] == "shell"
+
+
+def test_a_pane_the_probe_owes_a_look_is_probed_again_without_a_capture() -> None:
+    d, _, probe = make(FakeProbe(harness={10: "unknown", 20: "unknown"}))
+    d.panes_listed([info(pid=10), info("%2", pid=20)])
+    probe.harness.update({10: "claude", 20: "codex"})  # started by their launchers since
+    probe.owing = {10}
+    d.reprobe_owed()
+    assert d.pane("%1")["harness"] == "claude"
+    assert d.pane("%2")["harness"] == "unknown"  # not owed: asked at its next capture
 
 
 def test_handles_resolve_by_pr_title_pane_and_incarnation() -> None:

@@ -12,10 +12,11 @@ from typing import Any, TypeVar
 
 import pytest
 
-from openbus.daemon.directory_probe import ProcessProbe, classify_argv
+from openbus.daemon.directory_probe import WALK_EVERY, ProcessProbe, classify_argv
 from openbus.daemon.tmux import Tmux
 from openbus.daemon.tmux.adapter import default_socket
 from openbus.kernel.errors import BadRequest, NotFound, Unavailable
+from openbus.kernel.testing import FixedClock
 from tests.support.tmux import TmuxServer
 from tests.support.wait import wait_until
 
@@ -199,6 +200,32 @@ def test_a_harness_a_wrapper_script_starts_a_moment_later_is_detected_below_it(
     server.keys(pane, "Enter")
     wait_until(lambda: probe.detect(pid).harness == "opencode", what="the harness below it")
     assert probe.detect(pid).process.pid != pid
+
+
+def test_a_launcher_walked_lately_is_answered_from_that_walk_and_owed_once_it_is_due(
+    server: TmuxServer, tmp_path: Path
+) -> None:
+    # a script that keeps starting commands would be walked on every capture: the walk below a
+    # launcher runs at most every WALK_EVERY seconds; an answer from a walk put off is owed,
+    # and the pane is due to be asked again once the walk is
+    screens = tmp_path / "screens"
+    screens.mkdir()
+    harness = " ".join(server.fake_harness("opencode", screens))
+    pane = server.new_window(["sh", "-c", f"read go; {harness}; true"])
+    pid = int(server.run("display-message", "-p", "-t", pane, "#{pane_pid}").strip())
+    clock = FixedClock()
+    probe, launching = ProcessProbe(clock=clock), ProcessProbe(clock=clock)
+    wait_until(lambda: "sh" in probe_comm(pid), what="the wrapper shell")
+    assert probe.detect(pid).harness == launching.detect(pid).harness == "unknown"
+    server.keys(pane, "Enter")
+    wait_until(lambda: ProcessProbe().detect(pid).harness == "opencode", what="the harness")
+    assert launching.detect(pid, walk_now=True).harness == "opencode"  # a launch asks so
+    assert probe.detect(pid).harness == "unknown"  # as walked a moment ago
+    assert probe.owed() == set()
+    clock.advance(WALK_EVERY)
+    assert probe.owed() == {pid}
+    assert probe.detect(pid).harness == "opencode"
+    assert probe.owed() == set()
 
 
 def probe_comm(pid: int) -> str:

@@ -15,6 +15,7 @@ import pytest
 
 from openbus.daemon.directory import Directory
 from openbus.daemon.directory_probe import ProcessProbe
+from openbus.daemon.directory_service import EVIDENCE_EVERY
 from openbus.daemon.tmux import Tmux
 from openbus.daemon.tmux.watcher import Watcher
 from openbus.kernel.clock import SystemClock
@@ -30,10 +31,18 @@ def follow(
     async def main() -> None:
         directory = Directory(SystemClock(), b"k" * 32, ProcessProbe(), socket=str(server.socket))
         watcher = Watcher(Tmux(server.socket), directory, backoff=(0.05, 0.3), **kw)
+
+        async def reprobe() -> None:  # as the directory feature does, about once a second
+            while True:
+                await asyncio.sleep(EVIDENCE_EVERY)
+                directory.reprobe_owed()
+
         await watcher.start()
+        owed = asyncio.get_running_loop().create_task(reprobe())
         try:
             await scenario(directory, watcher)
         finally:
+            owed.cancel()
             await watcher.stop()
 
     asyncio.run(main())
@@ -156,6 +165,19 @@ def test_a_pane_respawned_with_kill_is_a_new_incarnation_without_waiting_for_a_s
         assert panes(d)[pane]["state"] == "idle"
         events = d.pane(pane)["events"]
         assert [e["kind"] for e in events][:2] == ["appeared", "incarnation"]
+
+    follow(server, scenario, resync=NO_SAFETY_CHECK)
+
+
+def test_a_title_set_without_output_is_seen_without_waiting_for_a_safety_check(
+    server: TmuxServer,
+) -> None:
+    pane = server.new_window(["sh"])
+
+    async def scenario(d: Directory, w: Watcher) -> None:
+        await until(lambda: pane in panes(d), "the pane")
+        server.run("select-pane", "-t", pane, "-T", "retitled")
+        await until(lambda: d.entry(pane).info.title == "retitled", "the new title")
 
     follow(server, scenario, resync=NO_SAFETY_CHECK)
 
