@@ -59,6 +59,9 @@ def write_config(path: Path, sections: Mapping[str, Mapping[str, Any]]) -> Path:
     return path
 
 
+AUDIT_PAGE = 1000
+
+
 @dataclass
 class RunningDaemon:
     process: subprocess.Popen[bytes]
@@ -80,6 +83,18 @@ class RunningDaemon:
             base_url="http://openbus",
             timeout=timeout,
         )
+
+    def audit(self) -> list[dict[str, Any]]:
+        """Every audit record, page by page (a test that polls the audit adds a record a
+        read, so the first page alone can stop short of the record it waits for)."""
+        records: list[dict[str, Any]] = []
+        with self.human() as client:
+            while True:
+                params = {"after": records[-1]["seq"] if records else 0, "limit": AUDIT_PAGE}
+                page = client.get("/api/audit", params=params).json()["records"]
+                records.extend(page)
+                if len(page) < AUDIT_PAGE:
+                    return records
 
     def agent_side(self, timeout: float = 10.0) -> httpx.Client:
         return httpx.Client(base_url=self.base_url, timeout=timeout)

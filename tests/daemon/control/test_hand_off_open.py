@@ -108,7 +108,7 @@ class Box:
         return found
 
     def audit(self) -> list[dict[str, Any]]:
-        return Fleet(self.daemon, None, Path("/")).audit()  # type: ignore[arg-type]
+        return self.daemon.audit()
 
     def brief_arrived(self, request: str, brief: str) -> dict[str, Any]:
         """Once the brief is typed in a new pane under control's stamp naming the request:

@@ -72,11 +72,7 @@ class ControlFleet:
         return "\n".join(json.loads(line) for line in lines)
 
     def audit(self) -> list[dict[str, Any]]:
-        with self.daemon.human() as client:
-            records: list[dict[str, Any]] = client.get("/api/audit", params={"after": 0}).json()[
-                "records"
-            ]
-        return records
+        return self.daemon.audit()
 
     def health(self) -> dict[str, Any]:
         with self.daemon.human() as client:

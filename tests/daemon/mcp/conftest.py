@@ -47,10 +47,7 @@ class Fleet:
         )
 
     def audit(self) -> list[dict[str, Any]]:
-        with self.daemon.human() as client:
-            body = client.get("/api/audit", params={"after": 0}).json()
-        records: list[dict[str, Any]] = body["records"] if isinstance(body, dict) else body
-        return records
+        return self.daemon.audit()
 
 
 def read_token(pid: int) -> str | None:
