@@ -46,11 +46,7 @@ def cli_json(daemon: RunningDaemon, *args: str) -> Any:
 
 
 def audit(daemon: RunningDaemon) -> list[dict[str, Any]]:
-    with daemon.human() as client:
-        records: list[dict[str, Any]] = client.get("/api/audit", params={"after": 0}).json()[
-            "records"
-        ]
-    return records
+    return daemon.audit()
 
 
 def restart_records(daemon: RunningDaemon) -> list[dict[str, Any]]:

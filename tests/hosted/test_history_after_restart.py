@@ -60,11 +60,7 @@ def call_tool(box: HostedBox, token: str, name: str, args: dict[str, Any]) -> di
 
 
 def audit(box: HostedBox) -> list[dict[str, Any]]:
-    with box.daemon.human() as desk:
-        records: list[dict[str, Any]] = desk.get("/api/audit", params={"after": 0}).json()[
-            "records"
-        ]
-    return records
+    return box.daemon.audit()
 
 
 def indexed(box: HostedBox) -> bool:

@@ -60,9 +60,7 @@ def write_transcript(tmp_path: Path, session: str, *contexts: int) -> None:
 
 
 def audit_of(daemon: RunningDaemon, action: str) -> list[Any]:
-    with daemon.human() as client:
-        records = client.get("/api/audit", params={"after": 0}).json()["records"]
-    return [r for r in records if r["action"] == action]
+    return [r for r in daemon.audit() if r["action"] == action]
 
 
 def recorded(daemon: RunningDaemon, action: str) -> tuple[Any, str]:
@@ -109,10 +107,10 @@ def test_a_control_whose_context_passes_the_limit_is_restarted_fresh(
         assert all(p["pane"] != first["pane"] for p in cli_json(daemon, "directory")["panes"])
         # seeded with the charter again: its launch carries the charter as its first prompt
         # (a connected TUI has it typed once it lists its tools, so it is not in the argv)
-        with daemon.human() as client:
-            records = client.get("/api/audit", params={"after": 0}).json()["records"]
         starts = [
-            r for r in records if r["action"] == "control.start" and r["details"].get("started")
+            r
+            for r in daemon.audit()
+            if r["action"] == "control.start" and r["details"].get("started")
         ]
         assert len(starts) == 2 and starts[-1]["details"]["prompt_chars"] >= len(MARK)
         assert starts[-1]["details"]["pane"] == fresh["pane"]

@@ -57,8 +57,7 @@ def test_the_documented_hooks_index_a_real_claude_print_session_as_it_ends(
         )
         assert done.returncode == 0, done.stderr
         with daemon.human() as human:
-            records = human.get("/api/audit", params={"after": 0, "limit": 1000}).json()
-            pushes = [r for r in records["records"] if r["action"] == "history.push"]
+            pushes = [r for r in daemon.audit() if r["action"] == "history.push"]
             assert pushes and all(r["outcome"] == "ok" for r in pushes), pushes
             found = human.get("/api/history/search", params={"q": "marmalade"}).json()
     [hit] = found["results"]

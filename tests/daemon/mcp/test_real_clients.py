@@ -68,11 +68,7 @@ def launch(daemon: RunningDaemon, launcher: str, cwd: Path, prompt: str | None) 
 
 
 def audit(daemon: RunningDaemon) -> list[dict[str, Any]]:
-    with daemon.human() as client:
-        records: list[dict[str, Any]] = client.get("/api/audit", params={"after": 0}).json()[
-            "records"
-        ]
-    return records
+    return daemon.audit()
 
 
 def agent_calls(daemon: RunningDaemon, prefix: str) -> list[tuple[str, str, str]]:

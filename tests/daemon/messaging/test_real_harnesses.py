@@ -80,9 +80,7 @@ def codex_ready(t: TmuxServer, pane: str) -> None:
 
 
 def message_audit(daemon: RunningDaemon, message_id: str) -> list[str]:
-    with daemon.human() as client:
-        records = client.get("/api/audit", params={"after": 0}).json()["records"]
-    return [r["outcome"] for r in records if r.get("message_id") == message_id]
+    return [r["outcome"] for r in daemon.audit() if r.get("message_id") == message_id]
 
 
 def run_main_path(
