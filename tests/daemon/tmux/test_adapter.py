@@ -184,16 +184,21 @@ def test_a_pane_process_is_detected_again_after_it_execs(server: TmuxServer) -> 
     wait_until(lambda: probe.detect(pid).harness == "shell", what="the exec'd shell detected")
 
 
+def wrapped_harness(server: TmuxServer, tmp_path: Path) -> tuple[str, int]:
+    """A pane whose shell script starts a fake OpenCode once it reads a line; its pid."""
+    screens = tmp_path / "screens"
+    screens.mkdir()
+    harness = " ".join(server.fake_harness("opencode", screens))
+    pane = server.new_window(["sh", "-c", f"read go; {harness}; true"])
+    return pane, int(server.run("display-message", "-p", "-t", pane, "#{pane_pid}").strip())
+
+
 def test_a_harness_a_wrapper_script_starts_a_moment_later_is_detected_below_it(
     server: TmuxServer, tmp_path: Path
 ) -> None:
     # ``sh -c`` keeps the pane's foreground group and runs its last command as a child: the
     # pane reads unknown (a launcher, not a shell) until the harness starts, then the harness.
-    screens = tmp_path / "screens"
-    screens.mkdir()
-    harness = " ".join(server.fake_harness("opencode", screens))
-    pane = server.new_window(["sh", "-c", f"read go; {harness}; true"])
-    pid = int(server.run("display-message", "-p", "-t", pane, "#{pane_pid}").strip())
+    pane, pid = wrapped_harness(server, tmp_path)
     probe = ProcessProbe()
     wait_until(lambda: "sh" in probe_comm(pid), what="the wrapper shell")
     assert probe.detect(pid).harness == "unknown"
@@ -208,11 +213,7 @@ def test_a_launcher_walked_lately_is_answered_from_that_walk_and_owed_once_it_is
     # a script that keeps starting commands would be walked on every capture: the walk below a
     # launcher runs at most every WALK_EVERY seconds; an answer from a walk put off is owed,
     # and the pane is due to be asked again once the walk is
-    screens = tmp_path / "screens"
-    screens.mkdir()
-    harness = " ".join(server.fake_harness("opencode", screens))
-    pane = server.new_window(["sh", "-c", f"read go; {harness}; true"])
-    pid = int(server.run("display-message", "-p", "-t", pane, "#{pane_pid}").strip())
+    pane, pid = wrapped_harness(server, tmp_path)
     clock = FixedClock()
     probe, launching = ProcessProbe(clock=clock), ProcessProbe(clock=clock)
     wait_until(lambda: "sh" in probe_comm(pid), what="the wrapper shell")
