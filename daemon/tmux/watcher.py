@@ -558,7 +558,9 @@ class Watcher:
                 continue
             if process_line(heard) != line:
                 differ = True
-                del self._meta[pane]
+                # (already dropped when a listing before this one differed too and the pane's
+                # capture, which reads it again, has not run yet)
+                self._meta.pop(pane, None)
                 self._dirty.add(pane)
                 self._dirty_event.set()
         if ids != self._listed:

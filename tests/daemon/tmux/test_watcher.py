@@ -17,6 +17,7 @@ from openbus.daemon.directory import Directory
 from openbus.daemon.directory_probe import ProcessProbe
 from openbus.daemon.directory_service import EVIDENCE_EVERY
 from openbus.daemon.tmux import Tmux
+from openbus.daemon.tmux.adapter import PaneInfo
 from openbus.daemon.tmux.watcher import Watcher
 from openbus.kernel.clock import SystemClock
 from tests.support.tmux import TmuxServer
@@ -385,5 +386,26 @@ def test_a_client_takes_only_a_name_its_own_process_answered_with(tmp_path: Path
         watcher._clients["$1"] = client  # type: ignore[assignment]
         await watcher._recover(client)  # type: ignore[arg-type]
         assert (client.name, client.asked) == ("client-4242", 2)
+
+    asyncio.run(main())
+
+
+def test_a_listing_before_a_differing_panes_capture_still_checks_every_other_pane(
+    tmp_path: Path,
+) -> None:
+    async def main() -> None:
+        directory = Directory(SystemClock(), b"k" * 32, ProcessProbe(), socket="none")
+        watcher = Watcher(Tmux(tmp_path / "none"), directory)
+        fields = ["%1", "100", "bash", "/", "old title", "0", "", "0", "80", "24"]
+        heard = PaneInfo.parse("\x1f".join([*fields, "@1", "0", "w", "$1", "s"]))
+        assert heard is not None
+        watcher._heard, watcher._listed = {"%1": heard}, {"%1"}
+        # the listing of the round before saw %1's new title and dropped its metadata; its
+        # capture has not run when the next round's listing, which also shows a new pane, comes
+        listing: asyncio.Future[list[str]] = asyncio.get_running_loop().create_future()
+        listing.set_result(["%1\x1f100\x1f0\x1fnew title", "%2\x1f200\x1f0\x1fbash"])
+        watcher._processes_listed(listing)
+        assert watcher._dirty == {"%1"}
+        assert watcher._structure_event.is_set()  # the new pane is listed
 
     asyncio.run(main())
