@@ -159,6 +159,8 @@ def cap_prompts(prompts: list[str]) -> tuple[str, ...]:
     if len(prompts) > MAX_PROMPTS:
         half = MAX_PROMPTS // 2
         prompts = prompts[:half] + prompts[-half:]
+    if max(map(len, prompts), default=0) <= MAX_PROMPT_CHARS:
+        return tuple(prompts)
     return tuple(
         p if len(p) <= MAX_PROMPT_CHARS else p[: MAX_PROMPT_CHARS - 1] + "…" for p in prompts
     )
@@ -175,27 +177,24 @@ def make_title(explicit: str | None, prompts: Iterable[str]) -> str | None:
     return line if len(line) <= MAX_TITLE_CHARS else line[: MAX_TITLE_CHARS - 1] + "…"
 
 
-# Times all written in one of these fixed-width UTC forms (Claude Code's and Codex's) order as
-# their text does; one per line of the text of a transcript's times joined by newlines.
-_TIME_FORMS = tuple(
-    re.compile(rf"(?:{form}\n)*{form}")
-    for form in (
-        r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z",
-        r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z",
-    )
-)
+# Times all written in one of these fixed-width UTC forms (Claude Code's, Codex's) order as
+# their text does: the text of a transcript's times joined by newlines, one time a line.
+_MS_TIME = r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z"
+_SECOND_TIME = r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z"
+_MS_TIMES = re.compile(rf"(?:{_MS_TIME}\n)*{_MS_TIME}").fullmatch
+_SECOND_TIMES = re.compile(rf"(?:{_SECOND_TIME}\n)*{_SECOND_TIME}").fullmatch
 
 
 def time_span(values: list[object]) -> tuple[float | None, float | None]:
     """The earliest and latest of ``values`` as ``parse_time`` reads them (None: none reads).
-    When they are all strings of one of ``_TIME_FORMS``, only the least and the greatest are
+    When they are all strings of one of the forms above, only the least and the greatest are
     read: a string of the form that is no time (a 13th month) reads as none, so it changes
     the span only when it is the least or the greatest, and then every value is read."""
     try:
         text = "\n".join(values)  # type: ignore[arg-type]  # TypeError: not all strings
     except TypeError:
         text = ""
-    if text and any(form.fullmatch(text) for form in _TIME_FORMS):
+    if text and (_MS_TIMES(text) or _SECOND_TIMES(text)):
         least, greatest = min(values), max(values)  # type: ignore[type-var]  # all str
         first, last = parse_time(least), parse_time(greatest)
         if first is not None and last is not None:
@@ -375,7 +374,7 @@ def parse_claude(lines: Iterable[str | bytes], *, file_name: str) -> ParsedSessi
         if stamp is not None:  # as ``acc.time``
             times(stamp)
         if kind == "user":
-            prompt = _claude_prompt(rec)
+            prompt = None if "toolUseResult" in rec else _claude_prompt(rec)  # a tool's result
             if prompt is not None:
                 acc.prompt(prompt)
         elif kind == "assistant":
