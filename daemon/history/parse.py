@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from openbus.daemon.history.model import (
@@ -92,17 +92,41 @@ _CODEX_CONTEXT_PREFIXES = (
 )
 
 
-_decode = json.JSONDecoder().decode  # ``json.loads`` of a str, without its checks
+_DECODER = json.JSONDecoder()
+_decode = _DECODER.decode  # ``json.loads`` of a str, without its checks
+# one JSON value at an index: what ``_decode`` runs after its checks (not in the type stubs)
+_scan: Callable[[str, int], tuple[object, int]] = _DECODER.scan_once  # type: ignore[attr-defined]
 
 
 def _records(lines: Iterable[str | bytes]) -> Iterable[dict[str, Any]]:
     for line in lines:
-        if not line or not line.strip():
+        if not line:
             continue
-        try:
-            value = json.loads(line) if isinstance(line, bytes) else _decode(line)
-        except (ValueError, UnicodeDecodeError):
-            continue
+        value: object = None
+        if isinstance(line, str):
+            # an object that takes the whole line, read straight by the scanner; anything else
+            # (space around it, not an object, not JSON) as ``json.loads`` reads it
+            if line[0] == "{":
+                try:
+                    value, end = _scan(line, 0)
+                except (StopIteration, ValueError):
+                    end = -1
+                if end == len(line):
+                    yield value  # type: ignore[misc]  # a dict: the scanner read "{" first
+                    continue
+            if line.isspace():
+                continue
+            try:
+                value = _decode(line)
+            except ValueError:
+                continue
+        else:
+            if line.isspace():
+                continue
+            try:
+                value = json.loads(line)
+            except (ValueError, UnicodeDecodeError):
+                continue
         if isinstance(value, dict):
             yield value
 
@@ -135,6 +159,8 @@ def cap_prompts(prompts: list[str]) -> tuple[str, ...]:
     if len(prompts) > MAX_PROMPTS:
         half = MAX_PROMPTS // 2
         prompts = prompts[:half] + prompts[-half:]
+    if max(map(len, prompts), default=0) <= MAX_PROMPT_CHARS:
+        return tuple(prompts)
     return tuple(
         p if len(p) <= MAX_PROMPT_CHARS else p[: MAX_PROMPT_CHARS - 1] + "…" for p in prompts
     )
@@ -151,6 +177,40 @@ def make_title(explicit: str | None, prompts: Iterable[str]) -> str | None:
     return line if len(line) <= MAX_TITLE_CHARS else line[: MAX_TITLE_CHARS - 1] + "…"
 
 
+# Times all written in one of these fixed-width UTC forms (Claude Code's, Codex's) order as
+# their text does: the text of a transcript's times joined by newlines, one time a line.
+_MS_TIME = r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z"
+_SECOND_TIME = r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z"
+_MS_TIMES = re.compile(rf"(?:{_MS_TIME}\n)*{_MS_TIME}").fullmatch
+_SECOND_TIMES = re.compile(rf"(?:{_SECOND_TIME}\n)*{_SECOND_TIME}").fullmatch
+
+
+def time_span(values: list[object]) -> tuple[float | None, float | None]:
+    """The earliest and latest of ``values`` as ``parse_time`` reads them (None: none reads).
+    When they are all strings of one of the forms above, only the least and the greatest are
+    read: a string of the form that is no time (a 13th month) reads as none, so it changes
+    the span only when it is the least or the greatest, and then every value is read."""
+    try:
+        text = "\n".join(values)  # type: ignore[arg-type]  # TypeError: not all strings
+    except TypeError:
+        text = ""
+    if text and (_MS_TIMES(text) or _SECOND_TIMES(text)):
+        least, greatest = min(values), max(values)  # type: ignore[type-var]  # all str
+        first, last = parse_time(least), parse_time(greatest)
+        if first is not None and last is not None:
+            return first, last
+    first = last = None
+    for value in values:
+        ts = parse_time(value)
+        if ts is None:
+            continue
+        if first is None or ts < first:
+            first = ts
+        if last is None or ts > last:
+            last = ts
+    return first, last
+
+
 class _Acc:
     """Accumulates the facts every parser shares, and makes the session of them."""
 
@@ -158,18 +218,12 @@ class _Acc:
         self.branches: list[str] = []
         self.prs: list[str] = []
         self.prompts: list[str] = []
-        self.first: float | None = None
-        self.last: float | None = None
+        self.times: list[object] = []  # every time value seen, in order (``time_span``)
         self.cwd: str | None = None
 
     def time(self, value: object) -> None:
-        ts = parse_time(value)
-        if ts is None:
-            return
-        if self.first is None or ts < self.first:
-            self.first = ts
-        if self.last is None or ts > self.last:
-            self.last = ts
+        if value is not None:
+            self.times.append(value)
 
     def branch(self, value: object) -> None:
         if isinstance(value, str) and value and value != "HEAD" and value not in self.branches:
@@ -199,6 +253,7 @@ class _Acc:
         """The session read: the title given, else the first prompt; a subagent when it has a
         parent, unless the transcript says otherwise."""
         prompts = cap_prompts(self.prompts)
+        first, last = time_span(self.times)
         return ParsedSession(
             harness=harness,
             session_id=session_id,
@@ -207,8 +262,8 @@ class _Acc:
             prs=tuple(self.prs),
             title=make_title(title, prompts),
             prompts=prompts,
-            started=self.first,
-            last_active=self.last,
+            started=first,
+            last_active=last,
             subagent=bool(parent) if subagent is None else subagent,
             parent_session_id=parent or None,
             origin=origin,
@@ -287,6 +342,7 @@ def parse_claude(lines: Iterable[str | bytes], *, file_name: str) -> ParsedSessi
     summary: str | None = None
     seen_conversation = False
     last_branch: object = _NOTHING  # the branch of the line before (most lines repeat it)
+    times = acc.times.append
     for rec in _records(lines):
         get = rec.get
         kind = get("type")
@@ -303,7 +359,7 @@ def parse_claude(lines: Iterable[str | bytes], *, file_name: str) -> ParsedSessi
         seen_conversation = True
         if session_id is None and isinstance(get("sessionId"), str):
             session_id = rec["sessionId"]
-        if get("isSidechain") is True:
+        if not sidechain and get("isSidechain") is True:
             sidechain = True
         if agent_id is None and isinstance(get("agentId"), str) and rec["agentId"]:
             agent_id = rec["agentId"]
@@ -314,9 +370,11 @@ def parse_claude(lines: Iterable[str | bytes], *, file_name: str) -> ParsedSessi
         if branch != last_branch:
             acc.branch(branch)
             last_branch = branch
-        acc.time(get("timestamp"))
+        stamp = get("timestamp")
+        if stamp is not None:  # as ``acc.time``
+            times(stamp)
         if kind == "user":
-            prompt = _claude_prompt(rec)
+            prompt = None if "toolUseResult" in rec else _claude_prompt(rec)  # a tool's result
             if prompt is not None:
                 acc.prompt(prompt)
         elif kind == "assistant":

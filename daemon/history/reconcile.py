@@ -19,7 +19,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -52,7 +52,7 @@ from openbus.daemon.history.sources import (
     Sources,
     Transcript,
 )
-from openbus.daemon.history.store import FileKey, HistoryStore, KnownFile
+from openbus.daemon.history.store import FileKey, HistoryStore, KnownFile, KnownRepo
 from openbus.kernel.clock import Clock
 from openbus.kernel.errors import BadRequest, NotFound, Unavailable
 
@@ -135,20 +135,32 @@ class Reconciler:
             progress(0, total)
         done = 0
         for start in range(0, total, WRITE_BATCH):
-            batch: list[tuple[Transcript, FileKey, SessionEntry | None]] = []
+            read: list[tuple[Transcript, FileKey, ParsedSession | None]] = []
             for _mtime, t in changed[start : start + WRITE_BATCH]:
                 if cancel is not None and cancel.is_set():
                     break
                 try:
                     parsed, key = parse_transcript(t, names.get(str(t.root), {}))
-                    entry = self._entry_from(parsed, t.path, resolve) if parsed else None
                 except (OSError, sqlite3.Error, Unavailable) as exc:
                     stats.errors.append(f"{t.path}: {exc}")
                     done += 1
                     if progress:
                         progress(done, total)
                     continue
-                batch.append((t, key, entry))
+                read.append((t, key, parsed))
+            try:
+                known_repos = self._known_repos([p for _t, _k, p in read], resolve)
+            except sqlite3.Error as exc:
+                for t, _key, _parsed in read:
+                    stats.errors.append(f"{t.path}: {exc}")
+                done += len(read)
+                if progress:
+                    progress(done, total)
+                continue
+            batch = [
+                (t, key, self._entry_from(p, t.path, resolve, known_repos) if p else None)
+                for t, key, p in read
+            ]
             try:
                 errors = self.store.record_files([(t.path, t.harness, k, e) for t, k, e in batch])
             except sqlite3.Error as exc:
@@ -262,20 +274,37 @@ class Reconciler:
         self, t: Transcript, names: Mapping[str, str], resolve: Resolve
     ) -> SessionEntry | None:
         parsed, key = parse_transcript(t, names)
-        entry = self._entry_from(parsed, t.path, resolve) if parsed is not None else None
+        entry = None
+        if parsed is not None:
+            entry = self._entry_from(parsed, t.path, resolve, self._known_repos([parsed], resolve))
         self.store.record_file(t.path, t.harness, key, entry)
         return entry
 
+    def _known_repos(
+        self, parsed: Sequence[ParsedSession | None], resolve: Resolve
+    ) -> dict[tuple[str, str], KnownRepo]:
+        """What the index holds of the repos of the sessions whose cwd is in no repo now (a
+        folder since removed), by key: looked up once for them all."""
+        keys = [_key(p) for p in parsed if p and resolve(p.cwd) is None]
+        return self.store.known_repos(keys) if keys else {}
+
     def _entry_from(
-        self, parsed: ParsedSession, transcript: Path, resolve: Resolve
+        self,
+        parsed: ParsedSession,
+        transcript: Path,
+        resolve: Resolve,
+        known_repos: Mapping[tuple[str, str], KnownRepo],
     ) -> SessionEntry:
+        """The entry of a session read: its repo that of its cwd, else (its cwd in no repo
+        now) the one the index holds for it when it was read with the same cwd (``_known_repos``),
+        else its own origin's."""
         info = resolve(parsed.cwd)
         repo = repo_root = None
         origin = parsed.origin
         if info is not None:
             repo, repo_root, origin = info.repo, info.root, info.origin or parsed.origin
         else:
-            old = self.store.find(parsed.harness, parsed.session_id)
+            old = known_repos.get(_key(parsed))
             if old is not None and old.cwd == parsed.cwd:
                 repo, repo_root, origin = old.repo, old.repo_root, old.origin or origin
             elif origin:
@@ -307,9 +336,12 @@ def parse_transcript(
     """The session a transcript holds (``None`` if none), and the file's key as read."""
     if t.harness == OPENCODE:
         return _parse_opencode(t)
-    with open(t.path, "rb") as handle:  # the key of the file read, not of one seen before
-        st = os.fstat(handle.fileno())
-        lines = split_lines(handle.read())
+    fd = os.open(t.path, os.O_RDONLY | os.O_CLOEXEC)
+    try:  # the key of the file read, not of one seen before
+        st = os.fstat(fd)
+        lines = split_lines(_read_all(fd, st.st_size))
+    finally:
+        os.close(fd)
     parsed: ParsedSession | None
     if t.harness == CLAUDE:
         parsed = parse_claude(lines, file_name=t.path.name)
@@ -322,6 +354,11 @@ def parse_transcript(
     if parsed is not None and parsed.last_active is None:
         parsed = replace(parsed, last_active=st.st_mtime, started=parsed.started or st.st_mtime)
     return parsed, _file_key(st)
+
+
+def _key(parsed: ParsedSession) -> tuple[str, str]:
+    """The key of the entry of a session read."""
+    return parsed.harness, valid_text(parsed.session_id)
 
 
 def _opencode_id(path: Path) -> str:
@@ -359,6 +396,20 @@ def thread_names(home: Path) -> dict[str, str]:
 
 def _file_key(st: os.stat_result) -> FileKey:
     return (st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+def _read_all(fd: int, size: int) -> bytes:
+    """What an open file holds from where it is read to its end (``size``: what it held when
+    opened; it may have grown since)."""
+    data = os.read(fd, size + 1)
+    more = os.read(fd, 1 << 16) if data else b""
+    if not more:
+        return data
+    chunks = [data, more]
+    while more:
+        more = os.read(fd, 1 << 16)
+        chunks.append(more)
+    return b"".join(chunks)
 
 
 def _read_lines(path: Path) -> list[str] | list[bytes]:

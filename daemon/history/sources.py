@@ -267,6 +267,7 @@ def _walk(top: Path, keep: Callable[[str], bool]) -> Iterator[Path]:
         return
     for dirpath, dirnames, filenames in os.walk(top, followlinks=False):
         dirnames.sort()
+        folder = Path(dirpath)
         for name in sorted(filenames):
             if keep(name):
-                yield Path(dirpath) / name
+                yield folder / name

@@ -53,8 +53,9 @@ import re
 import sqlite3
 import threading
 from collections.abc import Iterable, Sequence
+from json.encoder import encode_basestring_ascii
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from openbus.daemon.history.model import HARNESSES, PENDING_HARNESSES, SessionEntry
 from openbus.daemon.history.parse import resume_argv
@@ -69,6 +70,17 @@ from openbus.kernel.errors import BadRequest, NotFound, Unavailable
 
 FileKey = tuple[int, int, int]  # (size, mtime_ns, inode)
 KnownFile = tuple[int, int, int, str, str | None]  # FileKey, harness, session id
+
+
+class KnownRepo(NamedTuple):
+    """What an entry holds of its repo, and the cwd it was read with."""
+
+    cwd: str | None
+    repo: str | None
+    repo_root: str | None
+    origin: str | None
+
+
 # a write: the transcript (None: an entry with no file row), its harness, its key, its entry
 Written = tuple[Path | None, str, FileKey, SessionEntry | None]
 
@@ -354,6 +366,19 @@ class HistoryStore:
         ).fetchall()
         return {row[0]: _row_entry(row) for row in found}
 
+    def known_repos(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], KnownRepo]:
+        """The repos of the entries of these (harness, session id) keys that are held."""
+        found: dict[tuple[str, str], KnownRepo] = {}
+        with self._lock:
+            for harness, chunk in _chunks_by_harness(keys):
+                for row in self._db.execute(
+                    "SELECT session_id, cwd, repo, repo_root, origin FROM sessions"
+                    f" WHERE harness = ? AND session_id IN ({','.join('?' * len(chunk))})",
+                    (harness, *chunk),
+                ):
+                    found[(harness, row[0])] = KnownRepo(*row[1:])
+        return found
+
     def files(self) -> dict[str, KnownFile]:
         """Every transcript file seen, by path."""
         with self._lock:
@@ -499,20 +524,15 @@ class HistoryStore:
     def _ids(self, keys: Sequence[tuple[str, str]]) -> list[int]:
         """The rowids of the entries of these (harness, session id) keys."""
         found: list[int] = []
-        by_harness: dict[str, list[str]] = {}
-        for harness, session_id in keys:
-            by_harness.setdefault(harness, []).append(session_id)
-        for harness, ids in by_harness.items():
-            for start in range(0, len(ids), 500):
-                chunk = ids[start : start + 500]
-                found += [
-                    int(r[0])
-                    for r in self._db.execute(
-                        "SELECT id FROM sessions WHERE harness = ? AND session_id IN"
-                        f" ({','.join('?' * len(chunk))})",
-                        (harness, *chunk),
-                    )
-                ]
+        for harness, chunk in _chunks_by_harness(keys):
+            found += [
+                int(r[0])
+                for r in self._db.execute(
+                    "SELECT id FROM sessions WHERE harness = ? AND session_id IN"
+                    f" ({','.join('?' * len(chunk))})",
+                    (harness, *chunk),
+                )
+            ]
         return found
 
     def _scope(
@@ -590,16 +610,21 @@ def session_row(e: SessionEntry) -> tuple[Any, ...]:
         repo_short(e.repo),
         e.origin,
         e.cwd,
-        json.dumps(list(e.branches)),
-        json.dumps(list(e.prs)),
+        _json_strings(e.branches),
+        _json_strings(e.prs),
         e.title,
-        json.dumps(list(e.prompts)),
+        _json_strings(e.prompts),
         e.started,
         e.last_active,
         int(e.subagent),
         e.parent_session_id,
         e.transcript,
     )
+
+
+def _json_strings(items: tuple[str, ...]) -> str:
+    """``json.dumps`` of a list of strings (the same text), without building an encoder."""
+    return "[" + ", ".join(map(encode_basestring_ascii, items)) + "]"
 
 
 def scope_row(e: SessionEntry, text: tuple[str, ...]) -> tuple[str, ...] | None:
@@ -645,6 +670,17 @@ class _Transaction:
                 self.db.execute("ROLLBACK" if kind is not None else "COMMIT")
         finally:
             self.lock.release()
+
+
+def _chunks_by_harness(keys: Sequence[tuple[str, str]]) -> Iterable[tuple[str, list[str]]]:
+    """(harness, session ids) keys as each harness's ids, 500 at most at a time (a
+    statement's parameters are bounded)."""
+    by_harness: dict[str, list[str]] = {}
+    for harness, session_id in keys:
+        by_harness.setdefault(harness, []).append(session_id)
+    for harness, ids in by_harness.items():
+        for start in range(0, len(ids), 500):
+            yield harness, ids[start : start + 500]
 
 
 def _row_entry(row: Sequence[Any]) -> SessionEntry:

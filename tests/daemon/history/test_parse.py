@@ -20,6 +20,7 @@ from openbus.daemon.history.parse import (
     parse_codex_thread_names,
     resume_argv,
     split_lines,
+    time_span,
 )
 from tests.daemon.history.homes import DATA, ClaudeHome, CodexHome
 
@@ -217,6 +218,32 @@ def test_timestamps_read_the_same_however_the_harness_spells_them() -> None:
     assert parse_time("yesterday") is None and parse_time(True) is None
 
 
+@pytest.mark.parametrize(
+    "times",
+    [
+        ["2026-11-30T07:00:00.000Z", "2026-11-30T06:00:00.500Z", "2026-11-30T08:00:00.000Z"],
+        ["2026-11-30T07:00:00Z", "2026-11-30T06:00:00Z", "2026-11-30T07:00:00Z"],
+        ["2026-11-30T07:00:00.000Z", "2026-11-30T06:59:59Z"],  # two forms: "." sorts before "Z"
+        # strings of the form that are no time, the least and the greatest
+        ["2026-11-30T07:00:00.000Z", "2026-13-30T09:00:00.000Z", "0000-01-01T00:00:00.000Z"],
+        ["2026-11-30T07:00:00.000Z", "2026-11-30T06:00:00.000Z\n2026-11-30T09:00:00.000Z"],
+        ["2026-11-30T07:00:00.000Z", 1_796_018_400_000, "yesterday", "2026-11-30T08:00:00+01:00"],
+        ["2026-11-30T07:00:00.000Z"],
+    ],
+)
+def test_a_sessions_span_is_its_earliest_and_latest_time_however_its_times_are_written(
+    times: list[object],
+) -> None:
+    readable = [t for t in map(parse_time, times) if t is not None]
+    assert time_span(times) == (min(readable), max(readable))
+    assert time_span(times[::-1]) == (min(readable), max(readable))
+
+
+def test_a_session_with_no_readable_time_has_no_span() -> None:
+    assert time_span([]) == (None, None)
+    assert time_span(["2026-13-30T09:00:00.000Z", "", True]) == (None, None)
+
+
 def _claude_line(cwd: str, prompt: str, when: str) -> bytes:
     record = {
         "type": "user",
@@ -243,6 +270,17 @@ def _claude_line(cwd: str, prompt: str, when: str) -> bytes:
                 _claude_line("/a", "first", "2026-11-30T06:00:00Z"),
                 _claude_line("/bad", "x", "2026-11-30T09:00:00Z").replace(b"x", b"\xff"),
                 _claude_line("/b", "see https://github.com/o/r/pull/7 now", "2026-11-30T07:00Z"),
+            ]
+        ),
+        b"\n".join(  # an object with more after it, values that are no object, two on a line
+            [
+                _claude_line("/a", "first", "2026-11-30T06:00:00Z"),
+                _claude_line("/x", "x", "2026-11-30T09:00:00Z") + b" x",
+                b'["an", "array"]',
+                b"{} {}",
+                b"{",
+                _claude_line("/x", "x", "2026-11-30T09:00:00Z") * 2,
+                _claude_line("/b", "second", "2026-11-30T07:00:00Z"),
             ]
         ),
         b"\r\n".join(  # CRLF, a line separator and a NUL escape inside the text, blank lines
