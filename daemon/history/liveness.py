@@ -20,7 +20,12 @@ Theory of operation
   parents up to a pane's pid). ``walk_to_pane`` is a plain implementation over ``/proc``.
 
 Scans are cached for ``ttl`` seconds on the injected monotonic clock, so a search with ten
-hits reads ``/proc`` once.
+hits reads ``/proc`` once. The open-files scan reads every file descriptor of every process
+(milliseconds on a busy box), so it is not left to fall due on a search: an answer that finds
+it past half its ``ttl`` starts the next one in a thread of its own (one at a time) and uses
+the one it has, so searches that keep coming never wait for a scan on the event loop. Only
+a scan older than ``ttl`` (or none) is read on the spot, as before; each is stamped with the
+time it started, so no answer comes from a scan older than ``ttl``.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
@@ -36,6 +42,8 @@ from openbus.daemon.history.opencode import split_ref
 from openbus.kernel.clock import Clock
 
 PaneForPid = Callable[[int], str | None]
+
+REFRESH_AFTER = 0.5  # of the ttl: an open-files scan this old is read again in the background
 
 
 def proc_start(pid: int, proc: Path = Path("/proc")) -> str | None:
@@ -117,6 +125,7 @@ class LivenessProbe:
         self.ttl = ttl
         self._claude: tuple[float, _ClaudeScan] | None = None
         self._codex: tuple[float, _CodexScan] | None = None
+        self._refreshing = threading.Lock()  # held while a background open-files scan runs
 
     # ---------------------------------------------------------------- scans
 
@@ -155,8 +164,31 @@ class LivenessProbe:
         return scan
 
     def _codex_scan(self) -> _CodexScan:
-        if self._codex and self._fresh(self._codex[0]):
-            return self._codex[1]
+        held = self._codex
+        if held is not None and self._fresh(held[0]):
+            if self.clock.monotonic() - held[0] >= self.ttl * REFRESH_AFTER:
+                self._refresh_codex()
+            return held[1]
+        return self._read_codex()
+
+    def _refresh_codex(self) -> None:
+        """Read the open files again in a thread, unless a background read is under way."""
+        if not self._refreshing.acquire(blocking=False):
+            return
+        try:
+            threading.Thread(target=self._refresh, name="openbus-open-files", daemon=True).start()
+        except RuntimeError:  # no thread to be had (the interpreter is ending): next time
+            self._refreshing.release()
+
+    def _refresh(self) -> None:
+        try:
+            self._read_codex()
+        finally:
+            self._refreshing.release()
+
+    def _read_codex(self) -> _CodexScan:
+        """Every process's open transcripts, now; kept unless a newer scan is there already."""
+        started = self.clock.monotonic()
         holders: dict[str, int] = {}
         hidden: set[int] = set()
         readable = True
@@ -168,7 +200,7 @@ class LivenessProbe:
             readable = False
         me = str(os.getpid())
         # plain strings, not Path objects: this reads every open file of every process
-        # (thousands of links), and runs on the event loop
+        # (thousands of links)
         for pid in pids:
             if pid == me:
                 continue
@@ -191,7 +223,9 @@ class LivenessProbe:
                 if target.endswith((".jsonl", "/opencode.db")):
                     holders.setdefault(target, int(pid))
         scan = _CodexScan(holders, readable, frozenset(hidden))
-        self._codex = (self.clock.monotonic(), scan)
+        held = self._codex
+        if held is None or held[0] <= started:
+            self._codex = (started, scan)
         return scan
 
     # ---------------------------------------------------------------- answers

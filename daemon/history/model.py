@@ -117,9 +117,20 @@ class Hit:
 
 
 def iso(ts: float | None) -> str | None:
+    """``ts`` in UTC to the millisecond, as ``isoformat(timespec="milliseconds")`` with a
+    ``Z``, written out by hand (that call costs several times this, on every search hit)."""
     if ts is None:
         return None
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    d = datetime.fromtimestamp(ts, UTC)
+    return "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ" % (  # noqa: UP031 - the quickest spelling
+        d.year,
+        d.month,
+        d.day,
+        d.hour,
+        d.minute,
+        d.second,
+        d.microsecond // 1000,
+    )
 
 
 def parse_time(value: object) -> float | None:

@@ -709,10 +709,10 @@ def _row_entry(row: Sequence[Any]) -> SessionEntry:
         repo_root=repo_root,
         origin=origin,
         cwd=cwd,
-        branches=tuple(json.loads(branches)),
-        prs=tuple(json.loads(prs)),
+        branches=_texts(branches),
+        prs=_texts(prs),
         title=title,
-        prompts=tuple(json.loads(prompts)),
+        prompts=_texts(prompts),
         started=started,
         last_active=last_active,
         resume_argv=resume_argv(harness, session_id, subagent=bool(subagent))
@@ -722,6 +722,22 @@ def _row_entry(row: Sequence[Any]) -> SessionEntry:
         parent_session_id=parent,
         transcript=transcript,
     )
+
+
+_DECODER = json.JSONDecoder()
+
+
+def _texts(stored: str) -> tuple[str, ...]:
+    """A list column as the store wrote it (``json.dumps`` of a list), read back: what
+    ``json.loads`` gives, without its wrapper's look for whitespace around the value (the
+    store writes none; anything after the list is still refused), and the empty list at
+    once. Every search reads three of these for each hit."""
+    if stored == "[]":
+        return ()
+    value, end = _DECODER.raw_decode(stored)
+    if end != len(stored) or not isinstance(value, list):
+        raise ValueError("a list column holds something else than a JSON list")
+    return tuple(value)
 
 
 def _check_key(harness: str, session_id: str) -> None:

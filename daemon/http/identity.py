@@ -22,7 +22,7 @@ import os
 import pwd
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import falcon
 import falcon.asgi
@@ -113,9 +113,15 @@ class Identity:
     ) -> None:
         """A request from the tunnel's uid: the human it vouches for, or refused (the claims
         are listed only then, for the audit record)."""
+
+        def refuse(reason: str = "") -> NoReturn:
+            suffix = f": {reason}" if reason else ""
+            self._refuse(
+                req, f"uid {peer['uid']} (tunnel){suffix}", _claims(raw_headers) or ["none"]
+            )
+
         if self.tunnel_verify is None:
-            self._refuse(req, f"uid {peer['uid']} (tunnel)", _claims(raw_headers) or ["none"])
-        assert self.tunnel_verify is not None
+            refuse()
         body = await req.stream.read(MAX_BODY + 1)  # verified whole, so bounded first
         if len(body) > MAX_BODY:
             raise BadRequest(f"body larger than {MAX_BODY} bytes", field="body")
@@ -129,13 +135,9 @@ class Identity:
                 req.scope["extensions"].get(CONNECTION_EXTENSION),
             )
         except TunnelRejected as exc:
-            self._refuse(
-                req,
-                f"uid {peer['uid']} (tunnel): {exc.rejection_reason}",
-                _claims(raw_headers) or ["none"],
-            )
+            refuse(exc.rejection_reason)
         except Unauthenticated:
-            self._refuse(req, f"uid {peer['uid']} (tunnel)", _claims(raw_headers) or ["none"])
+            refuse()
         req.context.actor = actors.human(user)
         req.context.via = "tunnel"
 
@@ -200,7 +202,7 @@ class Identity:
         )
         raise error
 
-    def _refuse(self, req: falcon.asgi.Request, peer: str, claims: list[str]) -> None:
+    def _refuse(self, req: falcon.asgi.Request, peer: str, claims: list[str]) -> NoReturn:
         self.refuse(
             # sampled per listener and uid (not per pid or reason)
             "identity.refused " + peer.partition(" pid ")[0].partition(":")[0],

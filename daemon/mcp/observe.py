@@ -70,6 +70,18 @@ def _mask_string(text: str) -> tuple[str, tuple[str, ...]]:
 
 def mask_value(value: Any, kinds: set[str]) -> Any:
     """``value`` with every string in it masked; the kinds masked are added to ``kinds``."""
+    kind = type(value)  # the common types first, without the ABC checks below
+    if kind is str:
+        text, found = _mask_string(value)
+        if found:
+            kinds.update(found)
+        return text
+    if value is None or kind is bool or kind is int or kind is float:
+        return value
+    if kind is list or kind is tuple:
+        return [mask_value(v, kinds) for v in value]
+    if kind is dict:
+        return {k: mask_value(v, kinds) for k, v in value.items()}
     if isinstance(value, str):
         text, found = _mask_string(value)
         kinds.update(found)
@@ -164,11 +176,8 @@ def _read_pane_params(args: Mapping[str, Any], ctx: ToolContext) -> Mapping[str,
 def _project_session(item: Any) -> dict[str, Any]:
     if not isinstance(item, Mapping):
         return {}
-    merged = (
-        {**(item.get("entry") or {}), **item}
-        if isinstance(item.get("entry"), Mapping)
-        else dict(item)
-    )
+    entry = item.get("entry")
+    merged = {**entry, **item} if isinstance(entry, Mapping) else item
     out = {key: merged.get(key) for key in HISTORY_FIELDS if key in merged}
     live = merged.get("liveness")
     if isinstance(live, Mapping):
@@ -204,10 +213,12 @@ def _masked_sessions(sessions: list[dict[str, Any]], key: str) -> dict[str, Any]
     liveness are openbus's own words, the session id is the key ``get_session`` takes, the
     time is formatted here, and the matched terms are words of the caller's own query."""
     kinds: set[str] = set()
-    masked = [
-        {k: mask_value(v, kinds) if k in SESSION_TEXT_FIELDS else v for k, v in s.items()}
-        for s in sessions
-    ]
+    masked = []
+    for session in sessions:
+        shown = dict(session)
+        for k in SESSION_TEXT_FIELDS.intersection(shown):
+            shown[k] = mask_value(shown[k], kinds)
+        masked.append(shown)
     out: dict[str, Any] = {key: masked if key == "sessions" else masked[0]}
     if kinds:
         out["masked"] = sorted(kinds)

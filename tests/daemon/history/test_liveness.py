@@ -126,6 +126,27 @@ def test_a_codex_rollout_held_open_by_a_live_process_is_running(tmp_path: Path) 
         assert probe.of(entry).state is LiveState.NOT_RUNNING
 
 
+def test_an_open_files_scan_past_half_its_ttl_is_read_again_in_the_background(
+    tmp_path: Path,
+) -> None:
+    rollout = CodexHome(tmp_path / "codex").rollout("x-3", "/w", ["hi"])
+    clock = FixedClock()
+    probe = LivenessProbe([], clock=clock, ttl=2.0)
+    entry = _entry("codex", "x-3", transcript=str(rollout))
+    assert probe.of(entry).state is LiveState.NOT_RUNNING  # scanned on the spot: none yet
+    with _holding(rollout):
+        clock.advance(0.5)
+        assert probe.of(entry).state is LiveState.NOT_RUNNING  # fresh: no new scan
+        clock.advance(0.7)
+        # past half the ttl: answered from the scan it has, the next one read meanwhile
+        assert probe.of(entry).state is LiveState.NOT_RUNNING
+        wait_until(
+            lambda: probe.of(entry).state is LiveState.RUNNING,
+            what="the background scan to see the rollout held open",
+        )
+        assert probe._codex is not None and probe._codex[0] == clock.monotonic()
+
+
 def test_codex_liveness_without_a_readable_proc_is_running_unknown(tmp_path: Path) -> None:
     rollout = CodexHome(tmp_path / "codex").rollout("x-1", "/w", ["hi"])
     probe = LivenessProbe([], clock=FixedClock(), proc=tmp_path / "no-proc")

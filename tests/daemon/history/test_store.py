@@ -3,6 +3,7 @@ and segment merging."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from dataclasses import replace
 from pathlib import Path
@@ -241,3 +242,12 @@ def test_a_search_within_a_repo_identity_reads_its_own_terms_and_keeps_no_stale_
         s._db.execute(f"INSERT INTO {table} ({table}) VALUES ('integrity-check')")
     assert _scoped(s, "rotate zebra", gadget) == ["g-full"]
     s.close()
+
+
+def test_a_list_column_reads_back_as_json_loads_reads_it_and_refuses_anything_else() -> None:
+    for value in ([], ["main"], ["a", 'b\n"c"', "naïve ✓"], ["x" * 5000]):
+        stored = json.dumps(value)
+        assert store._texts(stored) == tuple(json.loads(stored))
+    for bad in ('["a"] ["b"]', '{"a": 1}', '"a"', "[1, ", "[] x"):
+        with pytest.raises(ValueError):
+            store._texts(bad)
