@@ -170,10 +170,10 @@ def strip_ansi(text: str) -> str:
 
 def screen_lines(text: str) -> list[str]:
     """The screen as lines without escapes or trailing blanks (trailing empty lines dropped)."""
-    lines = [line.rstrip() for line in strip_ansi(text).replace("\r", "").split("\n")]
-    while lines and not lines[-1]:
-        lines.pop()
-    return lines
+    # (trailing blanks off the whole screen first: the blank lines below its last text are
+    # never split out one by one)
+    plain = strip_ansi(text).replace("\r", "").rstrip()
+    return [line.rstrip() for line in plain.split("\n")] if plain else []
 
 
 def one_line(text: str, limit: int = 160) -> str:
