@@ -27,8 +27,10 @@ paused for its client (``refresh-client -A %N:pause``), so tmux stops formatting
 for us; its capture first resumes it (``%N:continue``, sent with ``-t <client>`` on the
 capturing client, so the resume is ordered before the capture: output after it is announced
 again, output before it is on the captured screen). A pause whose answer has not come back
-by the capture marks the pane dirty again when it does. ``on``/``off`` are never used: on
-tmux 3.3a, toggling them under load crashes the server.
+by the capture marks the pane dirty again when it does (its bursts are counted as they are
+read: a pane that streams through a hold is paused at its end, just before the batch, so it
+stays paused until the next batch resumes and captures it again). ``on``/``off`` are never
+used: on tmux 3.3a, toggling them under load crashes the server.
 
 What tmux announces to no control client: a pane whose process died (remain-on-exit), was
 replaced (``respawn-pane -k``) or set a new title. Each probe round that probes a client, and
