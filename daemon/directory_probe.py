@@ -155,11 +155,17 @@ def classify_argv(argv: list[str], comm: str = "", exe: str = "") -> str | None:
 
 
 def _classify(pid: int) -> str | None:
+    return _classify_argv(pid)[0]
+
+
+def _classify_argv(pid: int) -> tuple[str | None, list[str]]:
+    """What ``_classify`` answers, and the argv it read."""
     try:
         exe = os.readlink(f"/proc/{pid}/exe")
     except OSError:
         exe = ""
-    return classify_argv(_argv(pid), _comm(pid), exe)
+    argv = _argv(pid)
+    return classify_argv(argv, _comm(pid), exe), argv
 
 
 def _children_map() -> dict[int, list[int]]:
@@ -257,16 +263,17 @@ class ProcessProbe:
     def _detect(self, pane_pid: int, start: int, tpgid: int) -> tuple[Detected, bool]:
         """What the pane runs, and whether that answer holds while the key does."""
         pane = ProcIdentity(pane_pid, start)
-        own = _classify(pane_pid)
+        own, argv = _classify_argv(pane_pid)
         if own not in (None, "shell"):
             return Detected(own, pane, pane), True
         root, kind = pane_pid, own
-        script = own == "shell" and tpgid in (pane_pid, -1) and _runs_script(_argv(pane_pid))
+        script = own == "shell" and tpgid in (pane_pid, -1) and _runs_script(argv)
         if tpgid > 0 and tpgid != pane_pid:
             root, kind = tpgid, _classify(tpgid)
             if kind not in (None, "shell"):
                 return Detected(kind, proc_identity(tpgid), pane), True
-        if (kind is None or script) and _stat(root) is not None:
+        if (kind is None or script) and (root == pane_pid or _stat(root) is not None):
+            # (the pane's own process was read just now, by ``detect``)
             # an unrecognised wrapper (npx; sudo switching a hosted agent to its pool user,
             # which keeps the pane's foreground group), or a shell running a script (no job
             # control: its children stay in its group): look a few levels below it

@@ -170,10 +170,10 @@ def strip_ansi(text: str) -> str:
 
 def screen_lines(text: str) -> list[str]:
     """The screen as lines without escapes or trailing blanks (trailing empty lines dropped)."""
-    lines = [line.rstrip() for line in strip_ansi(text).replace("\r", "").split("\n")]
-    while lines and not lines[-1]:
-        lines.pop()
-    return lines
+    # (trailing blanks off the whole screen first: the blank lines below its last text are
+    # never split out one by one)
+    plain = strip_ansi(text).replace("\r", "").rstrip()
+    return [line.rstrip() for line in plain.split("\n")] if plain else []
 
 
 def one_line(text: str, limit: int = 160) -> str:
@@ -214,10 +214,12 @@ def pr_links(text: str) -> tuple[str, ...]:
     only where a label makes it unambiguous (``PR #123``, ``pull request #123``, ``MR !7``)."""
     plain = strip_ansi(text)
     found: list[tuple[int, str]] = []
-    for pattern in (_GITHUB_PR, _GITLAB_MR):
-        found.extend((m.start(), m.group(0).rstrip(".")) for m in pattern.finditer(plain))
-    for m in _LABELLED.finditer(plain):
-        found.append((m.start(), f"{m.group(1)}{m.group(2)}"))
+    if "http" in plain:  # (each URL pattern starts with it: a screen without one is not scanned)
+        for pattern in (_GITHUB_PR, _GITLAB_MR):
+            found.extend((m.start(), m.group(0).rstrip(".")) for m in pattern.finditer(plain))
+    if "#" in plain or "!" in plain:  # (a labelled number has one or the other)
+        for m in _LABELLED.finditer(plain):
+            found.append((m.start(), f"{m.group(1)}{m.group(2)}"))
     seen: dict[str, None] = {}
     for _, link in sorted(found):
         seen.setdefault(link.replace("http://", "https://", 1), None)

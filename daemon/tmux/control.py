@@ -151,7 +151,14 @@ def _drop_outcome(future: asyncio.Future[list[str]]) -> None:
 
 
 class ControlClient:
-    """One ``tmux -C`` client attached to one session."""
+    """One ``tmux -C`` client attached to one session.
+
+    Its stdout is read by a callback on the event loop (no task, no stream buffer): each time
+    the pipe is readable, everything in it is read and dispatched at once. ``hold`` stops
+    watching the pipe while no command of this client waits for its answer: what tmux writes
+    meanwhile (``%output`` lines) waits in the pipe and is read in one go by ``release``, so a
+    follower that acts on output only now and then (the watcher's capture batches) is not
+    woken by every line."""
 
     def __init__(
         self,
@@ -166,9 +173,12 @@ class ControlClient:
         self.label = label
         self._on_event = on_event
         self._proc: asyncio.subprocess.Process | None = None
-        self._stdout: asyncio.StreamReader | None = None
-        self._stdout_pipe: asyncio.ReadTransport | None = None
-        self._reader: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._fd: int | None = None  # the read end of the client's stdout
+        self._parser = ControlParser()
+        self._held = False
+        self._watched = False
+        self._finish: asyncio.Task[None] | None = None
         # commands sent and not yet answered: the line, its future, the loop time it was sent
         self._waiting: deque[tuple[str, asyncio.Future[list[str]], float]] = deque()
         self.closed = asyncio.Event()
@@ -197,12 +207,7 @@ class ControlClient:
         loop = asyncio.get_running_loop()
         read_fd, write_fd = os.pipe()
         try:
-            self._stdout = asyncio.StreamReader(limit=_READ_SIZE, loop=loop)
-            protocol = asyncio.StreamReaderProtocol(self._stdout, loop=loop)
-            self._stdout_pipe, _ = await loop.connect_read_pipe(
-                lambda: protocol, os.fdopen(read_fd, "rb", buffering=0)
-            )
-            read_fd = -1
+            os.set_blocking(read_fd, False)
             self._proc = await asyncio.create_subprocess_exec(
                 *self.argv,
                 stdin=asyncio.subprocess.PIPE,
@@ -212,15 +217,39 @@ class ControlClient:
                 start_new_session=True,
             )
         except BaseException:
-            if self._stdout_pipe is not None:
-                self._stdout_pipe.close()
-            elif read_fd != -1:
-                os.close(read_fd)
+            os.close(read_fd)
             raise
         finally:
             os.close(write_fd)
+        self._loop = loop
+        self._fd = read_fd
         self.heard = loop.time()
-        self._reader = loop.create_task(self._read(), name=f"tmux-control {self.label}")
+        self._watch()
+
+    def hold(self) -> None:
+        """Read nothing until ``release``, except while a command of this client waits for its
+        answer (a command is never kept waiting by a hold)."""
+        self._held = True
+        self._watch()
+
+    def release(self) -> None:
+        """Read and dispatch now what was written during a hold, and watch the pipe again."""
+        self._held = False
+        if self._fd is not None:
+            self._readable()
+        self._watch()
+
+    def _watch(self) -> None:
+        """Watch the pipe unless held with no command waiting."""
+        loop, fd = self._loop, self._fd
+        want = fd is not None and (not self._held or bool(self._waiting))
+        if loop is None or fd is None or want == self._watched:
+            return
+        if want:
+            loop.add_reader(fd, self._readable)
+        else:
+            loop.remove_reader(fd)
+        self._watched = want
 
     def send(self, lines: Sequence[str]) -> list[asyncio.Future[list[str]]]:
         """Write commands (one per line) at once; one future per command, in order."""
@@ -241,6 +270,7 @@ class ControlClient:
         except (ConnectionError, RuntimeError) as exc:
             self._fail_waiting(f"write failed: {exc}")
             raise ConnectionError("the tmux control client went away") from None
+        self._watch()  # its answers are read as they come, held or not
         return futures
 
     def send_quietly(self, lines: Sequence[str]) -> list[asyncio.Future[list[str]]]:
@@ -254,44 +284,71 @@ class ControlClient:
         (future,) = self.send([line])
         return await asyncio.wait_for(future, timeout)
 
-    async def _read(self) -> None:
-        stdout = self._stdout
-        assert stdout is not None
-        parser = ControlParser()
-        clock = asyncio.get_running_loop().time
-        try:
-            while True:
-                data = await stdout.read(_READ_SIZE)
-                if not data:
-                    break
-                self.heard = clock()
-                for event in parser.feed_data(data):
-                    if isinstance(event, Block):
-                        if event.flags & 1 and self._waiting:
-                            command, future, _ = self._waiting.popleft()
-                            if not future.done():
-                                if event.ok:
-                                    future.set_result(event.lines)
-                                else:
-                                    future.set_exception(TmuxCommandError(command, event.lines))
-                        continue
-                    if event.name == "exit":
-                        self.exit_reason = " ".join(event.args) or "exit"
-                    try:
-                        self._on_event(self, event)
-                    except Exception:
-                        log.exception("tmux event handler failed on %s", event.name)
-                if parser.buffered > _LINE_LIMIT:
-                    self.exit_reason = "line too long"
-                    break
-        finally:
-            self._fail_waiting(self.exit_reason or "tmux control client exited")
-            if self._stdout_pipe is not None:
-                self._stdout_pipe.close()
-            self.closed.set()
-            await self._reap()
-            with contextlib.suppress(Exception):
-                self._on_event(self, Notification("client-closed"))
+    def _readable(self) -> None:
+        """Read everything in the pipe and dispatch it; end the client at its end of file."""
+        loop = self._loop
+        assert loop is not None
+        while self._fd is not None:
+            try:
+                data = os.read(self._fd, _READ_SIZE)
+            except BlockingIOError:
+                break
+            except OSError as exc:
+                self._end(f"reading failed: {exc}")
+                return
+            if not data:
+                self._end(self.exit_reason or "tmux control client exited")
+                return
+            self.heard = loop.time()
+            self._dispatch(self._parser.feed_data(data))
+            if self._parser.buffered > _LINE_LIMIT:
+                self.exit_reason = "line too long"
+                self._end(self.exit_reason)
+                return
+            if len(data) < _READ_SIZE:
+                break  # the pipe is empty: no read just to hear so
+        self._watch()
+
+    def _dispatch(self, events: list[Notification | Block]) -> None:
+        for event in events:
+            if isinstance(event, Block):
+                if event.flags & 1 and self._waiting:
+                    command, future, _ = self._waiting.popleft()
+                    if not future.done():
+                        if event.ok:
+                            future.set_result(event.lines)
+                        else:
+                            future.set_exception(TmuxCommandError(command, event.lines))
+                continue
+            if event.name == "exit":
+                self.exit_reason = " ".join(event.args) or "exit"
+            try:
+                self._on_event(self, event)
+            except Exception:
+                log.exception("tmux event handler failed on %s", event.name)
+
+    def _end(self, why: str) -> None:
+        """Stop reading for good: fail what waits, close the pipe; then reap the process and
+        tell ``client-closed``."""
+        fd = self._fd
+        if fd is None:
+            return
+        if self._watched and self._loop is not None:
+            self._loop.remove_reader(fd)
+            self._watched = False
+        self._fd = None
+        os.close(fd)
+        self._fail_waiting(why)
+        self.closed.set()
+        if self._loop is not None:
+            self._finish = self._loop.create_task(
+                self._finished(), name=f"tmux-control-end {self.label}"
+            )
+
+    async def _finished(self) -> None:
+        await self._reap()
+        with contextlib.suppress(Exception):
+            self._on_event(self, Notification("client-closed"))
 
     def _fail_waiting(self, why: str) -> None:
         while self._waiting:
@@ -315,14 +372,13 @@ class ControlClient:
     def kill(self) -> None:
         """End a client that stopped delivering: SIGKILL its process and stop reading now.
         The server holds the client's stdout (tmux passes a control client's stdio to the
-        server at attach), so a wedged server never ends it: the reader is cancelled rather
-        than left waiting for an end of file, and closes the client as on one."""
+        server at attach), so a wedged server never ends it: reading stops here rather than
+        waiting for an end of file, and the client closes as on one."""
         proc = self._proc
         if proc is not None and proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
-        if self._reader is not None and not self._reader.done():
-            self._reader.cancel()
+        self._end(self.exit_reason or "tmux control client exited")
 
     async def close(self) -> None:
         proc = self._proc
@@ -330,10 +386,12 @@ class ControlClient:
             return
         if proc.stdin is not None and not proc.stdin.is_closing():
             proc.stdin.close()  # EOF on stdin: tmux detaches this client
-        if self._reader is not None:
-            try:
-                await asyncio.wait_for(asyncio.shield(self._reader), 3.0)
-            except TimeoutError:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-                await self._reader
+        self.release()  # read on to the end of file
+        try:
+            await asyncio.wait_for(self.closed.wait(), 3.0)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            self._end(self.exit_reason or "tmux control client exited")
+        if self._finish is not None:
+            await asyncio.shield(self._finish)

@@ -13,8 +13,13 @@ not decoded); ``%layout-change``, ``%window-add``/``-close``, ``%sessions-change
 marks: the capture loop pipelines ``capture-pane -p`` (plus ``display-message`` for a pane
 whose metadata is older than ``meta_max_age``) for just the dirty panes over the first
 client's stdin (no process per capture), after a short debounce and at most once per
-``interval`` (each batch wakes the tmux server a few times, whatever its size); the structure
-loop re-lists panes (``list-panes -a``) and sessions, attaching a client to each new session.
+``interval`` (each batch wakes the tmux server a few times, whatever its size). While it
+waits for the next batch, the clients are held (``ControlClient.hold``): what they print
+meanwhile stays in their pipes and is read in one go just before the batch, so the daemon
+wakes about once a batch rather than once per ``%output`` line (a client's answers to its
+commands are read as they come, held or not). The structure loop re-lists panes
+(``list-panes -a``) and sessions, attaching a client to each new session; a structure event
+printed during a hold is seen at its end, within ``interval``.
 A screen or listing that is what the directory last heard is not told again.
 
 Flow control: a pane that sends ``pause_after`` ``%output`` bursts before its capture is
@@ -22,8 +27,10 @@ paused for its client (``refresh-client -A %N:pause``), so tmux stops formatting
 for us; its capture first resumes it (``%N:continue``, sent with ``-t <client>`` on the
 capturing client, so the resume is ordered before the capture: output after it is announced
 again, output before it is on the captured screen). A pause whose answer has not come back
-by the capture marks the pane dirty again when it does. ``on``/``off`` are never used: on
-tmux 3.3a, toggling them under load crashes the server.
+by the capture marks the pane dirty again when it does (its bursts are counted as they are
+read: a pane that streams through a hold is paused at its end, just before the batch, so it
+stays paused until the next batch resumes and captures it again). ``on``/``off`` are never
+used: on tmux 3.3a, toggling them under load crashes the server.
 
 What tmux announces to no control client: a pane whose process died (remain-on-exit), was
 replaced (``respawn-pane -k``) or set a new title. Each probe round that probes a client, and
@@ -395,7 +402,16 @@ class Watcher:
             # a short debounce after a quiet spell; under load, at most one batch per interval
             # (each batch wakes the tmux server a few times, whatever its size)
             now = loop.time()
-            await asyncio.sleep(max(self.debounce, last + self.interval - now))
+            # meanwhile the clients are held: what they print is read in one go before the
+            # batch rather than line by line as it comes (their answers are still read)
+            held = list(self._clients.values())
+            for client in held:
+                client.hold()
+            try:
+                await asyncio.sleep(max(self.debounce, last + self.interval - now))
+            finally:
+                for client in held:
+                    client.release()
             last = loop.time()
             self._dirty_event.clear()
             panes, self._dirty = self._dirty, set()

@@ -1,8 +1,20 @@
-"""The control-mode line parser: notifications, command blocks, guards."""
+"""The control-mode line parser: notifications, command blocks, guards; a control client held
+between reads."""
 
 from __future__ import annotations
 
-from openbus.daemon.tmux.control import Block, ControlParser, Notification
+import asyncio
+
+from openbus.daemon.tmux import Tmux
+from openbus.daemon.tmux.control import (
+    Block,
+    ControlClient,
+    ControlParser,
+    Notification,
+    TmuxCommandError,
+)
+from tests.support.tmux import TmuxServer
+from tests.support.wait import async_wait_until
 
 
 def test_output_lines_become_a_pane_id_without_their_payload() -> None:
@@ -70,3 +82,45 @@ def test_chunks_split_anywhere_give_the_same_events_as_whole_lines() -> None:
     parser = ControlParser()
     one_by_one = [e for i in range(len(STREAM)) for e in parser.feed_data(STREAM[i : i + 1])]
     assert one_by_one == expected and parser.buffered == 0
+
+
+def test_a_held_client_answers_its_commands_and_hears_what_was_printed_once_released(
+    server: TmuxServer,
+) -> None:
+    pane = server.session("held")
+    session = server.pane_field(pane, "session_id")
+
+    async def main() -> None:
+        heard: list[Notification] = []
+        tmux = Tmux(server.socket)
+        client = ControlClient(
+            tmux.attach_argv(session), tmux.env, lambda _, event: heard.append(event)
+        )
+        await client.start()
+        try:
+
+            async def attached() -> bool:
+                try:
+                    return await client.command("display-message -p attached", 5) == ["attached"]
+                except TmuxCommandError:  # (run before its own attach: "no current client")
+                    return False
+
+            await async_wait_until(attached, what="the client to attach")
+            client.hold()
+            assert await client.command("display-message -p held", 5) == ["held"]
+            heard.clear()
+            server.send_text(pane, "echo mark-$((6*7))")
+            server.keys(pane, "Enter")
+            await asyncio.to_thread(server.wait_for, pane, "mark-42")  # (the loop runs on)
+            assert Notification("output", (pane,)) not in heard  # nothing read while held
+            client.release()
+
+            async def printed() -> bool:
+                return Notification("output", (pane,)) in heard
+
+            await async_wait_until(printed, what="the held output to be heard")
+        finally:
+            await client.close()
+        assert client.closed.is_set() and Notification("client-closed") in heard
+
+    asyncio.run(main())
