@@ -163,7 +163,8 @@ def test_a_pane_respawned_with_kill_is_a_new_incarnation_without_waiting_for_a_s
             lambda: panes(d)[pane]["incarnation"] != first and panes(d)[pane]["harness"] == "codex",
             "the new process as a new incarnation",
         )
-        assert panes(d)[pane]["state"] == "idle"
+        # The process is seen before it draws: its state follows the first screen it prints.
+        await until(lambda: panes(d)[pane]["state"] == "idle", "the new process's idle screen")
         events = d.pane(pane)["events"]
         assert [e["kind"] for e in events][:2] == ["appeared", "incarnation"]
 
