@@ -70,26 +70,16 @@ def _mask_string(text: str) -> tuple[str, tuple[str, ...]]:
 
 def mask_value(value: Any, kinds: set[str]) -> Any:
     """``value`` with every string in it masked; the kinds masked are added to ``kinds``."""
-    kind = type(value)  # the common types first, without the ABC checks below
-    if kind is str:
-        text, found = _mask_string(value)
-        if found:
-            kinds.update(found)
-        return text
-    if value is None or kind is bool or kind is int or kind is float:
-        return value
-    if kind is list or kind is tuple:
-        return [mask_value(v, kinds) for v in value]
-    if kind is dict:
-        return {k: mask_value(v, kinds) for k, v in value.items()}
     if isinstance(value, str):
         text, found = _mask_string(value)
         kinds.update(found)
         return text
-    if isinstance(value, Mapping):
-        return {k: mask_value(v, kinds) for k, v in value.items()}
+    if value is None or isinstance(value, (int, float)):
+        return value  # (before the abstract Mapping check below, which costs several times this)
     if isinstance(value, (list, tuple)):
         return [mask_value(v, kinds) for v in value]
+    if isinstance(value, Mapping):
+        return {k: mask_value(v, kinds) for k, v in value.items()}
     return value
 
 
