@@ -20,10 +20,14 @@ Theory of operation
   is a launcher: the harness below it, else ``unknown``, never ``shell``. An ``unknown``
   answer is asked again, but the walk below the pane's processes that found it is redone at
   most every ``WALK_EVERY`` seconds while the key holds (a script that keeps starting
-  commands, a pane printing many times a second, would walk its tree on every capture): an
-  answer given from a walk put off is owed (``owed()``), and the directory asks again for
-  the panes owed once their walk is due, so a harness a launcher starts is seen within about
-  ``WALK_EVERY`` seconds even when its screen then stands still.
+  commands, a pane printing many times a second, would walk its tree on every capture), and
+  each walk that finds the same answer again doubles that hold, up to ``WALK_MOST``: a
+  launcher that has run a while without a harness is walked about every ``WALK_MOST``
+  seconds (200 ticker scripts: 17 walks a second rather than 67), one just started every
+  ``WALK_EVERY``. A walk asked for at once (``walk_now``) starts the hold over. An answer
+  given from a walk put off is owed (``owed()``), and the directory asks again for the
+  panes owed once their walk is due, so a harness a launcher starts is seen within the
+  hold (``WALK_EVERY`` to ``WALK_MOST`` seconds) even when its screen then stands still.
 * Process identity: pid plus start time (field 22 of ``/proc/<pid>/stat``), so a recycled
   pid is a different process.
 * Git branch: ``.git/HEAD`` read directly from the cwd upward, following a worktree's
@@ -50,7 +54,8 @@ SHELLS = frozenset({"bash", "zsh", "sh", "fish", "dash", "ksh", "mksh", "tcsh", 
 HARNESS_NAMES = ("claude", "codex", "opencode", "omp", "gemini")
 _INTERPRETERS = frozenset({"node", "nodejs", "bun", "deno", "python", "python3", "npx", "tsx"})
 _ABSENT = frozenset({errno.ENOENT, errno.ENOTDIR, errno.ELOOP})  # no .git here: look further up
-WALK_EVERY = 3.0  # seconds an unknown answer's walk below the pane's processes holds
+WALK_EVERY = 3.0  # seconds an unknown answer's walk below the pane's processes first holds
+WALK_MOST = 12.0  # ... and at most, doubling while its walks find the same answer again
 _PACKAGE_HINTS = {
     "@anthropic-ai/claude-code": "claude",
     "@openai/codex": "codex",
@@ -210,8 +215,9 @@ class ProcessProbe:
         self.home = home or Path.home()
         self.clock = clock or SystemClock()
         self._cache: dict[tuple[int, int, int, str, str], Detected] = {}
-        # unknown answers and when their walk ran; the panes given one since, and its time
-        self._walked: dict[tuple[int, int, int, str, str], tuple[Detected, float]] = {}
+        # unknown answers, when their walk ran and how long it holds; the panes given one
+        # since, and when their next walk is due
+        self._walked: dict[tuple[int, int, int, str, str], tuple[Detected, float, float]] = {}
         self._owed: dict[int, float] = {}
         self._gitdirs: dict[str, Path | None] = {}
 
@@ -231,17 +237,21 @@ class ProcessProbe:
             return cached  # (a harness found below the pane's process must still run)
         now = self.clock.monotonic()
         walked = self._walked.get(key)
-        if walked is not None and now - walked[1] < WALK_EVERY and not walk_now:
-            self._owed.setdefault(pane_pid, walked[1])
+        if walked is not None and now - walked[1] < walked[2] and not walk_now:
+            self._owed.setdefault(pane_pid, walked[1] + walked[2])
             return walked[0]  # the walk is put off: owed
         self._owed.pop(pane_pid, None)
         found, final = self._detect(pane_pid, start, tpgid)
         if not final:
             # maybe not exec'd yet, or a script yet to start it: asked again, walked again
-            # once WALK_EVERY has passed (or at once when the key changes)
+            # once its hold has passed (or at once when the key changes); the hold doubles
+            # while the walks find the same answer
+            hold = WALK_EVERY
+            if walked is not None and walked[0] == found and not walk_now:
+                hold = min(walked[2] * 2, WALK_MOST)
             if len(self._walked) > 4096:
                 self._walked.clear()
-            self._walked[key] = (found, now)
+            self._walked[key] = (found, now, hold)
             return found
         self._walked.pop(key, None)
         if len(self._cache) > 4096:
@@ -255,7 +265,7 @@ class ProcessProbe:
         if not self._owed:
             return set()
         now = self.clock.monotonic()
-        due = {pid for pid, walked in self._owed.items() if now - walked >= WALK_EVERY}
+        due = {pid for pid, when in self._owed.items() if now >= when}
         for pid in due:
             del self._owed[pid]
         return due

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from openbus.daemon.directory_probe import WALK_EVERY, ProcessProbe, classify_argv
+from openbus.daemon.directory_probe import WALK_EVERY, WALK_MOST, ProcessProbe, classify_argv
 from openbus.daemon.tmux import Tmux
 from openbus.daemon.tmux.adapter import default_socket
 from openbus.kernel.errors import BadRequest, NotFound, Unavailable
@@ -227,6 +227,50 @@ def test_a_launcher_walked_lately_is_answered_from_that_walk_and_owed_once_it_is
     assert probe.owed() == {pid}
     assert probe.detect(pid).harness == "opencode"
     assert probe.owed() == set()
+
+
+def test_a_launcher_whose_walks_find_nothing_new_is_walked_less_often_down_to_walk_most(
+    server: TmuxServer, tmp_path: Path
+) -> None:
+    # each walk that finds the same answer doubles the hold (WALK_EVERY, twice it, ... up to
+    # WALK_MOST); the harness such a launcher starts at last is seen once that hold is over
+    pane, pid = wrapped_harness(server, tmp_path)
+    clock = FixedClock()
+    probe = ProcessProbe(clock=clock)
+    wait_until(lambda: "sh" in probe_comm(pid), what="the wrapper shell")
+    holds: list[float] = []
+    assert probe.detect(pid).harness == "unknown"  # walked
+    while not holds or holds[-1] < WALK_MOST:
+        assert probe.detect(pid).harness == "unknown"  # put off: owed once the hold is over
+        waited = 0.0
+        while not probe.owed():
+            clock.advance(1.0)
+            waited += 1.0
+        holds.append(waited)
+        assert probe.detect(pid).harness == "unknown"  # walked again: nothing new
+    assert holds == [WALK_EVERY, 2 * WALK_EVERY, WALK_MOST]
+    server.keys(pane, "Enter")
+    wait_until(lambda: ProcessProbe().detect(pid).harness == "opencode", what="the harness")
+    assert probe.detect(pid).harness == "unknown"  # as walked a moment ago
+    clock.advance(WALK_MOST - 1.0)
+    assert probe.owed() == set()
+    clock.advance(1.0)
+    assert probe.owed() == {pid}
+    assert probe.detect(pid).harness == "opencode"
+
+
+def test_a_walk_asked_for_at_once_starts_the_hold_over(server: TmuxServer, tmp_path: Path) -> None:
+    _, pid = wrapped_harness(server, tmp_path)
+    clock = FixedClock()
+    probe = ProcessProbe(clock=clock)
+    wait_until(lambda: "sh" in probe_comm(pid), what="the wrapper shell")
+    for _ in range(4):  # walked, and walked again each time its hold is over: WALK_MOST now
+        probe.detect(pid)
+        clock.advance(WALK_MOST)
+    assert probe.detect(pid, walk_now=True).harness == "unknown"
+    probe.detect(pid)  # put off: owed once WALK_EVERY has passed
+    clock.advance(WALK_EVERY)
+    assert probe.owed() == {pid}
 
 
 def probe_comm(pid: int) -> str:
