@@ -252,7 +252,10 @@ def test_a_turn_the_model_holds_open_is_busy_until_the_reply_ends_it(agent: Agen
         composer_empty=True,
     )
     states = [event["to"] for event in done["events"] if event["kind"] == "state"]
-    assert states[-2:] == ["busy", "idle"]
+    # busy until the reply; between it and the idle screen at most frames read as unknown
+    # (a redraw caught half-way is no reading, never a wrong one)
+    last_busy = len(states) - 1 - states[::-1].index("busy")
+    assert set(states[last_busy + 1 : -1]) <= {"unknown"} and states[-1] == "idle", states
 
 
 def test_asking_to_run_an_mcp_tool_is_a_menu_until_the_human_answers(agent: Agent) -> None:
