@@ -144,8 +144,11 @@ class DeliveryEngine:
         self._follow_handles()
 
     def reconcile(self, pane: str) -> None:
+        messages = self.book.addressed_to(pane)
+        if not messages:
+            return  # (nothing for the pane: most changes of a fleet ask no look at its view)
         view = self.fleet.view(pane)
-        for message in self.book.addressed_to(pane):
+        for message in messages:
             if message.phase is Phase.TYPING:
                 continue
             if view is None or view.incarnation != message.recipient.incarnation:

@@ -176,6 +176,13 @@ def screen_lines(text: str) -> list[str]:
     return [line.rstrip() for line in plain.split("\n")] if plain else []
 
 
+def last_line(text: str) -> str:
+    """The screen's last non-blank line, stripped: ``last_nonblank(screen_lines(text))``
+    without splitting the lines above it."""
+    plain = strip_ansi(text).replace("\r", "").rstrip()
+    return plain[plain.rfind("\n") + 1 :].strip()
+
+
 def one_line(text: str, limit: int = 160) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"

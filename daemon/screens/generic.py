@@ -14,10 +14,9 @@ from openbus.daemon.screens.base import (
     Rule,
     State,
     clean_title,
-    last_nonblank,
+    last_line,
     one_line,
     pr_links,
-    screen_lines,
     shows_exit,
 )
 
@@ -35,9 +34,8 @@ RULES = {
 
 
 def _generic(text: str, ev: Evidence, state: State, rule: str) -> Reading:
-    lines = screen_lines(text)
-    last = last_nonblank(lines)
-    if ev.dead or shows_exit(lines):
+    last = last_line(text)
+    if ev.dead or shows_exit([last]):
         state, rule = "exited", "exited"
     return Reading(
         state, None, clean_title(ev), one_line(last), pr_links(text), rule=rule, lines=(last,)
