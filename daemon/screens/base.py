@@ -172,15 +172,20 @@ def screen_lines(text: str) -> list[str]:
     """The screen as lines without escapes or trailing blanks (trailing empty lines dropped)."""
     # (trailing blanks off the whole screen first: the blank lines below its last text are
     # never split out one by one)
-    plain = strip_ansi(text).replace("\r", "").rstrip()
+    plain = _plain(text)
     return [line.rstrip() for line in plain.split("\n")] if plain else []
 
 
 def last_line(text: str) -> str:
     """The screen's last non-blank line, stripped: ``last_nonblank(screen_lines(text))``
     without splitting the lines above it."""
-    plain = strip_ansi(text).replace("\r", "").rstrip()
+    plain = _plain(text)
     return plain[plain.rfind("\n") + 1 :].strip()
+
+
+def _plain(text: str) -> str:
+    """The screen without escapes, carriage returns or the blanks after its last text."""
+    return strip_ansi(text).replace("\r", "").rstrip()
 
 
 def one_line(text: str, limit: int = 160) -> str:
@@ -257,8 +262,12 @@ _EXIT_MARKERS = (
 
 
 def shows_exit(lines: list[str]) -> bool:
-    last = last_nonblank(lines)
-    return any(p.search(last) for p in _EXIT_MARKERS)
+    return is_exit_line(last_nonblank(lines))
+
+
+def is_exit_line(line: str) -> bool:
+    """Whether a screen's last non-blank line (stripped) says its process ended."""
+    return any(p.search(line) for p in _EXIT_MARKERS)
 
 
 # --------------------------------------------------------------------------- menus

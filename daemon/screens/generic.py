@@ -14,10 +14,10 @@ from openbus.daemon.screens.base import (
     Rule,
     State,
     clean_title,
+    is_exit_line,
     last_line,
     one_line,
     pr_links,
-    shows_exit,
 )
 
 RULES = {
@@ -35,7 +35,7 @@ RULES = {
 
 def _generic(text: str, ev: Evidence, state: State, rule: str) -> Reading:
     last = last_line(text)
-    if ev.dead or shows_exit([last]):
+    if ev.dead or is_exit_line(last):
         state, rule = "exited", "exited"
     return Reading(
         state, None, clean_title(ev), one_line(last), pr_links(text), rule=rule, lines=(last,)
