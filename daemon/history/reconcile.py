@@ -412,6 +412,6 @@ def _read_all(fd: int, size: int) -> bytes:
     return b"".join(chunks)
 
 
-def _read_lines(path: Path) -> list[str] | list[bytes]:
+def _read_lines(path: Path) -> list[bytes]:
     with path.open("rb") as handle:
         return split_lines(handle.read())

@@ -14,6 +14,7 @@ from openbus.daemon.history.model import (
     parse_time,
 )
 from openbus.daemon.history.parse import (
+    _records,
     find_prs,
     parse_claude,
     parse_codex,
@@ -292,10 +293,44 @@ def _claude_line(cwd: str, prompt: str, when: str) -> bytes:
                 _claude_line("/c", "cut", "2026-11-30T08:00:00Z")[:-9],  # being written
             ]
         ),
+        b"\n".join(  # what only json reads: a lone surrogate escape, NaN, a UTF-16 line
+            [
+                _claude_line("/a", "first \\ud800 half", "2026-11-30T06:00:00Z"),
+                _claude_line("/n", "n", "2026-11-30T06:30:00Z").replace(b'"main"', b"NaN"),
+                _claude_line("/u", "wide", "2026-11-30T06:40:00Z").decode().encode("utf-16-le"),
+                _claude_line("/b", "second", "2026-11-30T07:00:00Z"),
+            ]
+        ),
+        b"\n".join(  # a line nested deeper than any decoder goes, and a raw NUL in a string
+            [
+                _claude_line("/a", "first", "2026-11-30T06:00:00Z"),
+                b'{"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+                _claude_line("/x", "x\x00", "2026-11-30T08:00:00Z").replace(b"\\u0000", b"\x00"),
+                _claude_line("/b", "second", "2026-11-30T07:00:00Z"),
+            ]
+        ),
     ],
 )
-def test_a_transcript_decoded_once_reads_as_its_lines_bytes_do(data: bytes) -> None:
-    by_bytes = parse_claude(data.split(b"\n"), file_name="s1.jsonl")
-    by_text = parse_claude(split_lines(data), file_name="s1.jsonl")
-    assert by_text == by_bytes and by_text is not None
-    assert by_text.prompts[0].startswith("first") and by_text.cwd == "/b"
+def test_a_transcript_reads_as_json_loads_reads_each_of_its_lines(data: bytes) -> None:
+    def plain(line: bytes) -> object:
+        try:
+            return json.loads(line)
+        except (ValueError, RecursionError):
+            return None
+
+    objects = [v for v in map(plain, data.split(b"\n")) if isinstance(v, dict)]
+    assert _same(list(_records(split_lines(data))), objects)
+    parsed = parse_claude(split_lines(data), file_name="s1.jsonl")
+    assert parsed is not None
+    assert parsed.prompts[0].startswith("first") and parsed.cwd == "/b"
+
+
+def _same(a: object, b: object) -> bool:
+    """Equal, a NaN equal to a NaN."""
+    if isinstance(a, float) and isinstance(b, float) and a != a and b != b:
+        return True
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(map(_same, a, b))
+    return type(a) is type(b) and a == b

@@ -158,3 +158,16 @@ def test_a_lone_surrogate_in_a_transcript_is_indexed_as_a_replacement_character(
     assert cut.prompts == ("fix the \ufffd", "then the \ufffd tests")
     assert cut.title == "fix the \ufffd"
     assert [hit.entry.session_id for hit in world.index.search("tests")] == ["c-cut"]
+
+
+def test_a_line_nested_deeper_than_any_decoder_goes_is_skipped_and_the_reindex_goes_on(
+    world: World,
+) -> None:
+    # json's decoder raises RecursionError (not a ValueError) on such a line
+    deep = world.claude.session("c-deep", "/w", ["the prompt before the deep line"])
+    with deep.open("ab") as f:
+        f.write(b'{"type": "user", "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}\n")
+    world.claude.session("c-next", "/w", ["an ordinary prompt"])
+    stats = world.index.reconcile()
+    assert (stats.indexed, stats.errors) == (2, [])
+    assert world.index.get("claude", "c-deep").prompts == ("the prompt before the deep line",)
