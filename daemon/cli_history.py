@@ -24,7 +24,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Callable
@@ -36,6 +35,7 @@ from openbus.daemon.config import Config
 from openbus.daemon.history.index import DB_NAME, HistoryIndex
 from openbus.daemon.history.model import PENDING_HARNESSES
 from openbus.daemon.history.sources import Sources
+from openbus.kernel import json_text
 from openbus.kernel.clock import SystemClock
 from openbus.kernel.errors import BadRequest
 
@@ -102,7 +102,7 @@ def _push_body(args: argparse.Namespace) -> dict[str, Any]:
         return {"harness": args.harness, "session_id": args.session}
     raw = sys.stdin.read()
     try:
-        hook = json.loads(raw) if raw.strip() else None
+        hook = json_text.loads(raw) if raw.strip() else None
     except ValueError:
         raise BadRequest("the hook input on stdin is not JSON", field="stdin") from None
     if not isinstance(hook, dict):

@@ -41,13 +41,13 @@ Theory of operation
 from __future__ import annotations
 
 import errno
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from stat import S_ISDIR, S_ISREG
 
 from openbus.daemon.screens import ClaudeStatus
+from openbus.kernel import json_text
 from openbus.kernel.clock import Clock, SystemClock
 
 SHELLS = frozenset({"bash", "zsh", "sh", "fish", "dash", "ksh", "mksh", "tcsh", "csh", "ash", "nu"})
@@ -356,7 +356,7 @@ class ProcessProbe:
         if raw is None:
             return None
         try:
-            doc = json.loads(raw)
+            doc = json_text.loads(raw)
         except ValueError:
             return None
         if not isinstance(doc, dict) or not isinstance(doc.get("status"), str):

@@ -11,12 +11,12 @@
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from openbus.daemon.history.model import parse_time
+from openbus.kernel import json_text
 
 MAX_DEPTH = 6
 MAX_PROCS = 256
@@ -106,7 +106,7 @@ def session_meta(path: Path) -> dict[str, object] | None:
     except OSError:
         return None
     try:
-        line = json.loads(first)
+        line = json_text.loads(first)
     except ValueError:
         return None
     if not isinstance(line, dict) or line.get("type") != "session_meta":

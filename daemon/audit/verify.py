@@ -72,7 +72,6 @@ whether the chain is intact. A checkpoint that a pinned key does not verify is f
 from __future__ import annotations
 
 import datetime
-import json
 import sqlite3
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -100,6 +99,7 @@ from openbus.daemon.core.audit import (
     record_from_dict,
     record_hash,
 )
+from openbus.kernel import json_text
 from openbus.kernel.clock import SystemClock
 from openbus.kernel.errors import ConfigError
 from openbus.policy.loader import PolicyLoader
@@ -297,7 +297,7 @@ def load_db(path: Path) -> Source:
         seq = row[0]
         where = f"seq {seq}"
         try:
-            details = json.loads(row[8])
+            details = json_text.loads(row[8])
             if not isinstance(details, dict):
                 raise ValueError
             record = record_from_dict(
@@ -355,7 +355,7 @@ def load_otlp_json(path: Path) -> Source:
         if not line.strip():
             continue
         try:
-            request = json.loads(line)
+            request = json_text.loads(line)
         except ValueError:
             source.problems.append(f"line {number} is not valid JSON")
             continue
@@ -380,7 +380,7 @@ def _read_log_record(source: Source, number: int, item: Mapping[str, Any]) -> No
     where = f"line {number}"
     body = (item.get("body") or {}).get("stringValue")
     try:
-        data = json.loads(body) if isinstance(body, str) else None
+        data = json_text.loads(body) if isinstance(body, str) else None
         if not isinstance(data, dict):
             raise ValueError
     except ValueError:

@@ -7,7 +7,6 @@ launcher's ``GEMINI_CLI_HOME`` or ``HOME``), read from where it was left."""
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +14,7 @@ from pathlib import Path
 from openbus.daemon.config import Launcher
 from openbus.daemon.core.reseed import ReseedWatch
 from openbus.daemon.grants import Principal
+from openbus.kernel import json_text
 
 MAX_READ = 4 * 1024 * 1024  # per look: a huge transcript is read over several ticks
 
@@ -89,7 +89,7 @@ class TranscriptFollower:
         self.partial = lines.pop()
         for line in lines:
             try:
-                record = json.loads(line)
+                record = json_text.loads(line)
             except ValueError:
                 continue
             if isinstance(record, dict):

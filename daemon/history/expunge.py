@@ -16,7 +16,6 @@ session); ``harness_keeps`` says how to delete OpenCode's copy.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from collections.abc import Callable
@@ -27,6 +26,7 @@ from openbus.daemon.history import opencode
 from openbus.daemon.history.model import Liveness, LiveState, SessionEntry
 from openbus.daemon.history.sources import CLAUDE, CODEX, OPENCODE, Sources
 from openbus.daemon.history.store import HistoryStore
+from openbus.kernel import json_text
 from openbus.kernel.errors import Conflict
 
 
@@ -120,7 +120,7 @@ def _drop_lines(path: Path, doomed: Callable[[dict[str, Any]], bool], attempts: 
         dropped = False
         for line in raw.splitlines(keepends=True):
             try:
-                rec = json.loads(line)
+                rec = json_text.loads(line)
             except ValueError:
                 kept.append(line)
                 continue

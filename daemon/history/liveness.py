@@ -31,7 +31,6 @@ time it started, so no answer comes from a scan older than ``ttl``.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -39,6 +38,7 @@ from pathlib import Path
 
 from openbus.daemon.history.model import Liveness, LiveState, SessionEntry
 from openbus.daemon.history.opencode import split_ref
+from openbus.kernel import json_text
 from openbus.kernel.clock import Clock
 
 PaneForPid = Callable[[int], str | None]
@@ -150,7 +150,7 @@ class LivenessProbe:
                 if not name.endswith(".json"):
                     continue
                 try:
-                    data = json.loads((status_dir / name).read_text())
+                    data = json_text.loads((status_dir / name).read_text())
                 except (OSError, ValueError):
                     continue
                 if not isinstance(data, dict):

@@ -63,6 +63,7 @@ from openbus.daemon.history.model import (
     ParsedSession,
     parse_time,
 )
+from openbus.kernel import json_text
 
 PR_PATTERN = re.compile(
     r"https?://(?:www\.)?github\.com/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/pull/\d+"
@@ -121,8 +122,8 @@ def _lenient(line: str | bytes) -> object:
     if line.isspace():
         return None
     try:
-        return json.loads(line)
-    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+        return json_text.loads(line)
+    except ValueError:  # UnicodeDecodeError and TooDeep are ones
         return None
 
 

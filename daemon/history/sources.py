@@ -22,7 +22,6 @@ root is known by its name alone.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from pathlib import Path
 
 from openbus.daemon.config import Config
 from openbus.daemon.history import opencode
+from openbus.kernel import json_text
 from openbus.kernel.errors import Unavailable
 
 CLAUDE = "claude"
@@ -241,7 +241,7 @@ def _gemini_session_id(path: Path) -> str | None:
     """The session id on a chat file's header line."""
     try:
         with path.open("rb") as handle:
-            first = json.loads(handle.readline(65536) or b"{}")
+            first = json_text.loads(handle.readline(65536) or b"{}")
     except (OSError, ValueError):
         return None
     found = first.get("sessionId") if isinstance(first, dict) else None

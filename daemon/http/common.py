@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import falcon.asgi
 
+from openbus.kernel import json_text
 from openbus.kernel.errors import BadRequest, UnsupportedMedia
 
 MAX_BODY = 256 * 1024
@@ -51,11 +51,11 @@ async def read_json(req: falcon.asgi.Request) -> dict[str, Any]:
     if not body:
         raise BadRequest("a JSON object body is required", field="body")
     try:
-        data = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        raise BadRequest("body is not valid JSON", field="body") from None
-    except RecursionError:  # nested past the parser's own limit
+        data = json_text.loads(body)
+    except json_text.TooDeep:  # nested past the parser's own limit
         raise _too_deep() from None
+    except ValueError:  # UnicodeDecodeError is one
+        raise BadRequest("body is not valid JSON", field="body") from None
     if not _depth_at_most(data, MAX_DEPTH):
         raise _too_deep()
     if not isinstance(data, dict):

@@ -9,13 +9,13 @@ is missing or cannot be parsed gives no marks (so nothing is trusted through it)
 
 from __future__ import annotations
 
-import json
 import os
 import tomllib
 from pathlib import Path, PurePosixPath
 
 from openbus.daemon.config import Config
 from openbus.daemon.core.sessions import Trust, TrustMark
+from openbus.kernel import json_text
 
 
 def _launcher_dirs(config: Config, variable: str) -> list[Path]:
@@ -35,7 +35,7 @@ def _codex_files(config: Config) -> list[Path]:
 
 def claude_marks(path: Path) -> list[TrustMark]:
     try:
-        data = json.loads(path.read_text())
+        data = json_text.loads(path.read_text())
     except (OSError, ValueError):
         return []
     projects = data.get("projects") if isinstance(data, dict) else None

@@ -327,10 +327,17 @@ def test_one_copy_of_a_record_altered_among_duplicates_is_detected(
     assert_flaw(report, 5, "two different copies")
 
 
-def test_a_line_that_is_not_json_is_named(trail: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "spoil",
+    [lambda line: line[:-5], lambda line: "[" * 100_000 + "]" * 100_000],
+    ids=["cut", "nested past the decoder"],
+)
+def test_a_line_that_is_not_json_is_named(
+    trail: Path, tmp_path: Path, spoil: Callable[[str], str]
+) -> None:
     path = tmp_path / "c.jsonl"
     lines = (trail / "collector.jsonl").read_text().splitlines()
-    lines[1] = lines[1][:-5]
+    lines[1] = spoil(lines[1])
     path.write_text("\n".join(lines) + "\n")
     report = verify_otlp_json(path, pinned(trail))
     assert not report.ok and report.problem == "line 2 is not valid JSON"

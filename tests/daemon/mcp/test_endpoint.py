@@ -223,6 +223,19 @@ def test_a_body_over_the_limit_is_refused(fleet: Fleet) -> None:
     assert raw(fleet, token, body=big).status_code == 413
 
 
+def test_a_body_nested_past_the_decoder_is_a_parse_error_and_the_endpoint_goes_on(
+    fleet: Fleet,
+) -> None:
+    launched = fleet.launch("fakeclaude", "observe")
+    token = fleet.token_of(launched["pid"])
+    deep = b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":' + b"[" * 100_000
+    deep += b"]" * 100_000 + b"}}"
+    response = raw(fleet, token, body=deep)
+    assert response.status_code == 400, response.text
+    assert "Traceback" not in response.text
+    assert raw(fleet, token).status_code == 200
+
+
 def test_find_sessions_searches_the_callers_own_repo_and_frames_data(fleet: Fleet) -> None:
     launched = fleet.launch("fakeclaude", "observe")
     token = fleet.token_of(launched["pid"])

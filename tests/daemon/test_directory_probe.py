@@ -1,0 +1,48 @@
+"""The process probe's reading of what harnesses write beside their processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from openbus.daemon.directory_probe import ProcessProbe, proc_identity
+
+
+@pytest.fixture
+def claude_like(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
+    """A real process whose environment names a Claude config dir, as Claude Code's does."""
+    config = tmp_path / "claude"
+    (config / "sessions").mkdir(parents=True)
+    env = {**os.environ, "CLAUDE_CONFIG_DIR": str(config)}
+    process = subprocess.Popen(["sleep", "600"], env=env)
+    try:
+        yield process, config
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_a_claude_status_file_is_read_for_its_process(
+    claude_like: tuple[subprocess.Popen[bytes], Path],
+) -> None:
+    process, config = claude_like
+    status = {"pid": process.pid, "status": "busy", "sessionId": "s1"}
+    (config / "sessions" / f"{process.pid}.json").write_text(json.dumps(status))
+    found = ProcessProbe().claude_status(proc_identity(process.pid))
+    assert found is not None and (found.status, found.session_id) == ("busy", "s1")
+
+
+@pytest.mark.parametrize(
+    "text", ["{", "[1, 2]", '{"status": ' + "[" * 100_000 + "]" * 100_000 + "}"]
+)
+def test_a_status_file_that_does_not_read_is_no_status_even_nested_past_the_decoder(
+    claude_like: tuple[subprocess.Popen[bytes], Path], text: str
+) -> None:
+    process, config = claude_like
+    (config / "sessions" / f"{process.pid}.json").write_text(text)
+    assert ProcessProbe().claude_status(proc_identity(process.pid)) is None
