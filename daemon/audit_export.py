@@ -107,10 +107,8 @@ class AuditExport(Feature):
         audit.listeners.append(self.checkpointer.notice)
         audit.listeners.append(self.shipper.notice)
         self.checkpointer.on_checkpoint.append(self.shipper.notice)
-        gate.register(Action(READ_ACTION, scope=None, tier=Tier.READ, mutates=False), self._read)
-        gate.register(
-            Action(FOLLOW_ACTION, scope=None, tier=Tier.READ, mutates=False), self._follow
-        )
+        gate.register(Action(READ_ACTION, scope=None, tier=Tier.READ), self._read)
+        gate.register(Action(FOLLOW_ACTION, scope=None, tier=Tier.READ), self._follow)
 
     def health(self) -> dict[str, Any]:
         return self.status()

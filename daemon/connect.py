@@ -36,8 +36,8 @@ from openbus.policy.model import CapDecision
 
 log = logging.getLogger("openbus")
 
-SET = Action("connect.set", tier=Tier.HUMAN, mutates=True)
-DISCONNECT_ALL = Action("connect.disconnect_all", tier=Tier.HUMAN, mutates=True)
+SET = Action("connect.set", tier=Tier.HUMAN, outside_effects=True)
+DISCONNECT_ALL = Action("connect.disconnect_all", tier=Tier.HUMAN, outside_effects=True)
 LIST_CONNECTIONS = Action("connect.list", tier=Tier.HUMAN)
 
 

@@ -11,7 +11,7 @@ from openbus.daemon.gate import Call, Gate
 from openbus.kernel.errors import BadRequest, Conflict, Forbidden
 
 LIST = Action("cards.list", tier=Tier.HUMAN)
-DECIDE = Action("cards.decide", tier=Tier.HUMAN, mutates=True)
+DECIDE = Action("cards.decide", tier=Tier.HUMAN, outside_effects=True)
 
 
 def card_list(cards: Cards, user: str, *, pending: bool = True) -> list[dict[str, Any]]:

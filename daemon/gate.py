@@ -167,7 +167,7 @@ class Gate:
         try:
             scopes = self.scopes.scopes_for(actor) if actor.is_agent else frozenset()
             call.scope = authorize(actor, action, scopes)
-            if action.mutates:
+            if action.outside_effects:
                 self._check_writable()
             result = await executor(call)
         except OpenbusError as exc:

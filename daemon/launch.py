@@ -126,7 +126,7 @@ from openbus.kernel.scopes import Preset, parse_preset
 
 log = logging.getLogger("openbus.launch")
 
-LAUNCH = Action("launch", tier=Tier.HUMAN, mutates=True)
+LAUNCH = Action("launch", tier=Tier.HUMAN, outside_effects=True)
 STALE_ENV_FILE_SECONDS = 60.0
 POLL_SECONDS = 0.02
 READY_POLL_SECONDS = 0.02  # how often a wait for a new agent's first idle looks (and reads its

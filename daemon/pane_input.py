@@ -37,8 +37,8 @@ from openbus.daemon.screens import Reading
 from openbus.kernel.errors import BadRequest, Conflict, NotFound
 from openbus.kernel.ids import check_pane_id
 
-ANSWER = Action("pane.answer", tier=Tier.HUMAN, mutates=True)
-TYPE = Action("pane.type", tier=Tier.HUMAN, mutates=True)
+ANSWER = Action("pane.answer", tier=Tier.HUMAN, outside_effects=True)
+TYPE = Action("pane.type", tier=Tier.HUMAN, outside_effects=True)
 MAX_TEXT = 4000
 LANDED_TIMEOUT = 3.0  # the pasted text shows in the composer within this
 AGENTS = frozenset({"claude", "codex", "opencode", "omp", "gemini"})

@@ -77,7 +77,7 @@ from openbus.kernel.scopes import Preset
 
 log = logging.getLogger("openbus.restart")
 
-RESPAWN = Action("restart.respawn", tier=Tier.HUMAN, mutates=True)  # the system's own call
+RESPAWN = Action("restart.respawn", tier=Tier.HUMAN, outside_effects=True)  # the system's own call
 OFFERS = Action("restart.offers", tier=Tier.HUMAN)
 POLL_SECONDS = 0.1
 REMAIN = "remain-on-exit"

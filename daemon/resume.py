@@ -41,8 +41,8 @@ from openbus.kernel.errors import BadRequest, Conflict, NotFound, OpenbusError, 
 from openbus.kernel.harnesses import HARNESSES
 from openbus.kernel.scopes import Preset, parse_preset
 
-RESUME = Action("session.resume", tier=Tier.HUMAN, mutates=True)
-RESTORE = Action("session.restore", tier=Tier.HUMAN, mutates=True)
+RESUME = Action("session.resume", tier=Tier.HUMAN, outside_effects=True)
+RESTORE = Action("session.restore", tier=Tier.HUMAN, outside_effects=True)
 SERVER_GONE_SECONDS = 10.0
 SERVER_POLL_SECONDS = 0.05
 

@@ -115,20 +115,24 @@ from openbus.kernel.scopes import Scope
 
 log = logging.getLogger("openbus.control")
 
-ASK = Action("control.ask", None, Tier.HUMAN, mutates=True)
+ASK = Action("control.ask", None, Tier.HUMAN, outside_effects=True)
 THREADS = Action("threads.get", None, Tier.HUMAN)
 WAIT = Action("directory.wait", Scope.READ, Tier.READ)
-REPLY = Action("control.reply", Scope.ACT, Tier.NEVER_FOR_PEERS, mutates=True, humans=False)
-HAND_OFF = Action("control.hand_off", Scope.ACT, Tier.NEVER_FOR_PEERS, mutates=True, humans=False)
-PRESS_KEY = Action("control.press_key", Scope.ACT, Tier.NEVER_FOR_PEERS, mutates=True, humans=False)
-START = Action("control.start", None, Tier.HUMAN, mutates=True)
+REPLY = Action("control.reply", Scope.ACT, Tier.NEVER_FOR_PEERS, outside_effects=True, humans=False)
+HAND_OFF = Action(
+    "control.hand_off", Scope.ACT, Tier.NEVER_FOR_PEERS, outside_effects=True, humans=False
+)
+PRESS_KEY = Action(
+    "control.press_key", Scope.ACT, Tier.NEVER_FOR_PEERS, outside_effects=True, humans=False
+)
+START = Action("control.start", None, Tier.HUMAN, outside_effects=True)
 OPEN_WINDOW = Action(
-    "control.open_window", Scope.ACT, Tier.NEVER_FOR_PEERS, mutates=True, humans=False
+    "control.open_window", Scope.ACT, Tier.NEVER_FOR_PEERS, outside_effects=True, humans=False
 )
 RESUME_SESSION = Action(
-    "control.resume_session", Scope.ACT, Tier.NEVER_FOR_PEERS, mutates=True, humans=False
+    "control.resume_session", Scope.ACT, Tier.NEVER_FOR_PEERS, outside_effects=True, humans=False
 )
-ALLOW_PANES = Action("control.allow_panes", None, Tier.HUMAN, mutates=True)
+ALLOW_PANES = Action("control.allow_panes", None, Tier.HUMAN, outside_effects=True)
 
 CONTROL_SESSION = "control"
 CONTROL_THREAD = "control"  # control's own thread: its starts and re-seeds

@@ -33,7 +33,11 @@ class Action:
     name: str
     scope: Scope | None = None  # what an agent needs; None: not offered to agents
     tier: Tier = Tier.READ
-    mutates: bool = False
+    # Its executor has effects outside the state database before it returns (tmux, processes,
+    # files), so the gate checks the audit store can take a record before running it. An
+    # action whose every effect is queued on the call (``call.write``, ``after_commit``) lands
+    # with its record or not at all, and needs no check.
+    outside_effects: bool = False
     humans: bool = True  # offered to humans on the human API
 
     @property

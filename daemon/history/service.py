@@ -63,9 +63,9 @@ log = logging.getLogger("openbus.history")
 
 SEARCH = Action("history.search", scope=Scope.HISTORY, tier=Tier.READ)
 GET = Action("history.get", scope=Scope.HISTORY, tier=Tier.READ)
-EXPUNGE = Action("history.expunge", scope=None, tier=Tier.HUMAN, mutates=True)
-PUSH = Action("history.push", scope=None, tier=Tier.HUMAN, mutates=True)
-REINDEX = Action("history.reindex", scope=None, tier=Tier.HUMAN, mutates=True)
+EXPUNGE = Action("history.expunge", scope=None, tier=Tier.HUMAN, outside_effects=True)
+PUSH = Action("history.push", scope=None, tier=Tier.HUMAN, outside_effects=True)
+REINDEX = Action("history.reindex", scope=None, tier=Tier.HUMAN, outside_effects=True)
 
 Shape = Callable[[SessionEntry, Sequence[str], Liveness], dict[str, Any]]
 

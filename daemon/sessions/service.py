@@ -91,12 +91,12 @@ from openbus.kernel.scopes import Preset, Scope
 
 log = logging.getLogger("openbus.sessions")
 
-START = Action("session.start", Scope.SPAWN, Tier.CARD, mutates=True, humans=False)
-LAUNCH_CHILD = Action("session.launch", Scope.SPAWN, Tier.CARD, mutates=True, humans=False)
+START = Action("session.start", Scope.SPAWN, Tier.CARD, outside_effects=True, humans=False)
+LAUNCH_CHILD = Action("session.launch", Scope.SPAWN, Tier.CARD, outside_effects=True, humans=False)
 LIST = Action("session.list", Scope.SPAWN, Tier.READ, humans=False)
 READ = Action("session.read", Scope.SPAWN, Tier.READ, humans=False)
-SEND = Action("session.send", Scope.SPAWN, Tier.CARD, mutates=True, humans=False)
-ALLOW = Action("sessions.allow", tier=Tier.HUMAN, mutates=True)
+SEND = Action("session.send", Scope.SPAWN, Tier.CARD, outside_effects=True, humans=False)
+ALLOW = Action("sessions.allow", tier=Tier.HUMAN, outside_effects=True)
 FAMILY = Action("sessions.family", tier=Tier.HUMAN)
 FAMILIES = Action("sessions.families", tier=Tier.HUMAN)
 

@@ -24,7 +24,8 @@ from openbus.kernel.testing import FixedClock, SeededRandom
 from tests.support.wait import let_others_run
 
 READ = Action("thing.read", scope=Scope.READ)
-WRITE = Action("thing.write", mutates=True)
+WRITE = Action("thing.write", outside_effects=True)
+QUEUED = Action("thing.queue")  # every effect queued on the call
 
 
 def build(
@@ -175,6 +176,33 @@ def test_when_the_audit_store_fails_the_action_does_not_happen(tmp_path: Path) -
     finally:
         other.execute("ROLLBACK")
     assert ran == []
+    assert audit.read() == []
+
+
+def test_an_action_whose_effects_are_all_queued_lands_nothing_when_its_record_cannot(
+    tmp_path: Path,
+) -> None:
+    # no check before it runs: its writes and its record are one transaction
+    gate, audit, _ = build(tmp_path)
+    ran = []
+
+    async def executor(call: Call) -> None:
+        ran.append(call)
+        call.write(lambda conn: conn.execute("INSERT INTO restarts VALUES ('%1', '{}', 0)"))
+        call.after_commit.append(lambda: ran.append("after commit"))
+
+    gate.register(QUEUED, executor)
+    other = sqlite3.connect(str(tmp_path / "state.db"), isolation_level=None)
+    other.execute("PRAGMA busy_timeout=0")
+    audit.db.conn.execute("PRAGMA busy_timeout=0")
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(AuditUnavailable, match="did not happen"):
+            run(gate.run(actors.human("alice"), "thing.queue"))
+    finally:
+        other.execute("ROLLBACK")
+    assert len(ran) == 1 and "after commit" not in ran
+    assert audit.db.conn.execute("SELECT COUNT(*) FROM restarts").fetchone() == (0,)
     assert audit.read() == []
 
 

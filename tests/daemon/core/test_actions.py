@@ -12,7 +12,7 @@ from openbus.kernel.scopes import Preset, Scope, effective_scopes
 
 LIST = Action("directory.list", scope=Scope.READ)
 KEYS = Action("keys.press", scope=Scope.ACT, tier=Tier.NEVER_FOR_PEERS)
-DECIDE = Action("cards.decide", tier=Tier.HUMAN, mutates=True)
+DECIDE = Action("cards.decide", tier=Tier.HUMAN, outside_effects=True)
 AGENT = actors.agent_session("claude", "s-1", "p_1")
 
 
