@@ -156,33 +156,16 @@ def test_a_state_change_and_its_record_commit_together(tmp_path: Path) -> None:
     assert [r.outcome for r in audit.read()] == ["refused"]
 
 
-def test_when_the_audit_store_fails_the_action_does_not_happen(tmp_path: Path) -> None:
-    gate, audit, _ = build(tmp_path)
-    ran = []
-
-    async def executor(call: Call) -> None:
-        ran.append(call)
-        call.write(lambda conn: conn.execute("INSERT INTO restarts VALUES ('%1', '{}', 0)"))
-
-    gate.register(WRITE, executor)
-    # Another connection holds the write lock: the audit cannot be written.
-    other = sqlite3.connect(str(tmp_path / "state.db"), isolation_level=None)
-    other.execute("PRAGMA busy_timeout=0")
-    audit.db.conn.execute("PRAGMA busy_timeout=0")
-    other.execute("BEGIN IMMEDIATE")
-    try:
-        with pytest.raises(AuditUnavailable, match="did not happen"):
-            run(gate.run(actors.human("alice"), "thing.write"))
-    finally:
-        other.execute("ROLLBACK")
-    assert ran == []
-    assert audit.read() == []
-
-
-def test_an_action_whose_effects_are_all_queued_lands_nothing_when_its_record_cannot(
-    tmp_path: Path,
+@pytest.mark.parametrize(
+    ("action", "runs"),
+    # one with effects outside the database is not run; one whose effects are all queued on
+    # the call runs, and its writes fall with its record (one transaction)
+    [(WRITE, False), (QUEUED, True)],
+    ids=["outside effects", "all queued"],
+)
+def test_when_the_audit_store_fails_the_action_does_not_happen(
+    tmp_path: Path, action: Action, runs: bool
 ) -> None:
-    # no check before it runs: its writes and its record are one transaction
     gate, audit, _ = build(tmp_path)
     ran = []
 
@@ -191,17 +174,18 @@ def test_an_action_whose_effects_are_all_queued_lands_nothing_when_its_record_ca
         call.write(lambda conn: conn.execute("INSERT INTO restarts VALUES ('%1', '{}', 0)"))
         call.after_commit.append(lambda: ran.append("after commit"))
 
-    gate.register(QUEUED, executor)
+    gate.register(action, executor)
+    # Another connection holds the write lock: the audit cannot be written.
     other = sqlite3.connect(str(tmp_path / "state.db"), isolation_level=None)
     other.execute("PRAGMA busy_timeout=0")
     audit.db.conn.execute("PRAGMA busy_timeout=0")
     other.execute("BEGIN IMMEDIATE")
     try:
         with pytest.raises(AuditUnavailable, match="did not happen"):
-            run(gate.run(actors.human("alice"), "thing.queue"))
+            run(gate.run(actors.human("alice"), action.name))
     finally:
         other.execute("ROLLBACK")
-    assert len(ran) == 1 and "after commit" not in ran
+    assert len(ran) == (1 if runs else 0) and "after commit" not in ran
     assert audit.db.conn.execute("SELECT COUNT(*) FROM restarts").fetchone() == (0,)
     assert audit.read() == []
 
