@@ -1,4 +1,6 @@
-"""Reading a TOML file with one clear error naming the file."""
+"""Reading TOML: a file with one clear error naming the file, and text whose every failure is a
+``tomllib.TOMLDecodeError`` (tomllib raises ``RecursionError`` for arrays or inline tables
+nested past the interpreter's depth; ``loads`` makes that one more decode error)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from openbus.kernel.errors import ConfigError
+
+
+def loads(text: str) -> dict[str, Any]:
+    """``tomllib.loads``, a value nested too deep raised as a ``TOMLDecodeError``."""
+    try:
+        return tomllib.loads(text)
+    except RecursionError:
+        raise tomllib.TOMLDecodeError("values nested deeper than the reader goes") from None
 
 
 def read_toml(path: Path, reader: Callable[[Path], bytes] | None = None) -> dict[str, Any]:
@@ -20,7 +30,7 @@ def read_toml(path: Path, reader: Callable[[Path], bytes] | None = None) -> dict
     except OSError as exc:
         raise ConfigError(f"cannot read: {exc.strerror}", path=str(path)) from None
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
+        data = loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise ConfigError("not UTF-8 text", path=str(path)) from None
     except tomllib.TOMLDecodeError as exc:

@@ -51,6 +51,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from openbus.kernel import toml
 from openbus.kernel.harnesses import HARNESSES, OTLP_PROTOCOLS
 from openbus.kernel.limits import BUILTIN_MAXIMA, MINIMA, Limits
 from openbus.kernel.scopes import Preset
@@ -402,7 +403,7 @@ def parse_policy(raw: bytes, path: str) -> Policy:
         line = raw[: exc.start].count(b"\n") + 1
         raise PolicyInvalid(path, [SchemaIssue("(file)", line, "not UTF-8 text")]) from None
     try:
-        data = tomllib.loads(text)
+        data = toml.loads(text)
     except tomllib.TOMLDecodeError as exc:
         found = re.search(r"\(at line (\d+), column \d+\)", str(exc))
         line = int(found.group(1)) if found else 1

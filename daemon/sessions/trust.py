@@ -10,12 +10,11 @@ is missing or cannot be parsed gives no marks (so nothing is trusted through it)
 from __future__ import annotations
 
 import os
-import tomllib
 from pathlib import Path, PurePosixPath
 
 from openbus.daemon.config import Config
 from openbus.daemon.core.sessions import Trust, TrustMark
-from openbus.kernel import json_text
+from openbus.kernel import json_text, toml
 
 
 def _launcher_dirs(config: Config, variable: str) -> list[Path]:
@@ -52,7 +51,7 @@ def claude_marks(path: Path) -> list[TrustMark]:
 
 def codex_marks(path: Path) -> list[TrustMark]:
     try:
-        data = tomllib.loads(path.read_text())
+        data = toml.loads(path.read_text())
     except (OSError, ValueError):
         return []
     projects = data.get("projects")

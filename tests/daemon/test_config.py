@@ -115,7 +115,12 @@ def test_structured_and_opaque_launchers_are_told_apart() -> None:
 
 
 @pytest.mark.parametrize(
-    ("content", "says"), [(b"[daemon\n", "not valid TOML"), (b"\xff\xfe", "not UTF-8")]
+    ("content", "says"),
+    [
+        (b"[daemon\n", "not valid TOML"),
+        (b"\xff\xfe", "not UTF-8"),
+        (b"a = " + b"[" * 100_000 + b"]" * 100_000, "nested deeper than the reader goes"),
+    ],
 )
 def test_an_unreadable_file_is_a_clear_error(tmp_path: Path, content: bytes, says: str) -> None:
     path = tmp_path / "bad.toml"

@@ -168,6 +168,12 @@ def test_a_toml_syntax_error_names_its_line() -> None:
     assert issue.line == 3
 
 
+def test_values_nested_past_the_reader_are_a_syntax_issue_not_a_crash() -> None:
+    issue = only_issue('org = "o"\nx = ' + "[" * 100_000 + "]" * 100_000 + "\n")
+    assert (issue.field, issue.line) == ("(syntax)", 1)
+    assert "nested deeper" in issue.message
+
+
 def test_a_timestamp_without_timezone_is_refused() -> None:
     issue = only_issue('org = "o"\nversion = 1\nissued = "2026-01-01T00:00:00"\n')
     assert (issue.field, issue.line) == ("issued", 3)

@@ -50,8 +50,12 @@ def test_codex_trust_levels_mark_folders_both_ways(tmp_path: Path) -> None:
 def test_unreadable_or_malformed_records_trust_nothing(tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text("{not json")
     (tmp_path / "bad.toml").write_text("[[[")
+    (tmp_path / "deep.json").write_text("[" * 100_000)
+    (tmp_path / "deep.toml").write_text("a = " + "[" * 100_000)
     assert trust.claude_marks(tmp_path / "bad.json") == []
     assert trust.codex_marks(tmp_path / "bad.toml") == []
+    assert trust.claude_marks(tmp_path / "deep.json") == []
+    assert trust.codex_marks(tmp_path / "deep.toml") == []
     assert trust.claude_marks(tmp_path / "missing.json") == []
 
 
