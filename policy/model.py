@@ -23,6 +23,7 @@ permissive matching rule. ``explain`` lists every matching rule and marks the wi
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -260,8 +261,10 @@ class Policy:
         }
 
 
+@functools.lru_cache(maxsize=1024)
 def no_policy_decision(user: str) -> CapDecision:
-    """Local mode with no org policy: nothing caps what the user may grant."""
+    """Local mode with no org policy: nothing caps what the user may grant. (One frozen value
+    per user, kept: every agent's scope check asks for it.)"""
     rule = CapRule("none", None, Preset.COLLABORATE)
     return CapDecision(
         user=user,
