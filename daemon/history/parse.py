@@ -49,7 +49,6 @@ double quotes, as it sent it. A title still OpenCode's placeholder (``New sessio
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -116,13 +115,13 @@ def _records(lines: Iterable[str | bytes]) -> Iterable[dict[str, Any]]:
             yield value
 
 
-def _lenient(line: str | bytes) -> object:
-    """A line as ``json.loads`` reads it; None for one it cannot read: not JSON, not UTF-8, or
-    nested deeper than the decoder goes (a recursion error, not a reason to stop reading)."""
-    if line.isspace():
+def _lenient(text: object) -> object:
+    """Text as ``json.loads`` reads it; None for what it cannot read: no text, not JSON, not
+    UTF-8, or nested deeper than the decoder goes (not a reason to stop reading)."""
+    if not isinstance(text, (str, bytes)):
         return None
     try:
-        return json_text.loads(line)
+        return json_text.loads(text)
     except ValueError:  # UnicodeDecodeError and TooDeep are ones
         return None
 
@@ -596,10 +595,7 @@ _OPENCODE_PLACEHOLDER = re.compile(r"^(New|Child) session - \d{4}-\d\d-\d\dT")
 
 
 def _json_object(text: object) -> dict[str, Any]:
-    try:
-        value = json.loads(text) if isinstance(text, (str, bytes)) else None
-    except ValueError:
-        return {}
+    value = _lenient(text)
     return value if isinstance(value, dict) else {}
 
 

@@ -57,6 +57,18 @@ def test_the_users_text_parts_are_prompts_and_the_answers_give_prs() -> None:
     assert not parsed.subagent
 
 
+def test_a_part_that_does_not_read_is_skipped_even_nested_past_the_decoder() -> None:
+    parts = [
+        ("m1", _text("fix the flaky login test")),
+        ("m1", "{"),
+        ("m1", '{"text": ' + "[" * 100_000 + "]" * 100_000 + "}"),
+        ("m3", _text("now the docs")),
+    ]
+    parsed = parse_opencode(_session(), MESSAGES, parts)
+    assert parsed is not None
+    assert parsed.prompts == ("fix the flaky login test", "now the docs")
+
+
 def test_a_placeholder_title_gives_way_to_the_first_prompt_and_a_parent_makes_a_subagent() -> None:
     session = _session(title="Child session - 2026-12-01T21:00:00.000Z", parent_id="ses_0")
     parsed = parse_opencode(session, MESSAGES[:1], [("m1", _text("find the callers"))])
