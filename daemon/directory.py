@@ -16,7 +16,10 @@ branch, Claude's status file: a ``Probe``), classifies the screen with the pure 
   a pane whose process ended but which tmux keeps (remain-on-exit) stays the same
   incarnation and harness, now ``exited``, from the first capture after /proc stops knowing
   the process (tmux's dead flag, or its news of a respawned process, may come later): its
-  last screen is never read as a live agent's;
+  last screen is never read as a live agent's. Nor is a stranger's: while tmux's report
+  lags, the dead process's pid can already be another process's (pids wrap, at 32768 on
+  many hosts); one whose parent is not the pane's first parent (tmux's server, which forks
+  every pane process, a respawned one too) is not the pane's, and the pane reads exited;
 * the parsed reading (state, composer_empty, title, summary), cwd, branch, PR links seen on
   this incarnation's screens (latest last, bounded), workstream handles (PR links, title);
 * a **screen revision** that increments whenever the screen text changes, and the time of
@@ -91,6 +94,7 @@ class Entry:
     pane_process: ProcIdentity
     process: ProcIdentity
     created: float
+    pane_parent: int  # the pane's process's parent (tmux's server) when first seen; 0: unknown
     info: PaneInfo
     branch: str | None = None
     reading: Reading = field(default_factory=lambda: Reading("unknown"))
@@ -391,15 +395,15 @@ class Directory:
     def _detect(self, entry: Entry | None, info: PaneInfo, walk_now: bool) -> tuple[Detected, bool]:
         """The pane's processes, and whether the pane's own process has ended. When it has
         (tmux keeps the pane under remain-on-exit, or has not flagged it dead or told its new
-        process yet, and /proc no longer knows the pid), the entry keeps the identity it had:
-        that incarnation exited, none began."""
-        kept = None
-        if entry is not None and info.pid == entry.pane_process.pid:
-            kept = Detected(entry.harness, entry.process, entry.pane_process)
-            if info.dead:
-                return kept, True
+        process yet, and /proc no longer knows the pid or a stranger holds it), the entry keeps
+        the identity it had: that incarnation exited, none began."""
+        if entry is None or info.pid != entry.pane_process.pid:
+            return self.probe.detect(info.pid, walk_now=walk_now), False
+        kept = Detected(entry.harness, entry.process, entry.pane_process, entry.pane_parent)
+        if info.dead:
+            return kept, True
         detected = self.probe.detect(info.pid, walk_now=walk_now)
-        if kept is not None and detected.pane.start == 0:
+        if detected.pane.start == 0 or _stranger(entry, detected):
             return kept, True
         return detected, False
 
@@ -426,6 +430,7 @@ class Directory:
                 pane_process=detected.pane,
                 process=detected.process,
                 created=now,
+                pane_parent=detected.parent,
                 info=info,
                 last_activity=now,
             )
@@ -587,6 +592,12 @@ class Directory:
                 while not queue.empty():
                     queue.get_nowait()
                 queue.put_nowait(Change("resync", None, self.version))
+
+
+def _stranger(entry: Entry, detected: Detected) -> bool:
+    """The pid tmux reports for the entry's pane is held by another process that tmux's
+    server did not start: the pane's own process ended and its pid was given out again."""
+    return detected.pane != entry.pane_process and entry.pane_parent not in (0, detected.parent)
 
 
 def _pr_key(handle: str) -> tuple[str | None, str] | None:

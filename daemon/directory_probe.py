@@ -29,7 +29,9 @@ Theory of operation
   panes owed once their walk is due, so a harness a launcher starts is seen within the
   hold (``WALK_EVERY`` to ``WALK_MOST`` seconds) even when its screen then stands still.
 * Process identity: pid plus start time (field 22 of ``/proc/<pid>/stat``), so a recycled
-  pid is a different process.
+  pid is a different process. Each answer also names the parent of the pane's own process
+  (tmux's server, which forked it), so the directory can tell a pane's new process from a
+  stranger that got a dead pane's recycled pid while tmux's report of it lagged.
 * Git branch: ``.git/HEAD`` read directly from the cwd upward, following a worktree's
   ``gitdir:`` file; a detached HEAD reads as the short hash. No subprocess. A folder the
   daemon's user cannot search (the agent user's 0700 home in hosted mode) reads as no branch.
@@ -42,7 +44,7 @@ from __future__ import annotations
 
 import errno
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from stat import S_ISDIR, S_ISREG
 
@@ -76,6 +78,7 @@ class Detected:
     harness: str
     process: ProcIdentity  # the harness process (the pane's own process for shells/unknown)
     pane: ProcIdentity  # the pane's own process
+    parent: int = 0  # the pane's own process's parent (tmux's server), 0 when unknown
 
 
 def _read(path: str, limit: int = 1 << 16) -> bytes | None:
@@ -227,7 +230,7 @@ class ProcessProbe:
         stat = _stat(pane_pid)
         if stat is None:
             return Detected("unknown", ProcIdentity(pane_pid, 0), ProcIdentity(pane_pid, 0))
-        _, tpgid, start, name = stat
+        parent, tpgid, start, name = stat
         leader = _comm(tpgid) if tpgid > 0 and tpgid != pane_pid else ""
         key = (pane_pid, start, tpgid, name, leader)
         cached = self._cache.get(key)
@@ -242,6 +245,7 @@ class ProcessProbe:
             return walked[0]  # the walk is put off: owed
         self._owed.pop(pane_pid, None)
         found, final = self._detect(pane_pid, start, tpgid)
+        found = replace(found, parent=parent)
         if not final:
             # maybe not exec'd yet, or a script yet to start it: asked again, walked again
             # once its hold has passed (or at once when the key changes); the hold doubles

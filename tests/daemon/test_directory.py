@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import os
 import signal
 import subprocess
@@ -40,13 +41,15 @@ def screen(name: str) -> str:
 class FakeProbe:
     harness: dict[int, str] = field(default_factory=dict)
     start: dict[int, int] = field(default_factory=dict)
+    parent: dict[int, int] = field(default_factory=dict)  # else 1: tmux's server
     branches: dict[str, str] = field(default_factory=dict)
     status: ClaudeStatus | None = None
     owing: set[int] = field(default_factory=set)
 
     def detect(self, pane_pid: int, *, walk_now: bool = False) -> Detected:
         ident = ProcIdentity(pane_pid, self.start.get(pane_pid, 100))
-        return Detected(self.harness.get(pane_pid, "shell"), ident, ident)
+        harness, parent = self.harness.get(pane_pid, "shell"), self.parent.get(pane_pid, 1)
+        return Detected(harness, ident, ident, parent)
 
     def owed(self) -> set[int]:
         owing, self.owing = self.owing, set()
@@ -116,7 +119,7 @@ def test_a_recycled_pane_gets_a_new_incarnation() -> None:
     d, _, probe = make()
     d.pane_captured(info(pid=10), screen("claude-idle"))
     first = d.pane("%1")["incarnation"]
-    probe.start[10] = 999  # same pid, another process (pid reuse)
+    probe.start[10] = 999  # same pid, another process tmux started (a respawn, pid reused)
     d.pane_captured(info(pid=10), screen("claude-idle"))
     second = d.pane("%1")["incarnation"]
     d.pane_captured(info(pid=20), screen("codex-idle"))
@@ -288,6 +291,19 @@ def test_a_pane_whose_process_is_gone_is_exited_before_tmux_flags_it_dead() -> N
     )
 
 
+def test_a_dead_panes_pid_held_by_a_process_tmux_did_not_start_is_not_read_as_its_own() -> None:
+    """Pids wrap: while tmux's report of the dead pane lags, its pid can be a stranger's."""
+    d, _, probe = make()
+    d.pane_captured(info(pid=10), screen("claude-idle"))
+    first = d.pane("%1")["incarnation"]
+    probe.harness[10], probe.start[10], probe.parent[10] = "shell", 999, 4242
+    d.pane_captured(info(pid=10), screen("claude-idle"))  # not dead in tmux yet
+    entry = d.pane("%1")
+    assert (entry["incarnation"], entry["harness"], entry["state"]) == (first, "claude", "exited")
+    d.panes_listed([info(pid=10, dead=True, dead_status=0)])
+    assert d.pane("%1")["incarnation"] == first
+
+
 def test_a_pane_recognized_only_after_its_exec_changes_harness_not_incarnation() -> None:
     d, _, probe = make(FakeProbe(harness={10: "unknown"}))
     d.panes_listed([info(pid=10)])  # listed between tmux's fork and the exec
@@ -447,3 +463,55 @@ def test_a_process_children_read_from_its_own_files_match_a_scan_of_every_proces
             with contextlib.suppress(ProcessLookupError):
                 os.kill(child, signal.SIGKILL)
         wrapper.communicate()
+
+
+def _give_pid_to_a_stranger(pid: int, helper: subprocess.Popen[str]) -> int:
+    """Have ``helper`` (not the pane's parent) start a shell as the next process, with the
+    kernel's pid counter set just below ``pid`` (root: ``ns_last_pid``); the shell's pid, which
+    is ``pid`` unless another process on the host took it first."""
+    assert helper.stdin is not None and helper.stdout is not None
+    with open("/proc/sys/kernel/ns_last_pid", "w", encoding="ascii") as counter:
+        fcntl.flock(counter, fcntl.LOCK_EX)  # (others that set it take the lock too)
+        counter.write(str(pid - 1))
+        counter.flush()
+        helper.stdin.write("start\n")
+        helper.stdin.flush()
+        return int(helper.stdout.readline())
+
+
+def test_a_real_pid_recycled_by_a_stranger_leaves_the_pane_exited_not_a_new_shell() -> None:
+    """The pid of a pane's ended process, given by the kernel to a shell some other process
+    started, before tmux has said the pane is dead: the pane keeps its incarnation, exited."""
+    starts = (
+        "import subprocess, sys\n"
+        "for _ in sys.stdin:\n"
+        "    print(subprocess.Popen(['sh'], stdin=subprocess.PIPE).pid, flush=True)\n"
+    )
+    helper = subprocess.Popen(
+        [sys.executable, "-c", starts], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    d = Directory(FixedClock(), b"s" * 32, ProcessProbe(), socket="/tmp/sock", hostname="vm")
+    try:
+        for _attempt in range(20):  # another process on the host may take the pid first
+            pane = subprocess.Popen(["sh"], stdin=subprocess.PIPE)  # this test stands for tmux
+            d.pane_captured(info(pid=pane.pid), "$ ")
+            first = d.pane("%1")
+            assert (first["harness"], first["state"]) == ("shell", "shell")
+            pane.kill()
+            pane.communicate()
+            if _give_pid_to_a_stranger(pane.pid, helper) == pane.pid:
+                break
+        else:
+            raise AssertionError("no attempt gave the ended pane's pid to the stranger")
+        d.pane_captured(info(pid=pane.pid), "$ ")  # tmux's report from before the death
+        entry = d.pane("%1")
+        assert (entry["incarnation"], entry["harness"], entry["state"]) == (
+            first["incarnation"],
+            "shell",
+            "exited",
+        )
+    finally:
+        for child in process_tree(helper.pid)[::-1]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child, signal.SIGKILL)
+        helper.communicate()
