@@ -302,7 +302,10 @@ def test_an_agent_that_quits_is_exited_and_running_it_again_in_the_pane_is_a_new
     wait_until(lambda: agent.tmux.pane_dead(agent.pane), timeout=20, what="the agent to quit")
     exited = agent.expect("exited", state="exited", dead=True)
     # The same incarnation of the same harness, now exited (the pane stays: remain-on-exit).
-    assert (exited["incarnation"], exited["harness"]) == (first["incarnation"], agent.harness)
+    assert (exited["incarnation"], exited["harness"]) == (
+        first["incarnation"],
+        agent.harness,
+    ), exited["events"]  # (which processes the pane was seen to run, and when)
     assert exited["composer_empty"] is None
     assert [e["to"] for e in exited["events"] if e["kind"] == "state"][-1] == "exited"
 
