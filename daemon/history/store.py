@@ -3,7 +3,8 @@
 Tables: ``sessions`` (one row per (harness, session id): the entry), ``sessions_fts_<k>``
 (the full-text index, FTS5 over title, prompts, repo, cwd, branches, PRs and the repo keys;
 rowid = ``sessions.id``), ``sessions_scope_<k>`` (the repos' own terms: the same text columns
-of each entry with a repo identity, every word prefixed with that repo's token, contentless),
+of each entry with a repo identity, every word prefixed with that repo's token), both
+contentless (terms only: the text is the entry's, kept once, in ``sessions``),
 ``files`` (one row per transcript file seen: its (size, mtime_ns, inode) at the last parse,
 and the session it produced) and ``meta`` (the shard size). An entry is written with a fresh,
 highest rowid, so rowid order is the order sessions were last indexed in. An index of another
@@ -31,11 +32,12 @@ nor owner/name can equal, so the sessions of that identity are exactly those the
 finds) walks the scope tables instead, with the query's words prefixed the same way: a term's
 list there holds only that repo's sessions, so bm25 reads a list the size of the repo's share
 of a term rather than the shard's, with no repo conjunct; its document counts are the repo's
-own. Any other repo filter is a conjunct on ``repokeys`` in the full-text tables. A scope
-table keeps no text: an entry leaves it by FTS5's ``delete`` with the values it was written
-with, made again from the stored entry.
+own. Any other repo filter is a conjunct on ``repokeys`` in the full-text tables. The
+full-text tables keep no text: an entry leaves them by FTS5's ``delete`` with the values it
+was written with, made again from the stored entry (``text_row``, ``scope_row``).
 
-One connection, shared by the daemon's event loop and a reconcile thread under a lock. A
+One connection, shared by the daemon's event loop and a reconcile thread under a lock; the
+WAL's checkpoints run beside it (``checkpoint``). A
 reconcile parses transcripts outside the lock and writes them a batch at a time
 (``record_files``: one transaction, so one commit and one new full-text segment rather than
 one per file, each kind of write one statement for the batch); a search waits at most one
@@ -52,11 +54,12 @@ import os
 import re
 import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from openbus.daemon.history.checkpoint import WRITER_PAGES, Checkpointer
 from openbus.daemon.history.model import HARNESSES, PENDING_HARNESSES, SessionEntry
 from openbus.daemon.history.parse import resume_argv
 from openbus.daemon.history.query import (
@@ -98,7 +101,7 @@ WINDOW = 200_000
 MERGE_AFTER = 1000
 # Sessions per full-text shard (bench/bench_history.py measures the trade).
 SHARD_ROWS = 100_000
-SCHEMA_VERSION = 4  # 4: the repos' own terms (``sessions_scope_<k>``), no repo indexes
+SCHEMA_VERSION = 5  # 4: the repos' own terms (``sessions_scope_<k>``); 5: text not kept twice
 FTS_PREFIX = "sessions_fts_"
 SCOPE_PREFIX = "sessions_scope_"
 
@@ -155,11 +158,12 @@ def scope_table(shard: int) -> str:
 
 
 def create_shard(db: sqlite3.Connection, shard: int) -> None:
-    """A shard's two full-text tables: every entry's text, and (contentless: only terms) the
-    text of the entries with a repo identity as that repo's own terms (``scoped_words``)."""
+    """A shard's two full-text tables, both contentless (only terms: the text is the
+    entries'): every entry's text, and the text of the entries with a repo identity as that
+    repo's own terms (``scoped_words``)."""
     db.execute(
         f"CREATE VIRTUAL TABLE IF NOT EXISTS {shard_table(shard)} USING fts5("
-        " title, prompts, repo, cwd, branches, prs, repokeys,"
+        " title, prompts, repo, cwd, branches, prs, repokeys, content = '',"
         " tokenize = 'unicode61 remove_diacritics 2')"
     )
     db.execute(
@@ -195,9 +199,15 @@ class HistoryStore:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA busy_timeout=10000")
+            self._db.execute(f"PRAGMA wal_autocheckpoint={WRITER_PAGES}")
+        except sqlite3.Error as exc:
+            raise Unavailable(f"cannot open the history index {path}: {exc}") from None
+        self._checkpoints = Checkpointer(path)
+        try:
             with self._tx():
                 self._create()
         except sqlite3.Error as exc:
+            self.close()
             raise Unavailable(f"cannot open the history index {path}: {exc}") from None
         with contextlib.suppress(OSError):
             os.chmod(path, 0o600)
@@ -238,11 +248,15 @@ class HistoryStore:
         return self._shards
 
     def close(self) -> None:
+        self._checkpoints.close()
         with self._lock:
             self._db.close()
 
     def _tx(self) -> _Transaction:
-        return _Transaction(self._db, self._lock)
+        return _Transaction(self._db, self._lock, self._committed)
+
+    def _committed(self) -> None:
+        self._checkpoints.committed()
 
     # ---------------------------------------------------------------- reading
 
@@ -557,14 +571,13 @@ class HistoryStore:
         """The entries of these rowids, from ``sessions`` and from their full-text shards."""
         if not rowids:
             return
-        old = self._rows(rowids).items()
-        self._scope(((rowid, scope_row(e, text_row(e))) for rowid, e in old), "delete")
+        old = sorted((rowid, text_row(e), e) for rowid, e in self._rows(rowids).items())
+        self._scope(((rowid, scope_row(e, text)) for rowid, text, e in old), "delete")
         shards = self._shard_list()
-        for shard, group in itertools.groupby(sorted(rowids), key=lambda r: r // self.shard_rows):
+        for shard, group in itertools.groupby(old, key=lambda r: r[0] // self.shard_rows):
             if shard in shards:
-                self._db.executemany(
-                    f"DELETE FROM {shard_table(shard)} WHERE rowid = ?", ((r,) for r in group)
-                )
+                values = ((rowid, *text) for rowid, text, _e in group)
+                self._db.executemany(insert_text(shard, "delete"), values)
                 self._written.add(shard)
         self._db.executemany("DELETE FROM sessions WHERE id = ?", ((r,) for r in rowids))
 
@@ -578,11 +591,18 @@ INSERT_SESSION = f"INSERT INTO sessions ({_SESSION_COLUMNS}) VALUES ({','.join('
 INSERT_SESSION_AT = f"INSERT INTO sessions (id, {_SESSION_COLUMNS}) VALUES ({','.join('?' * 17)})"
 
 
-def insert_text(shard: int) -> str:
-    """The statement writing an entry's text (``text_row``, after its rowid) to a shard."""
+def insert_text(shard: int, command: str = "") -> str:
+    """The statement writing (``command`` "") or deleting (``"delete"``) an entry's text
+    (``text_row``, after its rowid) in a shard."""
+    table = shard_table(shard)
+    if command:
+        return (
+            f"INSERT INTO {table} ({table}, rowid, title, prompts, repo, cwd, branches, prs,"
+            f" repokeys) VALUES ('{command}',?,?,?,?,?,?,?,?)"
+        )
     return (
-        f"INSERT INTO {shard_table(shard)}"
-        " (rowid, title, prompts, repo, cwd, branches, prs, repokeys) VALUES (?,?,?,?,?,?,?,?)"
+        f"INSERT INTO {table} (rowid, title, prompts, repo, cwd, branches, prs, repokeys)"
+        " VALUES (?,?,?,?,?,?,?,?)"
     )
 
 
@@ -651,11 +671,14 @@ def text_row(e: SessionEntry) -> tuple[str, ...]:
 
 class _Transaction:
     """``BEGIN IMMEDIATE`` … ``COMMIT`` (``ROLLBACK`` on an exception) under the store's
-    lock; nested inside an open transaction it joins that one."""
+    lock, then ``committed()``; nested inside an open transaction it joins that one."""
 
-    def __init__(self, db: sqlite3.Connection, lock: threading.RLock) -> None:
+    def __init__(
+        self, db: sqlite3.Connection, lock: threading.RLock, committed: Callable[[], None]
+    ) -> None:
         self.db = db
         self.lock = lock
+        self.committed = committed
         self.depth_outer = False
 
     def __enter__(self) -> None:
@@ -670,6 +693,8 @@ class _Transaction:
                 self.db.execute("ROLLBACK" if kind is not None else "COMMIT")
         finally:
             self.lock.release()
+        if self.depth_outer and kind is None:
+            self.committed()
 
 
 def _chunks_by_harness(keys: Sequence[tuple[str, str]]) -> Iterable[tuple[str, list[str]]]:

@@ -251,3 +251,35 @@ def test_a_list_column_reads_back_as_json_loads_reads_it_and_refuses_anything_el
     for bad in ('["a"] ["b"]', '{"a": 1}', '"a"', "[1, ", "[] x"):
         with pytest.raises(ValueError):
             store._texts(bad)
+
+
+def test_the_text_is_kept_once_and_a_rewritten_entry_of_any_text_leaves_no_stale_term(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store, "MERGE_AFTER", 1)
+    s = HistoryStore(tmp_path / "history.db")
+    widget = "github.com/acme/widget"
+    odd = replace(
+        _in(widget, "odd", "Zoë's café\x00naïve ☃ tab\there\r\nokapi"),
+        title="Ünïcode «title» \x00 yak",
+        branches=("feature/émoji-🦊", "main"),
+        prs=("https://github.com/acme/widget/pull/7",),
+        prompts=("Zoë's café\x00naïve ☃ tab\there\r\nokapi", "second filigree prompt " * 200),
+    )
+    s.upsert(odd)
+    for word in ("zoe", "cafe", "naive", "okapi", "yak", "emoji", "filigree"):
+        assert _search(s, word) == ["odd"], word
+        assert _scoped(s, word, widget) == ["odd"], word
+    s.upsert(replace(odd, title=None, branches=(), prs=(), prompts=("plain words",)))
+    for word in ("zoe", "cafe", "naive", "okapi", "yak", "emoji", "filigree", "pull"):
+        assert _search(s, word) == [], word
+        assert _scoped(s, word, widget) == [], word
+    assert _search(s, "plain") == ["odd"]
+    s.remove(s.get("claude", "odd"))
+    assert _search(s, "plain") == [] and _scoped(s, "plain", widget) == []
+    names = {r[0] for r in s._db.execute("SELECT name FROM sqlite_master")}
+    assert not {n for n in names if n.endswith("_content")}  # no full-text table keeps text
+    for table in (shard_table(0), store.scope_table(0)):
+        assert s._db.execute(f"SELECT count(*) FROM {table}_docsize").fetchone() == (0,)
+        s._db.execute(f"INSERT INTO {table} ({table}) VALUES ('integrity-check')")
+    s.close()
