@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -171,3 +172,45 @@ def test_a_line_nested_deeper_than_any_decoder_goes_is_skipped_and_the_reindex_g
     stats = world.index.reconcile()
     assert (stats.indexed, stats.errors) == (2, [])
     assert world.index.get("claude", "c-deep").prompts == ("the prompt before the deep line",)
+
+
+def _rowids(world: World) -> dict[str, int]:
+    rows = world.index.store._db.execute("SELECT session_id, id FROM sessions").fetchall()
+    return {str(sid): int(rowid) for sid, rowid in rows}
+
+
+def test_a_reconcile_of_many_batches_writes_them_all_oldest_first_and_counts_its_progress(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(reconcile, "WRITE_BATCH", 2)
+    for i in range(7):
+        path = world.claude.session(f"s-{i}", "/w", [f"note number {i}"])
+        os.utime(path, ns=(10**18 + i, 10**18 + i))  # oldest first: s-0 .. s-6
+    seen: list[tuple[int, int]] = []
+    stats = world.index.reconcile(progress=lambda done, total: seen.append((done, total)))
+    assert (stats.indexed, stats.errors) == (7, [])
+    assert seen[0] == (0, 7) and seen[-1] == (7, 7)
+    assert [done for done, _ in seen] == sorted(done for done, _ in seen)
+    rowids = _rowids(world)
+    assert sorted(rowids, key=rowids.__getitem__) == [f"s-{i}" for i in range(7)]
+    assert world.index.search("note", limit=1)[0].entry.session_id == "s-6"
+
+
+def test_a_cancelled_reconcile_keeps_the_batches_written_and_the_next_one_indexes_the_rest(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(reconcile, "WRITE_BATCH", 2)
+    for i in range(7):
+        world.claude.session(f"s-{i}", "/w", [f"note number {i}"])
+    cancel = threading.Event()
+
+    def progress(done: int, total: int) -> None:
+        if done >= 2:
+            cancel.set()
+
+    stats = world.index.reconcile(progress=progress, cancel=cancel)
+    assert 2 <= stats.indexed < 7 and stats.errors == []
+    assert world.index.store.count() == stats.indexed  # each batch written whole or not at all
+    again = world.index.reconcile()
+    assert again.indexed == 7 - stats.indexed
+    assert world.index.store.count() == 7
