@@ -202,7 +202,7 @@ class Reconciler:
                 old = self.store.find(CODEX, session_id)
                 if old is None:
                     continue
-                title = make_title(name, old.prompts)
+                title = make_title(valid_text(name), old.prompts)  # as ``_entry_from``'s
                 if title != old.title:
                     self.store.upsert(replace(old, title=title))
 

@@ -591,33 +591,27 @@ INSERT_SESSION = f"INSERT INTO sessions ({_SESSION_COLUMNS}) VALUES ({','.join('
 INSERT_SESSION_AT = f"INSERT INTO sessions (id, {_SESSION_COLUMNS}) VALUES ({','.join('?' * 17)})"
 
 
+def _fts_write(table: str, columns: str, command: str) -> str:
+    """An ``INSERT`` of ``columns`` into a full-text table; with a ``command``, that FTS5
+    command (``"delete"``) with the same values."""
+    marks = ",".join("?" * (columns.count(",") + 1))
+    if command:
+        return f"INSERT INTO {table} ({table}, {columns}) VALUES ('{command}',{marks})"
+    return f"INSERT INTO {table} ({columns}) VALUES ({marks})"
+
+
 def insert_text(shard: int, command: str = "") -> str:
     """The statement writing (``command`` "") or deleting (``"delete"``) an entry's text
     (``text_row``, after its rowid) in a shard."""
-    table = shard_table(shard)
-    if command:
-        return (
-            f"INSERT INTO {table} ({table}, rowid, title, prompts, repo, cwd, branches, prs,"
-            f" repokeys) VALUES ('{command}',?,?,?,?,?,?,?,?)"
-        )
-    return (
-        f"INSERT INTO {table} (rowid, title, prompts, repo, cwd, branches, prs, repokeys)"
-        " VALUES (?,?,?,?,?,?,?,?)"
-    )
+    columns = "rowid, title, prompts, repo, cwd, branches, prs, repokeys"
+    return _fts_write(shard_table(shard), columns, command)
 
 
 def insert_scope(shard: int, command: str = "") -> str:
     """The statement writing (``command`` "") or deleting (``"delete"``) an entry's
     ``scope_row``, after its rowid, in a shard's scope table."""
-    table = scope_table(shard)
-    if command:
-        return (
-            f"INSERT INTO {table} ({table}, rowid, title, prompts, repo, cwd, branches, prs)"
-            f" VALUES ('{command}',?,?,?,?,?,?,?)"
-        )
-    return (
-        f"INSERT INTO {table} (rowid, title, prompts, repo, cwd, branches, prs)"
-        " VALUES (?,?,?,?,?,?,?)"
+    return _fts_write(
+        scope_table(shard), "rowid, title, prompts, repo, cwd, branches, prs", command
     )
 
 

@@ -95,6 +95,18 @@ def test_a_renamed_codex_thread_is_retitled_without_its_rollout_changing(world: 
     assert world.index.search("cutover")[0].entry.session_id == "x-billing"
 
 
+def test_a_codex_thread_renamed_with_a_lone_surrogate_is_retitled_with_a_replacement_character(
+    world: World,
+) -> None:
+    populate(world)
+    world.index.reconcile()
+    world.codex.name("x-billing", "Billing \ud83d cutover")  # a name cut inside an emoji
+    stats = world.index.reconcile()
+    assert stats.errors == []
+    assert world.index.get("codex", "x-billing").title == "Billing \ufffd cutover"
+    assert world.index.search("cutover")[0].entry.session_id == "x-billing"
+
+
 def test_a_stop_hook_push_indexes_that_transcript_at_once(world: World) -> None:
     path = world.claude.session("c-hook", "/w", ["pushed by the hook"])
     entries = world.index.push_hook(
