@@ -82,3 +82,16 @@ def test_get_of_an_unknown_session_or_an_unknown_harness_says_so(world: World) -
         world.index.get("opencode", "nope")
     with pytest.raises(BadRequest, match="must be one of claude, codex, omp, gemini, opencode"):
         world.index.get("aider", "x")
+
+
+def test_a_word_past_ascii_is_found_as_written_and_named_among_the_matched_terms(
+    world: World,
+) -> None:
+    world.claude.session("c-de", "/w", ["Die Straße vor dem Büro ist gesperrt"])
+    world.claude.session("c-tr", "/w", ["İstanbul deploy: 5µs ﬁlter"])
+    world.index.reconcile()
+    for query, found in (("Straße", "c-de"), ("buro", "c-de"), ("istanbul", "c-tr")):
+        hits = world.index.search(query)
+        assert [h.entry.session_id for h in hits] == [found], query
+        assert hits[0].matched_terms, query
+    assert [h.entry.session_id for h in world.index.search("5µs ﬁlter")] == ["c-tr"]

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import sqlite3
+
 from openbus.daemon.history.model import SessionEntry
-from openbus.daemon.history.query import fts_query, matched_terms, query_terms
+from openbus.daemon.history.query import fts_query, matched_terms, query_terms, tokens
+from openbus.daemon.history.store import create_shard, shard_table
 
 
 def test_query_terms_are_words_quoted_with_stopwords_dropped() -> None:
@@ -41,3 +44,19 @@ def test_a_matched_term_is_a_whole_word_of_the_entry_as_the_index_cuts_it() -> N
         "fails",
         "in",
     )
+
+
+WORDS_OF_MANY_SCRIPTS = (
+    "Straße Größe œuvre naïve Ça İstanbul ışık Ελληνικά ΣΊΣΥΦΟΣ ΌΡΟΣ Привет łódź Đặng Việt"
+    " Ørsted Ｆｕｌｌwidth ﬁligree 日本語 ｶﾀｶﾅ x² 5µs ſ ǅemal Ⅻ ĳssel Ångström café_crash"
+)
+
+
+def test_a_text_is_cut_and_folded_into_the_words_the_index_tokenizer_makes_of_it() -> None:
+    db = sqlite3.connect(":memory:")
+    create_shard(db, 0)  # the store's own full-text table, and so its tokenizer
+    table = shard_table(0)
+    db.execute(f"INSERT INTO {table} (rowid, title) VALUES (1, ?)", (WORDS_OF_MANY_SCRIPTS,))
+    db.execute(f"CREATE VIRTUAL TABLE words USING fts5vocab({table}, 'instance')")
+    indexed = [t for (t,) in db.execute("SELECT term FROM words ORDER BY offset")]
+    assert tokens(WORDS_OF_MANY_SCRIPTS) == indexed
