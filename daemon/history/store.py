@@ -253,10 +253,7 @@ class HistoryStore:
             self._db.close()
 
     def _tx(self) -> _Transaction:
-        return _Transaction(self._db, self._lock, self._committed)
-
-    def _committed(self) -> None:
-        self._checkpoints.committed()
+        return _Transaction(self._db, self._lock, self._checkpoints.committed)
 
     # ---------------------------------------------------------------- reading
 
@@ -571,7 +568,7 @@ class HistoryStore:
         """The entries of these rowids, from ``sessions`` and from their full-text shards."""
         if not rowids:
             return
-        old = sorted((rowid, text_row(e), e) for rowid, e in self._rows(rowids).items())
+        old = [(rowid, text_row(e), e) for rowid, e in sorted(self._rows(rowids).items())]
         self._scope(((rowid, scope_row(e, text)) for rowid, text, e in old), "delete")
         shards = self._shard_list()
         for shard, group in itertools.groupby(old, key=lambda r: r[0] // self.shard_rows):
