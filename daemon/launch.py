@@ -25,10 +25,12 @@ executor:
    with its launch, whose home holds its transcript) and cannot read another's environment,
    memory or files nor open the agents' tmux socket; ``shared`` mode runs every agent as the
    server's user;
-4. sets ``remain-on-exit`` on the new pane, so an agent that dies at once leaves its pane and
-   last screen behind, and waits (bounded) until the directory has seen the pane run the
-   harness; an agent already dead by then fails the launch (``LaunchFailed``: its exit status
-   and last screen), nothing of it committed, and its pane is closed once read;
+4. sets ``remain-on-exit`` on the new pane as tmux creates it (one command line, run before
+   tmux reaps any child; a restart's respawned pane keeps its own, which its record restores),
+   so an agent that dies at once leaves its pane and last screen behind, and waits (bounded)
+   until the directory has seen the pane run the harness; an agent already dead by then fails
+   the launch (``LaunchFailed``: its exit status and last screen), nothing of it committed,
+   and its pane is closed once read;
 5. attaches the principal to the new pane and process and returns the pane id and the
    incarnation (always the directory's ``inc_...``).
 
@@ -119,6 +121,7 @@ from openbus.kernel.errors import (
     BadRequest,
     Conflict,
     LaunchFailed,
+    NotFound,
     OpenbusError,
     Unavailable,
 )
@@ -316,8 +319,12 @@ class LaunchService(Feature):
         run (``claude -p``, ``codex exec``) that exited 0 has finished, not failed: None."""
         try:
             info = await self.tmux.pane_info(pane)
-        except OpenbusError:
+        except NotFound:
             return None, ""  # the pane itself is gone: nothing kept it
+        except Unavailable:
+            if self.tmux.reachable():
+                return None  # tmux did not answer this time: not known dead, asked again
+            return None, ""  # its server is gone, and the pane with it
         deadline = asyncio.get_running_loop().time() + STATUS_SECONDS
         while info.dead and info.dead_status is None:  # flagged dead before it has the status
             if asyncio.get_running_loop().time() > deadline:
@@ -691,9 +698,6 @@ class LaunchService(Feature):
                 session=session,
                 agent_user=agent_user,
             )
-            if respawn is None:  # (a restart keeps the pane's own remain-on-exit: its record does)
-                with contextlib.suppress(OpenbusError):  # best effort: a pane gone fails below
-                    await self.tmux.set_option(pane, "remain-on-exit", "on")
             identity = identity_of(pid)
             incarnation = await self._incarnation(pane, pid, launcher)
             start = identity.start if identity is not None else None
@@ -826,7 +830,7 @@ class LaunchService(Feature):
                     pid = await self.tmux.respawn_pane(respawn, words, env=env, cwd=cwd, kill=True)
                 else:
                     pane, pid = await self.tmux.new_window(
-                        words, env=env, cwd=cwd, name=name, session=session
+                        words, env=env, cwd=cwd, name=name, session=session, remain_on_exit=True
                     )
             except BaseException:
                 if pool is not None and ran_as is not None:
@@ -842,7 +846,9 @@ class LaunchService(Feature):
                 pane = respawn
                 pid = await self.tmux.respawn_pane(respawn, wrapper, cwd=cwd, kill=True)
             else:
-                pane, pid = await self.tmux.new_window(wrapper, cwd=cwd, name=name, session=session)
+                pane, pid = await self.tmux.new_window(
+                    wrapper, cwd=cwd, name=name, session=session, remain_on_exit=True
+                )
         except BaseException:
             with contextlib.suppress(FileNotFoundError):
                 env_file.unlink()

@@ -22,10 +22,8 @@ import os
 import re
 import stat
 import sys
-import time
 from collections.abc import Sequence
 
-EXEC_FAILURE_LINGER_SECONDS = 0.5
 EXIT_STATUS = 127
 # The wrapper's own failure, with its exit status: tmux 3.3a often keeps a dead pane with no
 # status at all (its pty closed before the exit was reaped), so the launch reads it from here.
@@ -75,12 +73,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         os.execvpe(command[0], command, env)  # noqa: S606 - the launcher's own argv, no shell
     except OSError as exc:
-        code = fail(f"cannot start {command[0]}: {exc.strerror}")
-        # The daemon sets remain-on-exit on the new pane just after tmux starts it; linger so
-        # that has landed and the pane, with this line and the status, is kept for the launch
-        # to report (it closes the pane once read).
-        time.sleep(EXEC_FAILURE_LINGER_SECONDS)
-        return code
+        # the pane is kept (remain-on-exit, set as tmux made it) with this line for the launch
+        # to report; it closes the pane once read
+        return fail(f"cannot start {command[0]}: {exc.strerror}")
 
 
 if __name__ == "__main__":

@@ -215,19 +215,20 @@ class Tmux:
             return NotFound(f"no such pane {target}".strip(), field="pane")
         return Unavailable(f"tmux failed: {message or 'unknown error'}")
 
-    async def _via_control(self, line: str) -> list[str]:
-        """Run one command line on the connected control client, else a one-shot one."""
+    async def _via_control(self, line: str, *, commands: int = 1) -> list[str]:
+        """Run one command line (of ``commands`` commands) on the connected control client,
+        else a one-shot one."""
         client = self.control
         if client is not None and client.alive:
             try:
-                return await client.command(line)
+                return await client.command(line, commands=commands)
             except TmuxCommandError as exc:
                 raise self._error(str(exc), line.split(" ")) from None
             except ConnectionError:
                 pass
-        return await self._one_shot_control(line)
+        return await self._one_shot_control(line, commands)
 
-    async def _one_shot_control(self, line: str) -> list[str]:
+    async def _one_shot_control(self, line: str, commands: int = 1) -> list[str]:
         sessions = await self.list_sessions()
         if not sessions:
             raise Unavailable(f"no tmux session on {self.socket} to run the command in")
@@ -240,7 +241,7 @@ class Tmux:
         )
         await client.start()
         try:
-            return await client.command(line)
+            return await client.command(line, commands=commands)
         except TmuxCommandError as exc:
             raise self._error(str(exc), line.split(" ")) from None
         except ConnectionError:
@@ -356,20 +357,31 @@ class Tmux:
         name: str | None = None,
         *,
         session: str | None = None,
+        remain_on_exit: bool = False,
     ) -> tuple[str, int]:
         """Start ``argv`` (exec'd directly, no shell) in a new detached window; return its pane
         id and pid. Starts the server (a session named ``openbus``) if none is running; a
-        ``session`` that does not exist yet is created with ``argv`` as its first window."""
+        ``session`` that does not exist yet is created with ``argv`` as its first window.
+
+        ``remain_on_exit`` sets the option on the new pane in the same command line, which
+        tmux runs before it reaps any child: a process that exits at once leaves its pane, its
+        status and its last screen (set a moment later, such a pane could already be gone,
+        and with it a server it was the only pane of). The window is then the session's last
+        (``-a`` after ``{end}``), so the same line can name it."""
         words = _check_argv(argv)
         environment = _check_env(env)
         if session is not None and session not in await self.session_names():
             # the session itself is new: its first window runs ``argv``
             line = ["new-session", "-d", "-P", "-F", quote("#{pane_id} #{pane_pid}")]
             line += ["-s", quote_format(session)]
+            window = quote_format(session + ":")
         else:
             await self.ensure_session()
             line = ["new-window", "-d", "-P", "-F", quote("#{pane_id} #{pane_pid}")]
-            if session is not None:
+            window = quote_format((session or "") + ":{end}")  # (no session: the client's)
+            if remain_on_exit:
+                line += ["-a", "-t", window]
+            elif session is not None:
                 line += ["-t", quote_format(session + ":")]
         if name:
             line += ["-n", quote_format(name)]
@@ -378,7 +390,11 @@ class Tmux:
         for key, value in environment.items():
             line += ["-e", quote(f"{key}={value}")]
         line += ["--", *(quote(w) for w in words)]
-        out = await self._via_control(" ".join(line))
+        commands = 1
+        if remain_on_exit:
+            line += [";", "set-option", "-p", "-t", window, "remain-on-exit", "on"]
+            commands = 2
+        out = await self._via_control(" ".join(line), commands=commands)
         pane_id, _, pid = (out[0] if out else "").partition(" ")
         if not is_pane_id(pane_id) or not pid.isdigit():
             raise Unavailable(f"tmux did not report the new pane ({out!r})")

@@ -8,11 +8,16 @@ A control client (``tmux -C attach-session -t $N``) writes one line per event on
   ``%layout-change``, ``%window-add``, ``%sessions-changed``, ``%exit`` ...;
 * every command written to its stdin (one command per line) answers with a block
   ``%begin <time> <number> <flags>`` ... ``%end|%error <time> <number> <flags>``; blocks for
-  commands this client sent carry flag bit 1, others (the attach itself, hooks) do not.
+  commands this client sent carry flag bit 1, others (the attach itself, hooks) do not. A
+  line of several commands (``a ; b``) answers with a block for each, and tmux runs them
+  together, nothing else between them (no child reaped, no other client's command); after a
+  command that fails it runs none of the rest, so its ``%error`` block is the line's last.
 
 ``ControlParser`` turns lines into ``Notification`` and ``Block`` values and knows nothing of
 processes. ``ControlClient`` owns the subprocess: commands are pipelined, and their blocks are
-matched to waiting futures in order (tmux answers a client's commands in the order sent). A
+matched to waiting futures in order (tmux answers a client's commands in the order sent; a
+line of several commands resolves its future once their blocks are all in, or at the first
+``%error``). A
 ``%output`` line is reduced to its pane id without decoding its payload: the watcher only
 needs to know which pane changed.
 """
@@ -45,6 +50,22 @@ class Block:
     flags: int
     ok: bool = True
     lines: list[str] = field(default_factory=list)
+
+
+class _Waiting:
+    """A command line sent and not yet answered: its future, the loop time it was sent, how
+    many of its commands' blocks are still to come after the next, their lines so far."""
+
+    __slots__ = ("future", "line", "lines", "more", "sent")
+
+    def __init__(
+        self, line: str, future: asyncio.Future[list[str]], sent: float, commands: int
+    ) -> None:
+        self.line = line
+        self.future = future
+        self.sent = sent
+        self.more = commands - 1
+        self.lines: list[str] = []
 
 
 class TmuxCommandError(Exception):
@@ -179,8 +200,8 @@ class ControlClient:
         self._held = False
         self._watched = False
         self._finish: asyncio.Task[None] | None = None
-        # commands sent and not yet answered: the line, its future, the loop time it was sent
-        self._waiting: deque[tuple[str, asyncio.Future[list[str]], float]] = deque()
+        # command lines sent and not yet answered, in order
+        self._waiting: deque[_Waiting] = deque()
         self.closed = asyncio.Event()
         self.exit_reason: str | None = None
         self.name: str | None = None  # tmux's name for this client (``client-<pid>``), once known
@@ -195,7 +216,7 @@ class ControlClient:
         """The loop time the oldest command still unanswered was sent (None: all answered).
         tmux answers in order, so a client that keeps printing ``%output`` while this grows
         old has stopped answering commands (a wedged command queue)."""
-        return self._waiting[0][2] if self._waiting else None
+        return self._waiting[0].sent if self._waiting else None
 
     @property
     def alive(self) -> bool:
@@ -251,8 +272,10 @@ class ControlClient:
             loop.remove_reader(fd)
         self._watched = want
 
-    def send(self, lines: Sequence[str]) -> list[asyncio.Future[list[str]]]:
-        """Write commands (one per line) at once; one future per command, in order."""
+    def send(self, lines: Sequence[str], *, commands: int = 1) -> list[asyncio.Future[list[str]]]:
+        """Write command lines at once; one future per line, in order. Each line holds
+        ``commands`` commands (``a ; b``): its future has their output lines, or the error of
+        the first that failed."""
         proc = self._proc
         if proc is None or proc.stdin is None or self.closed.is_set():
             raise ConnectionError("the tmux control client is not connected")
@@ -263,7 +286,7 @@ class ControlClient:
             if "\n" in line or "\r" in line:
                 raise ValueError("a control-mode command must be one line")
             future: asyncio.Future[list[str]] = loop.create_future()
-            self._waiting.append((line, future, now))
+            self._waiting.append(_Waiting(line, future, now, commands))
             futures.append(future)
         try:
             proc.stdin.write(("\n".join(lines) + "\n").encode("utf-8"))
@@ -280,8 +303,8 @@ class ControlClient:
             future.add_done_callback(_drop_outcome)
         return futures
 
-    async def command(self, line: str, timeout: float = 10.0) -> list[str]:
-        (future,) = self.send([line])
+    async def command(self, line: str, timeout: float = 10.0, *, commands: int = 1) -> list[str]:
+        (future,) = self.send([line], commands=commands)
         return await asyncio.wait_for(future, timeout)
 
     def _readable(self) -> None:
@@ -313,12 +336,19 @@ class ControlClient:
         for event in events:
             if isinstance(event, Block):
                 if event.flags & 1 and self._waiting:
-                    command, future, _ = self._waiting.popleft()
+                    waiting = self._waiting[0]
+                    if event.ok and waiting.more:  # more of its line's commands to come
+                        waiting.more -= 1
+                        waiting.lines += event.lines
+                        continue
+                    self._waiting.popleft()
+                    future = waiting.future
                     if not future.done():
                         if event.ok:
-                            future.set_result(event.lines)
+                            done = waiting.lines
+                            future.set_result(done + event.lines if done else event.lines)
                         else:
-                            future.set_exception(TmuxCommandError(command, event.lines))
+                            future.set_exception(TmuxCommandError(waiting.line, event.lines))
                 continue
             if event.name == "exit":
                 self.exit_reason = " ".join(event.args) or "exit"
@@ -352,7 +382,7 @@ class ControlClient:
 
     def _fail_waiting(self, why: str) -> None:
         while self._waiting:
-            _, future, _ = self._waiting.popleft()
+            future = self._waiting.popleft().future
             if not future.done():
                 future.set_exception(ConnectionError(why))
 

@@ -101,14 +101,8 @@ def test_new_window_refuses_bad_environment_and_argv(server: TmuxServer) -> None
         run(tmux.new_window([]))
 
 
-def test_respawn_and_remain_on_exit_and_kill(server: TmuxServer) -> None:
-    tmux = Tmux(server.socket)
-    pane = server.new_window(["sh"])
-    run(tmux.set_option(pane, "remain-on-exit", "on"))
-    old_pid = next(i.pid for i in run(tmux.list_panes()) if i.pane_id == pane)
-    new_pid = run(tmux.respawn_pane(pane, ["sh", "-c", "echo respawned; exit 3"], {"X": "1"}))
-    assert new_pid != old_pid
-
+def dead_with_status(server: TmuxServer, tmux: Tmux, pane: str) -> Any:
+    """The pane's info once tmux has it dead with its exit status."""
     server_pid = int(server.run("display-message", "-p", "#{pid}").strip())
 
     def dead() -> Any:
@@ -122,10 +116,33 @@ def test_respawn_and_remain_on_exit_and_kill(server: TmuxServer) -> None:
             os.kill(server_pid, signal.SIGCHLD)
         return found if found.dead and found.dead_status is not None else None
 
-    info = wait_until(dead, what="the pane to die with its status")
-    assert info.dead_status == 3
+    return wait_until(dead, what="the pane to die with its status")
+
+
+def test_respawn_and_remain_on_exit_and_kill(server: TmuxServer) -> None:
+    tmux = Tmux(server.socket)
+    pane = server.new_window(["sh"])
+    run(tmux.set_option(pane, "remain-on-exit", "on"))
+    old_pid = next(i.pid for i in run(tmux.list_panes()) if i.pane_id == pane)
+    new_pid = run(tmux.respawn_pane(pane, ["sh", "-c", "echo respawned; exit 3"], {"X": "1"}))
+    assert new_pid != old_pid
+    assert dead_with_status(server, tmux, pane).dead_status == 3
     run(tmux.kill_pane(pane))
     assert pane not in {i.pane_id for i in run(tmux.list_panes())}
+
+
+@pytest.mark.parametrize("session", [None, "main", "fresh"])
+def test_a_window_made_to_remain_keeps_a_process_that_exits_at_once_with_its_status_and_screen(
+    server: TmuxServer, session: str | None
+) -> None:
+    tmux = Tmux(server.socket)
+    server.new_window(["sh"])  # the new window goes last, whatever the windows before it
+    argv = ["sh", "-c", "echo gone-$((40+2)); exit 3"]
+    pane, _ = run(tmux.new_window(argv, session=session, remain_on_exit=True))
+    assert dead_with_status(server, tmux, pane).dead_status == 3
+    assert "gone-42" in run(tmux.capture(pane, history=5))  # (the dead line scrolled it up)
+    others = [i.pane_id for i in run(tmux.list_panes()) if i.pane_id != pane]
+    assert all(run(tmux.pane_option(other, "remain-on-exit")) is None for other in others)
 
 
 def test_a_missing_pane_is_not_found_and_bad_keys_are_refused(server: TmuxServer) -> None:

@@ -4,6 +4,7 @@ between reads."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from openbus.daemon.tmux import Tmux
 from openbus.daemon.tmux.control import (
@@ -84,6 +85,24 @@ def test_chunks_split_anywhere_give_the_same_events_as_whole_lines() -> None:
     assert one_by_one == expected and parser.buffered == 0
 
 
+async def attached_client(
+    server: TmuxServer, session: str, heard: Callable[[Notification], object]
+) -> ControlClient:
+    """A control client on ``session``, once tmux has attached it."""
+    tmux = Tmux(server.socket)
+    client = ControlClient(tmux.attach_argv(session), tmux.env, lambda _, event: heard(event))
+    await client.start()
+
+    async def attached() -> bool:
+        try:
+            return await client.command("display-message -p attached", 5) == ["attached"]
+        except TmuxCommandError:  # (run before its own attach: "no current client")
+            return False
+
+    await async_wait_until(attached, what="the client to attach")
+    return client
+
+
 def test_a_held_client_answers_its_commands_and_hears_what_was_printed_once_released(
     server: TmuxServer,
 ) -> None:
@@ -92,20 +111,8 @@ def test_a_held_client_answers_its_commands_and_hears_what_was_printed_once_rele
 
     async def main() -> None:
         heard: list[Notification] = []
-        tmux = Tmux(server.socket)
-        client = ControlClient(
-            tmux.attach_argv(session), tmux.env, lambda _, event: heard.append(event)
-        )
-        await client.start()
+        client = await attached_client(server, session, heard.append)
         try:
-
-            async def attached() -> bool:
-                try:
-                    return await client.command("display-message -p attached", 5) == ["attached"]
-                except TmuxCommandError:  # (run before its own attach: "no current client")
-                    return False
-
-            await async_wait_until(attached, what="the client to attach")
             client.hold()
             assert await client.command("display-message -p held", 5) == ["held"]
             heard.clear()
@@ -122,5 +129,32 @@ def test_a_held_client_answers_its_commands_and_hears_what_was_printed_once_rele
         finally:
             await client.close()
         assert client.closed.is_set() and Notification("client-closed") in heard
+
+    asyncio.run(main())
+
+
+def test_a_line_of_several_commands_answers_once_with_all_their_lines_or_its_first_error(
+    server: TmuxServer,
+) -> None:
+    pane = server.session("several")
+    session = server.pane_field(pane, "session_id")
+
+    async def main() -> None:
+        client = await attached_client(server, session, lambda event: None)
+        try:
+            both = "display-message -p one ; display-message -p two"
+            failing = "kill-pane -t %999 ; display-message -p never"
+            answers = client.send([both, failing], commands=2)
+            (after,) = client.send(["display-message -p after"])
+            assert await asyncio.wait_for(answers[0], 5) == ["one", "two"]
+            try:
+                await asyncio.wait_for(answers[1], 5)
+                raise AssertionError("a line whose first command fails answered as done")
+            except TmuxCommandError as error:
+                assert "%999" in str(error)
+            # tmux runs nothing of a line after its error: the next line gets its own block
+            assert await asyncio.wait_for(after, 5) == ["after"]
+        finally:
+            await client.close()
 
     asyncio.run(main())
