@@ -121,7 +121,6 @@ from openbus.kernel.errors import (
     BadRequest,
     Conflict,
     LaunchFailed,
-    NotFound,
     OpenbusError,
     Unavailable,
 )
@@ -318,13 +317,12 @@ class LaunchService(Feature):
         """(exit status, last screen) when the pane's process has exited, else None. A one-shot
         run (``claude -p``, ``codex exec``) that exited 0 has finished, not failed: None."""
         try:
-            info = await self.tmux.pane_info(pane)
-        except NotFound:
-            return None, ""  # the pane itself is gone: nothing kept it
+            there = await self.tmux.pane_if_there(pane)
         except Unavailable:
-            if self.tmux.reachable():
-                return None  # tmux did not answer this time: not known dead, asked again
-            return None, ""  # its server is gone, and the pane with it
+            return None  # tmux did not answer this time: not known dead, asked again
+        if there is None:
+            return None, ""  # the pane itself is gone: nothing kept it
+        info = there
         deadline = asyncio.get_running_loop().time() + STATUS_SECONDS
         while info.dead and info.dead_status is None:  # flagged dead before it has the status
             if asyncio.get_running_loop().time() > deadline:

@@ -80,6 +80,8 @@ log = logging.getLogger("openbus.restart")
 RESPAWN = Action("restart.respawn", tier=Tier.HUMAN, outside_effects=True)  # the system's own call
 OFFERS = Action("restart.offers", tier=Tier.HUMAN)
 POLL_SECONDS = 0.1
+LOOKS = 5  # recovery's looks at a pane tmux does not answer about
+LOOK_AGAIN_SECONDS = 1.0
 REMAIN = "remain-on-exit"
 
 Write = Callable[[sqlite3.Connection], None]
@@ -498,11 +500,16 @@ class Restarts(Feature):
     # ------------------------------------------------------------------ recovery
 
     async def _look(self, pane: str) -> PaneSeen:
-        try:
-            info = await self.tmux.pane_info(pane)
-        except NotFound:
-            return PaneSeen(exists=False)
-        except Unavailable:
+        """The pane as tmux has it; a tmux that does not answer is asked again (bounded)
+        before the pane is taken for gone."""
+        info = None
+        for _ in range(LOOKS):
+            try:
+                info = await self.tmux.pane_if_there(pane)
+                break
+            except Unavailable:
+                await asyncio.sleep(LOOK_AGAIN_SECONDS)
+        if info is None:
             return PaneSeen(exists=False)
         now = identity_of(info.pid)
         return PaneSeen(

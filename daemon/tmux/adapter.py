@@ -303,6 +303,20 @@ class Tmux:
             raise NotFound(f"no such pane {pane_id}", field="pane")
         return info
 
+    async def pane_if_there(self, pane_id: str) -> PaneInfo | None:
+        """The pane's info, or None when tmux says it is gone (the pane, or its server with
+        it). A server that is there but did not answer, or failed otherwise, raises
+        ``Unavailable``: that is not known to be the pane's end (a busy or restarting tmux
+        must not read as an agent's death)."""
+        try:
+            return await self.pane_info(pane_id)
+        except NotFound:
+            return None
+        except Unavailable:
+            if not self.reachable():
+                return None
+            raise
+
     async def capture(self, pane_id: str, *, history: int = 0) -> str:
         """The pane's screen, and ``history`` lines scrolled off above it."""
         check_pane_id(pane_id)

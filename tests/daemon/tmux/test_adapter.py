@@ -155,6 +155,17 @@ def test_a_missing_pane_is_not_found_and_bad_keys_are_refused(server: TmuxServer
         run(tmux.capture("0"))
 
 
+def test_a_pane_is_gone_only_when_tmux_says_so_or_its_server_is_gone(
+    server: TmuxServer, tmp_path: Path
+) -> None:
+    tmux = Tmux(server.socket)
+    pane = server.new_window(["sh"])
+    there = run(tmux.pane_if_there(pane))
+    assert there is not None and there.pane_id == pane
+    assert run(tmux.pane_if_there("%999")) is None
+    assert run(Tmux(tmp_path / "none").pane_if_there(pane)) is None
+
+
 def test_no_server_is_unavailable(tmp_path: Path) -> None:
     tmux = Tmux(tmp_path / "none")
     assert not tmux.reachable()
