@@ -182,6 +182,15 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE launches ADD COLUMN agent_user TEXT;
     """,
+    # 9: what the daemon asks of the principals every second (the active ones, control) and on
+    # every listing (a pane's, an owner's) found through an index, not by reading every
+    # principal ever launched; control's open requests likewise among its thread's entries
+    """
+    CREATE INDEX principals_state ON principals(state, created);
+    CREATE INDEX principals_pane ON principals(pane_id, state);
+    CREATE INDEX principals_owner ON principals(owner);
+    CREATE INDEX thread_entries_open ON thread_entries(state, seq) WHERE kind = 'request';
+    """,
 )
 
 
