@@ -111,6 +111,11 @@ class Grants:
         self.clock = clock
         self.random = random
         self.cap_for = cap_for  # the owner's cap under the org policy, on every scope check
+        # Writes run that bind a principal to a pane or unbind it (attach, rejoin), counted as
+        # they run, and each owner's panes as read at a count: a hosted view is built on every
+        # listing and agent call, and an owner's principals are every agent they ever launched.
+        self._bindings = 0
+        self._owned: dict[str, tuple[int, frozenset[tuple[str, str]]]] = {}
 
     # ------------------------------------------------------------------ reads
 
@@ -147,14 +152,22 @@ class Grants:
         ).fetchone()
         return row is not None
 
-    def panes_owned_by(self, owner: str) -> list[tuple[str, str]]:
-        """(pane id, incarnation) of every agent ``owner`` launched, whatever its state."""
+    def panes_owned_by(self, owner: str) -> frozenset[tuple[str, str]]:
+        """(pane id, incarnation) of every agent ``owner`` launched, whatever its state: read
+        again only after a write that binds or unbinds a pane has run (the count is taken
+        before the read, so a write run meanwhile makes the next call read again)."""
+        bindings = self._bindings
+        kept = self._owned.get(owner)
+        if kept is not None and kept[0] == bindings:
+            return kept[1]
         rows = self.db.conn.execute(
             "SELECT pane_id, incarnation FROM principals "
             "WHERE owner = ? AND pane_id IS NOT NULL AND incarnation IS NOT NULL",
             (owner,),
         ).fetchall()
-        return [(str(pane), str(incarnation)) for pane, incarnation in rows]
+        owned = frozenset((str(pane), str(incarnation)) for pane, incarnation in rows)
+        self._owned[owner] = (bindings, owned)
+        return owned
 
     def by_session(self, harness: str, session_id: str) -> Principal | None:
         """The principal (active or suspended) that holds this session's grant, if any."""
@@ -248,6 +261,7 @@ class Grants:
         now = self.clock.now()
 
         def write(conn: sqlite3.Connection) -> None:
+            self._bindings += 1  # run, even if rolled back: the next owners' read reads again
             conn.execute(
                 "UPDATE principals SET pane_id = ?, pid = ?, pid_start = ?, incarnation = ?, "
                 "updated = ? WHERE id = ?",
@@ -306,6 +320,7 @@ class Grants:
         now = self.clock.now()
 
         def write(conn: sqlite3.Connection) -> None:
+            self._bindings += 1
             done = conn.execute(
                 "UPDATE principals SET token_hash = ?, state = 'active', pane_id = NULL, "
                 "pid = NULL, pid_start = NULL, incarnation = NULL, updated = ? "
