@@ -110,22 +110,26 @@ class Reconciler:
         started = time.monotonic()
         stats = ReconcileStats()
         known = self.store.files()
-        found: list[tuple[Transcript, FileKey]] = []
+        changed: list[tuple[int, Transcript]] = []
         seen: set[str] = set()
-        for t in self.sources.transcripts(stats.errors):
-            if t.key is not None:
-                key = t.key
+        folders: dict[str, Path] = {}  # a changed file's path made from its folder's
+        for harness, path, root, listed in self.sources.listing(stats.errors):
+            if listed is not None:
+                key = listed
             else:
                 try:
-                    key = _file_key(t.path.stat())
+                    key = _file_key(os.stat(path))
                 except OSError:
                     continue
-            seen.add(str(t.path))
-            found.append((t, key))
-        stats.scanned = len(found)
-        changed = [
-            (key[1], t) for t, key in found if known.get(str(t.path), (None,) * 5)[:3] != key
-        ]
+            stats.scanned += 1
+            seen.add(path)
+            was = known.get(path)
+            if was is None or was[:3] != key:  # only these become ``Transcript``s
+                folder, _sep, name = path.rpartition(os.sep)
+                parent = folders.get(folder)
+                if parent is None:
+                    parent = folders[folder] = Path(folder)
+                changed.append((key[1], Transcript(harness, parent / name, root, listed)))
         changed.sort(key=lambda pair: pair[0])  # oldest first: newest sessions get top rowids
         stats.changed = len(changed)
         names = {str(home): thread_names(home) for home in self.sources.codex_homes}

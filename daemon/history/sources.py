@@ -47,6 +47,10 @@ class Transcript:
     key: opencode.SessionKey | None = None  # a session in a database: its key, not a stat
 
 
+# a transcript as ``Sources.listing`` gives it: harness, path (text), root, database key
+Listed = tuple[str, str, Path, opencode.SessionKey | None]
+
+
 def _dedupe(paths: list[Path]) -> tuple[Path, ...]:
     seen: set[str] = set()
     out: list[Path] = []
@@ -128,21 +132,27 @@ class Sources:
     def transcripts(self, errors: list[str] | None = None) -> Iterator[Transcript]:
         """Every transcript file under every root, in a stable order; a database that cannot
         be read is skipped, its error added to ``errors``."""
+        for harness, path, root, key in self.listing(errors):
+            yield Transcript(harness, Path(path), root, key)
+
+    def listing(self, errors: list[str] | None = None) -> Iterator[Listed]:
+        """``transcripts`` as plain values, each path as text: a reconcile walks every file
+        each pass and makes a ``Transcript`` only of those that changed."""
         for root in self.claude_dirs:
             for path in _walk(root / "projects", lambda name: name.endswith(".jsonl")):
-                yield Transcript(CLAUDE, path, root)
+                yield CLAUDE, path, root, None
         for root in self.codex_homes:
             for sub in ("sessions", "archived_sessions"):
                 for path in _walk(
                     root / sub, lambda n: n.startswith("rollout-") and n.endswith(".jsonl")
                 ):
-                    yield Transcript(CODEX, path, root)
+                    yield CODEX, path, root, None
         for root in self.omp_dirs:
             for path in _walk(root / "sessions", _is_omp_session):
-                yield Transcript(OMP, path, root)
+                yield OMP, path, root, None
         for root in self.gemini_dirs:
-            for path in _gemini_chats(root):
-                yield Transcript(GEMINI, path, root)
+            for chat in _gemini_chats(root):
+                yield GEMINI, str(chat), root, None
         for root in self.opencode_dirs:
             db = root / opencode.DB_FILE
             try:
@@ -152,7 +162,7 @@ class Sources:
                     errors.append(str(exc))
                 continue
             for session_id, key in keys:
-                yield Transcript(OPENCODE, opencode.ref(db, session_id), root, key)
+                yield OPENCODE, str(opencode.ref(db, session_id)), root, key
 
     def root_of(self, path: Path) -> tuple[str, Path] | None:
         """The harness and root a transcript path belongs to, if it is under one."""
@@ -262,12 +272,14 @@ def _guess_harness(path: Path) -> str | None:
     return None
 
 
-def _walk(top: Path, keep: Callable[[str], bool]) -> Iterator[Path]:
+def _walk(top: Path, keep: Callable[[str], bool]) -> Iterator[str]:
+    """The paths (text, as ``str(Path)`` writes them) of the files under ``top`` whose names
+    ``keep`` keeps, folder by folder in name order."""
     if not top.is_dir():
         return
-    for dirpath, dirnames, filenames in os.walk(top, followlinks=False):
+    for dirpath, dirnames, filenames in os.walk(str(top), followlinks=False):
         dirnames.sort()
-        folder = Path(dirpath)
+        folder = dirpath + os.sep
         for name in sorted(filenames):
             if keep(name):
-                yield folder / name
+                yield folder + name
