@@ -15,13 +15,17 @@ copying and syncing (SQLite lets go of the GIL for them) overlap the writer's ow
 checkpoint that fails (the disk full, the file gone) is left to the next commit; the writer's
 connection keeps SQLite's policy at ``WRITER_PAGES`` rather than its 1000, so a WAL this thread
 does not keep short is still bounded. ``close`` stops the thread and closes its connection;
-the writer's own close then checkpoints what is left and removes the WAL.
+the writer's own close then checkpoints what is left and removes the WAL. ``paused`` holds
+the thread off while the writer runs a checkpoint of its own (an expunge cuts the WAL to
+nothing, which fails while another checkpoint runs).
 """
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 WRITER_PAGES = 16_000  # the writer's own checkpoint, past about 64 MB of WAL (a fallback)
@@ -32,12 +36,19 @@ class Checkpointer:
         self._path = path
         self._wake = threading.Event()
         self._stopping = False
+        self._running = threading.Lock()  # held by a checkpoint of this thread's
         self._thread = threading.Thread(target=self._run, name="history-checkpoint", daemon=True)
         self._thread.start()
 
     def committed(self) -> None:
         """A commit on the writer's connection: checkpoint it soon."""
         self._wake.set()
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """No checkpoint of this thread's runs meanwhile."""
+        with self._running:
+            yield
 
     def close(self) -> None:
         self._stopping = True
@@ -56,7 +67,8 @@ class Checkpointer:
                 if self._stopping:
                     return
                 try:
-                    db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                    with self._running:
+                        db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
                 except sqlite3.Error:
                     continue  # tried again after the next commit
         finally:

@@ -27,7 +27,7 @@ from openbus.daemon.history.model import Liveness, LiveState, SessionEntry
 from openbus.daemon.history.sources import CLAUDE, CODEX, OPENCODE, Sources
 from openbus.daemon.history.store import HistoryStore
 from openbus.kernel import json_text
-from openbus.kernel.errors import Conflict
+from openbus.kernel.errors import Conflict, Unavailable
 
 
 def expunge_entry(
@@ -54,9 +54,19 @@ def expunge_entry(
             except FileNotFoundError:
                 continue
             removed.append(str(path))
-    store.remove(entry, subagents)
+    wiped = store.remove(entry, subagents)
     drop_history_lines(sources, entry)
+    if not wiped:
+        raise _kept_in_wal(entry)
     return removed
+
+
+def _kept_in_wal(entry: SessionEntry) -> Unavailable:
+    return Unavailable(
+        f"{entry.harness} session {entry.session_id} is expunged, but its text may stay in the "
+        "history index's write-ahead log (history.db-wal) until the daemon stops or the next "
+        "expunge: another reader of the index held it"
+    )
 
 
 def _forget_opencode(store: HistoryStore, victims: tuple[SessionEntry, ...]) -> None:
@@ -68,8 +78,10 @@ def _forget_opencode(store: HistoryStore, victims: tuple[SessionEntry, ...]) -> 
         key = opencode.session_key(*found) if found else None
         if found and key is not None:
             keys.append((opencode.ref(*found), key))
-    store.remove(victims[0], victims[1:])
+    wiped = store.remove(victims[0], victims[1:])
     store.record_files([(path, OPENCODE, key, None) for path, key in keys])
+    if not wiped:
+        raise _kept_in_wal(victims[0])
 
 
 def harness_keeps(harness: str, session_id: str) -> str | None:

@@ -103,6 +103,8 @@ MERGE_AFTER = 1000
 SHARD_ROWS = 100_000
 SCHEMA_VERSION = 5  # 4: the repos' own terms (``sessions_scope_<k>``); 5: text not kept twice
 FTS_PREFIX = "sessions_fts_"
+BUSY_TIMEOUT_MS = 10_000
+CUT_WAL_WAIT_MS = 1000  # an expunge's WAL checkpoint waits this long for a reader holding it
 SCOPE_PREFIX = "sessions_scope_"
 
 _SCHEMA = """
@@ -198,7 +200,8 @@ class HistoryStore:
             )
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute("PRAGMA busy_timeout=10000")
+            self._db.execute("PRAGMA secure_delete=ON")  # whatever the build's default
+            self._db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
             self._db.execute(f"PRAGMA wal_autocheckpoint={WRITER_PAGES}")
         except sqlite3.Error as exc:
             raise Unavailable(f"cannot open the history index {path}: {exc}") from None
@@ -498,17 +501,48 @@ class HistoryStore:
         with self._tx():
             self._db.execute("DELETE FROM files")
 
-    def remove(self, entry: SessionEntry, subagents: Sequence[SessionEntry] = ()) -> None:
-        """The entry and its subagents' entries, with every file row of theirs."""
+    def remove(self, entry: SessionEntry, subagents: Sequence[SessionEntry] = ()) -> bool:
+        """The entry and its subagents' entries, with every file row of theirs, and what they
+        leave in the index's files wiped (``_wipe``, in the same transaction; then the WAL cut):
+        an expunged session's text is not in them afterwards. False when the WAL could not be
+        cut (another reader of the index held it): their text may stay there until it is."""
+        victims = (entry, *subagents)
         with self._tx():
-            for victim in (entry, *subagents):
-                self._delete(victim.harness, victim.session_id)
+            rowids = self._ids([victim.key for victim in victims])
+            self._delete_ids(rowids)
+            for victim in victims:
                 if victim.transcript:
                     self._db.execute("DELETE FROM files WHERE path = ?", (victim.transcript,))
             self._db.execute(
                 "DELETE FROM files WHERE session_id = ? AND harness = ?",
                 (entry.session_id, entry.harness),
             )
+            self._wipe({rowid // self.shard_rows for rowid in rowids})
+        return self._cut_wal()
+
+    def _cut_wal(self) -> bool:
+        """The WAL, which holds pages as they were, checkpointed into the database file and
+        cut to nothing, waiting at most ``CUT_WAL_WAIT_MS`` for a reader that holds it (this
+        thread's own checkpoints held off meanwhile: they would make it fail at once)."""
+        with self._lock, self._checkpoints.paused():
+            self._db.execute(f"PRAGMA busy_timeout={CUT_WAL_WAIT_MS}")
+            try:
+                busy = self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+            finally:
+                self._db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        return not busy
+
+    def _wipe(self, shards: set[int]) -> None:
+        """Each of these full-text shards merged into one segment (FTS5's ``optimize``): a
+        contentless table's ``delete`` only masks an entry, whose terms stay in the older
+        segments until a merge. The pages the merge frees are zeroed (``secure_delete``, on
+        for this connection whatever the build's default)."""
+        present = set(self._shard_list())
+        scoped = set(shard_tables(self._db, SCOPE_PREFIX))
+        for shard in sorted(shards & present):
+            tables = [shard_table(shard)] + ([scope_table(shard)] if shard in scoped else [])
+            for table in tables:
+                self._db.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
 
     def merge_segments(self) -> None:
         """Merge each full-text shard written since the last merge into one segment (FTS5's
@@ -560,9 +594,6 @@ class HistoryStore:
             if shard in shards:
                 values = ((rowid, *row) for rowid, row in group)
                 self._db.executemany(insert_scope(shard, command), values)
-
-    def _delete(self, harness: str, session_id: str) -> None:
-        self._delete_ids(self._ids([(harness, session_id)]))
 
     def _delete_ids(self, rowids: Sequence[int]) -> None:
         """The entries of these rowids, from ``sessions`` and from their full-text shards."""
