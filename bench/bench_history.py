@@ -697,10 +697,14 @@ def main() -> int:
                 f"{name:<22} {text}  "
                 f"linear-scan floor p50 {floor_p50:7.1f} ms = {floor_p50 / p50:5.1f}x slower"
             )
+        index.close()
         size = sum(p.stat().st_size for p in base.glob("history.db*"))
         print(f"100k index on disk: {size / SESSIONS:,.0f} bytes per session")
-        bench_expunge(index.store)
-        index.close()
+        store = HistoryStore(base / "history.db")
+        try:
+            bench_expunge(store)
+        finally:
+            store.close()
         docs.clear()
 
         bench_reindex(base, corpus)
