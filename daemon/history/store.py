@@ -103,9 +103,9 @@ MERGE_AFTER = 1000
 SHARD_ROWS = 100_000
 SCHEMA_VERSION = 5  # 4: the repos' own terms (``sessions_scope_<k>``); 5: text not kept twice
 FTS_PREFIX = "sessions_fts_"
+SCOPE_PREFIX = "sessions_scope_"
 BUSY_TIMEOUT_MS = 10_000
 CUT_WAL_WAIT_MS = 1000  # an expunge's WAL checkpoint waits this long for a reader holding it
-SCOPE_PREFIX = "sessions_scope_"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
