@@ -10,8 +10,9 @@ session still runs.
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,7 @@ class HistoryIndex:
         )
         self.store = HistoryStore(path)
         self.reconciler = Reconciler(self.store, sources, clock=clock)
+        self._expunging = 0  # expunges running (each merges a full-text shard: seconds)
 
     def close(self) -> None:
         self.store.close()
@@ -131,6 +133,11 @@ class HistoryIndex:
     def reconcile_running(self) -> bool:
         return self.reconciler.running()
 
+    def writing_long(self) -> bool:
+        """A reconcile or an expunge runs: either may hold the index for seconds (a merge of
+        a full-text shard), so a search should not wait for it on an event loop."""
+        return self.reconciler.running() or self._expunging > 0
+
     @property
     def last_reconcile(self) -> float | None:
         """``clock.monotonic()`` when the last reconcile finished, if one did."""
@@ -160,3 +167,13 @@ class HistoryIndex:
         """Remove the entry and its transcript file(s); returns the paths removed."""
         entry = self.get(harness, session_id)
         return expunge_entry(self.store, self.sources, entry, self.liveness(entry))
+
+    @contextlib.contextmanager
+    def expunging(self) -> Iterator[None]:
+        """An expunge runs meanwhile (``writing_long``): entered where it is started, before it
+        reaches the index, so no search begins on the event loop in between."""
+        self._expunging += 1
+        try:
+            yield
+        finally:
+            self._expunging -= 1

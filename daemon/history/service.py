@@ -159,13 +159,14 @@ class HistoryService(Feature):
             # after start would otherwise see only what the reconcile had reached so far
             with contextlib.suppress(Exception):  # timed out, or failed (it logs why)
                 await asyncio.wait_for(asyncio.shield(running), SEARCH_WAITS_SECONDS)
-        if self.index.reconcile_running():
+        if self.index.writing_long():
             # A reconcile takes the index lock in turns (its first read of the file table is
-            # long): wait for it off the event loop, in one hop for the whole answer.
+            # long), an expunge for its shard's merge: wait for it off the event loop, in one
+            # hop for the whole answer.
             results, keys = await asyncio.to_thread(self._search, q, repo, limit, shape)
         else:
-            # Reconciles start only from this loop (``kick``), so none can begin meanwhile and
-            # nothing holds the index for long: answer at once (an FTS query, milliseconds).
+            # Reconciles and expunges start only from this loop, so none can begin meanwhile
+            # and nothing holds the index for long: answer at once (an FTS query, milliseconds).
             results, keys = self._search(q, repo, limit, shape)
         call.details["results"] = keys
         body: dict[str, Any] = {
@@ -212,7 +213,8 @@ class HistoryService(Feature):
     async def expunge(self, call: Call) -> Any:
         harness, session_id = _key(call.params)
         call.target = f"{harness}:{session_id}"
-        removed = await asyncio.to_thread(self.index.expunge, harness, session_id)
+        with self.index.expunging():
+            removed = await asyncio.to_thread(self.index.expunge, harness, session_id)
         call.details["removed_files"] = len(removed)
         body: dict[str, Any] = {"harness": harness, "session_id": session_id, "removed": removed}
         kept = harness_keeps(harness, session_id)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -133,3 +134,34 @@ def test_a_get_restricted_to_another_repo_does_not_find_the_session(daemon: Daem
     params = {"harness": "claude", "session_id": "c-1", "repo": "/somewhere/else"}
     with pytest.raises(NotFound):
         asyncio.run(daemon.foundation.gate.run(human, "history.get", params))
+
+
+def test_a_search_while_an_expunge_holds_the_index_waits_off_the_event_loop(
+    daemon: Daemon,
+) -> None:
+    index = daemon.history.index
+    held, release = threading.Event(), threading.Event()
+
+    def merging() -> None:  # what an expunge's merge of its shard does: holds the index
+        with index.store._lock:
+            held.set()
+            release.wait(timeout=10)
+
+    async def scenario() -> dict[str, Any]:
+        with index.expunging():
+            holder = threading.Thread(target=merging)
+            holder.start()
+            assert held.wait(timeout=10)
+            search = asyncio.ensure_future(
+                daemon.foundation.gate.run(actors.human("root"), "history.search", {"q": "flaky"})
+            )
+            for _ in range(20):  # the loop goes on turning while the search waits
+                await asyncio.sleep(0)
+            assert not search.done()
+            release.set()
+            result = await asyncio.wait_for(search, timeout=10)
+            holder.join()
+        return result
+
+    result = asyncio.run(scenario())
+    assert [hit["session_id"] for hit in result["results"]] == ["c-1"]
