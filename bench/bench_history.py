@@ -26,7 +26,9 @@ An unchanged re-pass at ``REPASS_TRANSCRIPTS`` transcripts (one-line Claude Code
 written once under ``build/bench-history/`` with their index): what a person's search waits
 for once the index is ``STALE_SECONDS`` old (at most ``SEARCH_WAITS_SECONDS``), against the
 floor of walking the same folders and ``stat``-ing every file (what any pass must do to see
-which files changed), the two alternately. No target; printed.
+which files changed), the two alternately. No target; printed. And an expunge on the 100k
+index (the entry removed, its full-text shard merged again, the WAL cut) against the same
+delete without that wipe; printed.
 
 Run: ``.venv/bin/python -m bench.bench_history`` (or ``make bench``).
 """
