@@ -137,10 +137,19 @@ def test_a_get_restricted_to_another_repo_does_not_find_the_session(daemon: Daem
 
 
 def test_a_search_while_an_expunge_holds_the_index_waits_off_the_event_loop(
-    daemon: Daemon,
+    daemon: Daemon, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     index = daemon.history.index
-    held, release = threading.Event(), threading.Event()
+    held, release, reached = threading.Event(), threading.Event(), threading.Event()
+    searched_on: list[int] = []
+    search = index.search
+
+    def watched(*args: Any, **kwargs: Any) -> Any:  # the real search, its thread noted
+        searched_on.append(threading.get_ident())
+        reached.set()
+        return search(*args, **kwargs)
+
+    monkeypatch.setattr(index, "search", watched)
 
     def merging() -> None:  # what an expunge's merge of its shard does: holds the index
         with index.store._lock:
@@ -148,18 +157,21 @@ def test_a_search_while_an_expunge_holds_the_index_waits_off_the_event_loop(
             release.wait(timeout=10)
 
     async def scenario() -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
         with index.expunging():
             holder = threading.Thread(target=merging)
             holder.start()
             assert held.wait(timeout=10)
-            search = asyncio.ensure_future(
+            answer = asyncio.ensure_future(
                 daemon.foundation.gate.run(actors.human("root"), "history.search", {"q": "flaky"})
             )
-            for _ in range(20):  # the loop goes on turning while the search waits
-                await asyncio.sleep(0)
-            assert not search.done()
+            # the loop is free to wait for the search to reach the index (on the loop itself,
+            # it would stay blocked there until the holder gave up)
+            assert await loop.run_in_executor(None, reached.wait, 10)
+            assert searched_on != [threading.get_ident()]
+            assert not answer.done()
             release.set()
-            result = await asyncio.wait_for(search, timeout=10)
+            result = await asyncio.wait_for(answer, timeout=10)
             holder.join()
         return result
 
