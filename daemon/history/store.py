@@ -533,16 +533,17 @@ class HistoryStore:
         return not busy
 
     def _wipe(self, shards: set[int]) -> None:
-        """Each of these full-text shards merged into one segment (FTS5's ``optimize``): a
+        """Each of these full-text shards merged into one segment (``_optimize``): a
         contentless table's ``delete`` only masks an entry, whose terms stay in the older
         segments until a merge. The pages the merge frees are zeroed (``secure_delete``, on
         for this connection whatever the build's default)."""
-        present = set(self._shard_list())
-        scoped = set(shard_tables(self._db, SCOPE_PREFIX))
-        for shard in sorted(shards & present):
-            tables = [shard_table(shard)] + ([scope_table(shard)] if shard in scoped else [])
-            for table in tables:
-                self._db.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
+        for shard in sorted(shards & set(self._shard_list())):
+            self._optimize(shard)
+
+    def _optimize(self, shard: int) -> None:
+        """A shard's two full-text tables each merged into one segment (FTS5's ``optimize``)."""
+        for table in (shard_table(shard), scope_table(shard)):
+            self._db.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
 
     def merge_segments(self) -> None:
         """Merge each full-text shard written since the last merge into one segment (FTS5's
@@ -561,8 +562,7 @@ class HistoryStore:
                         self._db.execute(f"DROP TABLE {table}")
                         self._db.execute(f"DROP TABLE IF EXISTS {scope}")
                     else:
-                        self._db.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
-                        self._db.execute(f"INSERT INTO {scope} ({scope}) VALUES ('optimize')")
+                        self._optimize(shard)
             self._unmerged = 0
             self._written.clear()
 

@@ -4,7 +4,6 @@ them all), so neither the idle daemon nor a directory read grows with the box's 
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
@@ -12,24 +11,16 @@ from openbus.daemon.control.threads import ThreadStore
 from openbus.daemon.core.threads import Entry, EntryKind, RequestState
 from openbus.daemon.grants import Grants
 from openbus.daemon.state import StateDB
-from openbus.kernel.scopes import Preset
-from openbus.kernel.testing import FixedClock, SeededRandom
+from tests.support.grants import launched, run_write, state_grants
 
 
 def _history(db: StateDB, grants: Grants, ended: int) -> None:
     """``ended`` principals launched into panes and revoked, two active ones, one control."""
-    writes: list[Callable[[sqlite3.Connection], None]] = []
     for n in range(ended + 3):
         role = "control" if n == ended + 2 else None
-        pid, _token, mint = grants.mint(
-            harness="claude", owner="alice", preset=Preset.OBSERVE, launcher="claude", role=role
-        )
-        writes += [mint, grants.attach_pane(pid, f"%{n % 50}", 1000 + n, "1", f"inc-{n}")]
+        principal = launched(db, grants, "alice", f"%{n % 50}", f"inc-{n}", role)
         if n < ended:
-            writes.append(grants.revoke(pid))
-    with db.conn:
-        for write in writes:
-            write(db.conn)
+            run_write(db, grants.revoke(principal))
 
 
 def _plans(db: StateDB, calls: list[Callable[[], object]]) -> list[str]:
@@ -51,8 +42,7 @@ def _plans(db: StateDB, calls: list[Callable[[], object]]) -> list[str]:
 def test_the_principals_asked_for_every_second_and_on_every_listing_are_sought_not_scanned(
     tmp_path: Path,
 ) -> None:
-    db = StateDB(tmp_path / "state.db")
-    grants = Grants(db, FixedClock(), SeededRandom(1), cap_for=lambda owner: Preset.COLLABORATE)
+    db, grants = state_grants(tmp_path, 1)
     _history(db, grants, ended=300)
     assert len(grants.active()) == 3
     assert grants.control() is not None
