@@ -66,6 +66,7 @@ log = logging.getLogger(__name__)
 EVENTS_KEPT = 32
 PR_LINKS_KEPT = 10
 BRANCH_EVERY = 3.0  # seconds between git branch reads for a pane whose screen keeps changing
+BRANCH_RECHECK = 60.0  # ... and for a pane whose screen stands still (a checkout made elsewhere)
 _SUBSCRIBER_QUEUE = 1024
 
 
@@ -214,6 +215,7 @@ class Directory:
         self._snapshot: dict[str, Any] | None = None
         self._snapshot_json: bytes | None = None
         self._sorted: list[Entry] | None = None  # entries in listing order, until a change
+        self._branches_checked = clock.monotonic()
 
     # ------------------------------------------------------------------ reads
 
@@ -367,6 +369,31 @@ class Directory:
             for entry in self.entries():
                 if entry.info.pid in owed:
                     self._upsert_one(entry.info, None)
+
+    def recheck_branches(self) -> None:
+        """Read again the git branch of each pane not read for ``BRANCH_RECHECK`` seconds (a
+        branch checked out from another pane in the same worktree changes this one's without a
+        screen change here), one read per folder. Called about once a second; a pass at most
+        every quarter of ``BRANCH_RECHECK``."""
+        if self.clock.monotonic() - self._branches_checked < BRANCH_RECHECK / 4:
+            return
+        self._branches_checked = self.clock.monotonic()
+        now = self.clock.now()
+        read: dict[str, str | None] = {}
+        for entry in list(self._entries.values()):
+            if now - entry.branch_read < BRANCH_RECHECK:
+                continue
+            cwd = entry.info.cwd
+            if cwd not in read:
+                try:
+                    read[cwd] = self.probe.git_branch(cwd)
+                except OSError:
+                    continue  # as it was, until a read succeeds
+            entry.branch_read = now
+            if read[cwd] != entry.branch:
+                entry.branch = read[cwd]
+                entry._dict = None
+                self._publish("updated", entry.info.pane_id)
 
     def pane_gone(self, pane_id: str) -> None:
         if pane_id in self._entries:

@@ -154,13 +154,14 @@ class DirectoryFeature(Feature):
 
     async def _reread_evidence(self) -> None:
         """Evidence that changes without a screen change (a status file, a process a launcher
-        started) is read again."""
+        started, a git branch) is read again."""
         disputed = False
         while True:
             await asyncio.sleep(EVIDENCE_SOON if disputed else EVIDENCE_EVERY)
             try:
                 disputed = self.directory.reread_evidence()
                 self.directory.reprobe_owed()
+                self.directory.recheck_branches()
             except Exception:
                 disputed = False
                 log.exception("re-reading the panes' evidence failed")
@@ -169,7 +170,7 @@ class DirectoryFeature(Feature):
         return {
             "running": self.directory.server_running,
             "panes": len(self.directory.entries()),
-            "watcher": self.watcher.stats.as_dict(),
+            "watcher": self.watcher.health(),
         }
 
 

@@ -37,12 +37,15 @@ stays paused until the next batch resumes and captures it again). ``on``/``off``
 used: on tmux 3.3a, toggling them under load crashes the server.
 
 What tmux announces to no control client: a pane whose process died (remain-on-exit), was
-replaced (``respawn-pane -k``) or set a new title. Each probe round that probes a client, and
-at least every other round, lists just those fields of every pane (``list-panes -a`` of id,
-process, dead flag and title, on the first client, with the probes: the server wakes once for
-them all); an answer that is the last one again is not parsed, and a pane whose fields differ
-from what the directory last heard has its metadata read again and is captured. So such a
-change is seen within two rounds (3.2 s by default) at a cost per round, not per pane. No
+replaced (``respawn-pane -k``) or set a new title. A live pane's process is watched by the
+kernel (a pidfd per pane, ``tmux.processes``): its exit has that pane's metadata read again and
+the pane captured at once. Titles are listed: each probe round that probes a client, and at
+least every other round, lists every pane's id and title (``list-panes -a``, on the first
+client, with the probes: the server wakes once for them all), and its process and dead flag too
+while any pane's process cannot be watched (no pidfd to be had). An answer that is the last one
+again is not parsed, and a pane whose fields differ from what the directory last heard has its
+metadata read again and is captured. So a title is seen within two rounds (3.2 s by default)
+at a cost per round, not per pane. No
 ``refresh-client -B`` subscription: tmux checks each one every second, waking the server for
 it, and one for all panes (``%*``) or for the session crashes tmux 3.3a's server when the
 client's session is destroyed before the client has left.
@@ -54,8 +57,10 @@ resumed under another client's name would silence its pane for good.
 
 A safety check every ``resync`` seconds lists only the panes' shape (the fields tmux keeps in
 memory, not the current command and path it reads from /proc for each pane) and reads the
-full list when the shape changed (a new size, a pane in a mode) or ``retell`` seconds have
-passed. A pane that vanished between the event and its capture
+full list when the shape changed (a new size, a pane in a mode) or ``retell`` seconds (5
+minutes) have passed; a full list is told to the sink only when it differs from the last one
+told (what tmux does not show, a git branch, the directory re-reads on its own). A pane that
+vanished between the event and its capture
 answers with an error and is dropped: no crash, no stale entry. Idle panes cost nothing.
 
 Liveness: a control client that stops delivering (killed, or a server that wedges control
@@ -87,11 +92,13 @@ import asyncio
 import contextlib
 import functools
 import logging
+import os
 from dataclasses import asdict, dataclass
 from typing import Protocol
 
 from openbus.daemon.tmux.adapter import PANE_FIELDS, PANE_FORMAT, PaneInfo, Tmux, quote
 from openbus.daemon.tmux.control import ControlClient, Notification, TmuxCommandError
+from openbus.daemon.tmux.processes import OpenPidfd, ProcessWatch
 from openbus.kernel.errors import Unanswered
 
 log = logging.getLogger("openbus.tmux")
@@ -104,14 +111,22 @@ SHAPE_FORMAT = "\x1f".join(
     if name not in ("pane_current_command", "pane_current_path")
 )
 
-# What each probe round lists of every pane: what tmux announces to no control client (a
-# process that died or was replaced, a new title); compared with the panes' metadata.
+# What each probe round lists of every pane: what tmux announces to no control client (a new
+# title; a process that died or was replaced, when its pidfd cannot tell it), compared with
+# the panes' metadata. Each field costs the server about a quarter of a millisecond a listing
+# at 200 panes.
+TITLE_FIELDS = ("pane_id", "pane_title")
 PROCESS_FIELDS = ("pane_id", "pane_pid", "pane_dead", "pane_title")
-PROCESS_FORMAT = "\x1f".join("#{" + name + "}" for name in PROCESS_FIELDS)
 
 
-def process_line(info: PaneInfo) -> str:
-    """What a round's listing says of a pane whose metadata is ``info``."""
+def listing_format(fields: tuple[str, ...]) -> str:
+    return "\x1f".join("#{" + name + "}" for name in fields)
+
+
+def process_line(info: PaneInfo, fields: tuple[str, ...] = PROCESS_FIELDS) -> str:
+    """What a round's listing of ``fields`` says of a pane whose metadata is ``info``."""
+    if fields == TITLE_FIELDS:
+        return "\x1f".join((info.pane_id, info.title))
     return "\x1f".join((info.pane_id, str(info.pid), "1" if info.dead else "0", info.title))
 
 
@@ -181,6 +196,7 @@ class Watcher:
         meta_max_age: float = 15.0,
         pause_after: int = 3,
         probe_every: float = 1.6,
+        open_pidfd: OpenPidfd = os.pidfd_open,
     ) -> None:
         self.tmux = tmux
         self.sink = sink
@@ -204,14 +220,14 @@ class Watcher:
         self._heard: dict[str, PaneInfo] = {}  # the metadata the sink last heard per pane
         self._last_listing: list[str] | None = None
         self._last_infos: list[PaneInfo] = []
-        self._last_told_all = 0.0
+        self._last_full = 0.0  # when the full list was last read
         # panes whose %output we paused: on which client, and the pause command's answer
         self._paused: dict[str, tuple[ControlClient, asyncio.Future[list[str]]]] = {}
         self.pause_after = pause_after
         self._bursts: dict[str, int] = {}  # %output bursts per dirty pane since its last batch
         self._last_processes: list[str] | None = None  # a round's listing that matched
         self._listing: asyncio.Future[list[str]] | None = None  # the round's, until answered
-        self.retell = 60.0  # seconds between full listings told even when tmux's are unchanged
+        self.retell = 300.0  # seconds between full listings even when the shape is unchanged
         self._last_shape: list[str] | None = None
         self._full = True  # the next structure refresh reads the full list
         self.meta_max_age = meta_max_age
@@ -219,6 +235,7 @@ class Watcher:
         self._probes: dict[ControlClient, asyncio.Future[list[str]]] = {}
         self._stale_sessions: set[str] = set()  # sessions whose panes wait for a new client
         self._recovering: set[asyncio.Task[None]] = set()
+        self._processes = ProcessWatch(self._process_exited, open_pidfd=open_pidfd)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -253,6 +270,7 @@ class Watcher:
         self._probes.clear()
         self._last_processes = None
         self._listing = None
+        self._processes.clear()
         self._stale_sessions.clear()  # the next follow captures every pane
         self._last_listing = None
         self._last_shape = None
@@ -261,6 +279,10 @@ class Watcher:
         for client in clients:
             with contextlib.suppress(Exception):
                 await client.close()
+
+    def health(self) -> dict[str, int]:
+        """What following has cost, and the panes' processes watched by pidfd."""
+        return {**self.stats.as_dict(), "processes_watched": self._processes.watched}
 
     @property
     def following(self) -> bool:
@@ -483,6 +505,7 @@ class Watcher:
                 self._meta.pop(pane, None)
                 self._told.pop(pane, None)
                 self._heard.pop(pane, None)
+                self._processes.forget(pane)
                 self.sink.pane_gone(pane)
                 continue
             except (ConnectionError, TimeoutError):
@@ -492,6 +515,7 @@ class Watcher:
                 return
             if info is None:
                 continue
+            self._processes.follow(info)
             self.stats.captures += 1
             text = "\n".join(screen)
             if self._told.get(pane) == (info, text):
@@ -558,13 +582,17 @@ class Watcher:
         client = self._command_client()
         if client is None or (self._listing is not None and not self._listing.done()):
             return
+        fields = TITLE_FIELDS if self._processes.complete else PROCESS_FIELDS
+        listing = f"list-panes -a -F {quote(listing_format(fields))}"
         try:
-            (self._listing,) = client.send_quietly([f"list-panes -a -F {quote(PROCESS_FORMAT)}"])
+            (self._listing,) = client.send_quietly([listing])
         except ConnectionError:
             return
-        self._listing.add_done_callback(self._processes_listed)
+        self._listing.add_done_callback(functools.partial(self._processes_listed, fields))
 
-    def _processes_listed(self, listing: asyncio.Future[list[str]]) -> None:
+    def _processes_listed(
+        self, fields: tuple[str, ...], listing: asyncio.Future[list[str]]
+    ) -> None:
         """A pane whose process, dead flag or title is not what the sink last heard (a capture
         whose metadata was read before the change may be told after a listing that saw it) has
         its metadata read again and is captured; a pane listed or gone that the last listing
@@ -585,7 +613,7 @@ class Watcher:
             if heard is None:
                 differ = differ or pane not in self._dirty  # not told yet, nor about to be
                 continue
-            if process_line(heard) != line:
+            if process_line(heard, fields) != line:
                 differ = True
                 # (already dropped when a listing before this one differed too and the pane's
                 # capture, which reads it again, has not run yet)
@@ -597,6 +625,13 @@ class Watcher:
             self._full = True
             self._structure_event.set()
         self._last_processes = None if differ else lines
+
+    def _process_exited(self, pane: str) -> None:
+        """A pane's process exited (its pidfd): its metadata is read again and it is captured
+        (a dead pane under ``remain-on-exit``, a respawned one's new process)."""
+        self._meta.pop(pane, None)
+        self._dirty.add(pane)
+        self._dirty_event.set()
 
     def _lost(self, client: ControlClient) -> None:
         """A client that did not answer its probe: its panes are stale; end it (the
@@ -679,7 +714,7 @@ class Watcher:
         if client is None:
             return
         now = asyncio.get_running_loop().time()
-        full = self._full or capture_all or now - self._last_told_all >= self.retell
+        full = self._full or capture_all or now - self._last_full >= self.retell
         self._full = False
         try:
             if not full:
@@ -707,10 +742,11 @@ class Watcher:
             return
         self.stats.listings += 1
         now = asyncio.get_running_loop().time()
+        self._last_full = now
         if (
             listed == self._last_listing
             and not capture_all
-            and now - self._last_told_all < self.retell
+            and all(self._heard.get(info.pane_id) == info for info in self._last_infos)
         ):
             infos = self._last_infos  # nothing changed: the sink has heard it all already
             self._meta = {info.pane_id: (info, now) for info in infos}
@@ -718,12 +754,13 @@ class Watcher:
             infos = [info for info in map(PaneInfo.parse, listed) if info is not None]
             self._meta = {info.pane_id: (info, now) for info in infos}
             self._last_listing, self._last_infos = listed, infos
-            self._last_told_all = now
             self._heard = {info.pane_id: info for info in infos}
-            self.sink.panes_listed(infos)  # also re-reads what tmux does not show (git branch)
+            self._processes.sync(infos)
+            self.sink.panes_listed(infos)
         known = {info.pane_id for info in infos}
         for gone in [p for p in self._told if p not in known]:
             del self._told[gone]
+            self._processes.forget(gone)
         new = known if capture_all else known - self._listed
         self._listed = known
         if new:

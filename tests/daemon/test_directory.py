@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from openbus.daemon import directory_probe
-from openbus.daemon.directory import Directory
+from openbus.daemon.directory import BRANCH_RECHECK, Directory
 from openbus.daemon.directory_probe import (
     Detected,
     ProcessProbe,
@@ -99,6 +99,32 @@ def test_a_captured_claude_pane_reads_idle_with_its_branch_and_title() -> None:
     assert entry["branch"] == "main" and entry["cwd"] == "/work/app"
     assert entry["incarnation"].startswith("inc_") and entry["revision"] == 1
     assert d.snapshot()["tmux"]["status"] == "running"
+
+
+def test_a_branch_checked_out_elsewhere_shows_on_a_pane_whose_screen_stands_still() -> None:
+    """Another pane in the same worktree checks out a branch: this one prints nothing, and tmux
+    lists it as before, yet its branch is read again within a minute and a quarter, once for
+    all the panes in that folder."""
+    d, clock, probe = make()
+    reads: list[str] = []
+    git_branch = probe.git_branch
+    probe.git_branch = lambda cwd: reads.append(cwd) or git_branch(cwd)  # type: ignore[method-assign]
+    d.pane_captured(info(), screen("claude-idle"))
+    d.pane_captured(info("%2", 20), screen("claude-idle"))
+    version = d.version
+    probe.branches["/work/app"] = "feature/x"
+    reads.clear()
+    clock.advance(BRANCH_RECHECK - 1)
+    d.recheck_branches()
+    assert (reads, d.version) == ([], version)  # read less than a minute ago
+    clock.advance(BRANCH_RECHECK / 4)
+    d.recheck_branches()
+    assert reads == ["/work/app"]
+    assert d.pane("%1")["branch"] == d.pane("%2")["branch"] == "feature/x"
+    assert d.version == version + 2
+    clock.advance(1)
+    d.recheck_branches()  # the next pass waits its quarter minute
+    assert reads == ["/work/app"]
 
 
 def test_the_revision_moves_only_when_the_screen_text_changes() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import signal
 from collections.abc import Awaitable, Callable
@@ -18,7 +19,7 @@ from openbus.daemon.directory_probe import ProcessProbe
 from openbus.daemon.directory_service import EVIDENCE_EVERY
 from openbus.daemon.tmux import Tmux
 from openbus.daemon.tmux.adapter import PaneInfo
-from openbus.daemon.tmux.watcher import Watcher
+from openbus.daemon.tmux.watcher import PROCESS_FIELDS, Watcher
 from openbus.kernel.clock import SystemClock
 from tests.support.tmux import TmuxServer
 from tests.support.wait import async_wait_until, let_others_run
@@ -130,8 +131,22 @@ def test_a_respawned_pane_gets_a_new_incarnation(server: TmuxServer) -> None:
 NO_SAFETY_CHECK = 3600.0
 
 
+def _no_pidfd(pid: int) -> int:
+    raise OSError(errno.EMFILE, "Too many open files")
+
+
+# How a pane's process that exits is told: by its pidfd alone (no probe round in the test's
+# time, so nothing is listed), or, with no pidfd to be had, by the rounds' listing of every
+# pane's process and dead flag
+TOLD_BY = [
+    pytest.param({"probe_every": NO_SAFETY_CHECK}, id="its-pidfd-with-no-round-listing-it"),
+    pytest.param({"open_pidfd": _no_pidfd}, id="the-rounds-listing-with-no-pidfd-to-be-had"),
+]
+
+
+@pytest.mark.parametrize("told_by", TOLD_BY)
 def test_an_agent_that_dies_under_remain_on_exit_is_exited_without_waiting_for_a_safety_check(
-    server: TmuxServer,
+    server: TmuxServer, told_by: dict[str, Any]
 ) -> None:
     pane = server.new_window(server.fake_harness("claude", CASES, "claude-idle"))
     server.run("set-option", "-p", "-t", pane, "remain-on-exit", "on")
@@ -144,18 +159,23 @@ def test_an_agent_that_dies_under_remain_on_exit_is_exited_without_waiting_for_a
         entry = panes(d)[pane]
         assert (entry["incarnation"], entry["harness"]) == (first, "claude")
         assert entry["composer_empty"] is None
+        live = 0 if "open_pidfd" in told_by else len(panes(d)) - 1  # (the session's first)
+        assert w.health()["processes_watched"] == live  # a dead pane has nothing to watch
 
-    follow(server, scenario, resync=NO_SAFETY_CHECK)
+    follow(server, scenario, resync=NO_SAFETY_CHECK, **told_by)
 
 
+@pytest.mark.parametrize("told_by", TOLD_BY)
 def test_a_pane_respawned_with_kill_is_a_new_incarnation_without_waiting_for_a_safety_check(
-    server: TmuxServer,
+    server: TmuxServer, told_by: dict[str, Any]
 ) -> None:
     pane = server.new_window(server.fake_harness("claude", CASES, "claude-idle"))
 
     async def scenario(d: Directory, w: Watcher) -> None:
         await until(lambda: panes(d).get(pane, {}).get("state") == "idle", "idle")
         first = panes(d)[pane]["incarnation"]
+        watched = 0 if "open_pidfd" in told_by else len(panes(d))  # (the session's first too)
+        assert w.health()["processes_watched"] == watched
         server.run(
             "respawn-pane", "-k", "-t", pane, *server.fake_harness("codex", CASES, "codex-idle")
         )
@@ -167,8 +187,9 @@ def test_a_pane_respawned_with_kill_is_a_new_incarnation_without_waiting_for_a_s
         await until(lambda: panes(d)[pane]["state"] == "idle", "the new process's idle screen")
         events = d.pane(pane)["events"]
         assert [e["kind"] for e in events][:2] == ["appeared", "incarnation"]
+        assert w.health()["processes_watched"] == watched  # the new process, in its turn
 
-    follow(server, scenario, resync=NO_SAFETY_CHECK)
+    follow(server, scenario, resync=NO_SAFETY_CHECK, **told_by)
 
 
 def test_a_title_set_without_output_is_seen_without_waiting_for_a_safety_check(
@@ -405,7 +426,7 @@ def test_a_listing_before_a_differing_panes_capture_still_checks_every_other_pan
         # capture has not run when the next round's listing, which also shows a new pane, comes
         listing: asyncio.Future[list[str]] = asyncio.get_running_loop().create_future()
         listing.set_result(["%1\x1f100\x1f0\x1fnew title", "%2\x1f200\x1f0\x1fbash"])
-        watcher._processes_listed(listing)
+        watcher._processes_listed(PROCESS_FIELDS, listing)
         assert watcher._dirty == {"%1"}
         assert watcher._structure_event.is_set()  # the new pane is listed
 

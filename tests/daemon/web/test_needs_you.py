@@ -199,7 +199,10 @@ def test_a_permission_prompt_is_answered_from_the_phone_and_a_stale_tap_is_refus
     refused_row = page.locator('#audit-feed li.outcome-refused[data-action="pane.answer"]')
     expect(refused_row.locator(".rec-why")).to_contain_text("changed since it was shown")
     assert not second.finished.is_set()
-    assert desk.entry()["state"] == "menu"  # still asking about beta: nothing was pressed
+    # still asking about beta: nothing was pressed (the reading may catch a redraw first)
+    wait_until(lambda: desk.entry()["state"] == "menu", timeout=10, what="the beta menu read")
+    desk.tmux.wait_for(desk.pane, CLAUDE_PERMISSION, "beta")
+    assert not second.finished.is_set()
 
     # the page catches up: the beta prompt, and "Yes" makes the agent proceed
     page.clock.resume()
