@@ -18,6 +18,7 @@ from typing import Any
 
 from openbus.daemon.core.audit import AuditDraft
 from openbus.daemon.core.consent import Approval, ApprovalKind, Card, CardState, Decision, new_card
+from openbus.daemon.core.due import Due
 from openbus.daemon.state import StateDB
 from openbus.kernel.clock import Clock, Random
 from openbus.kernel.errors import NotFound
@@ -26,6 +27,9 @@ log = logging.getLogger("openbus.cards")
 
 Write = Callable[[sqlite3.Connection], None]
 Listener = Callable[[Card], None]
+
+# The expiry sweep asks the database at least this often, whatever it expects (``core.due``)
+RECHECK_SECONDS = 60.0
 
 _COLUMNS = (
     "id, kind, requester, requester_principal, target, target_principal, owner, summary, payload, "
@@ -100,6 +104,7 @@ class Cards:
         self.random = random
         self.listeners: list[Listener] = []
         self.changed = asyncio.Event()
+        self._due = Due(recheck=RECHECK_SECONDS)  # when a pending card can next have expired
 
     # ------------------------------------------------------------------ cards
 
@@ -107,6 +112,7 @@ class Cards:
         card = new_card(
             card_id="c_" + self.random.token_bytes(6).hex(), now=self.clock.now(), **fields
         )
+        self._due.added(card.expires)
         return card, _save(card)
 
     def get(self, card_id: str) -> Card:
@@ -156,11 +162,20 @@ class Cards:
         return decided, writes
 
     def expired_unresolved(self) -> list[Card]:
-        rows = self.db.conn.execute(
-            f"SELECT {_COLUMNS} FROM cards WHERE state = 'pending' AND expires <= ?",
-            (self.clock.now(),),
+        """The pending cards whose time has passed (asked of the database only once one can
+        have: ``core.due``)."""
+        now = self.clock.now()
+        if not self._due.due(now):
+            return []
+        conn = self.db.conn
+        rows = conn.execute(
+            f"SELECT {_COLUMNS} FROM cards WHERE state = 'pending' AND expires <= ?", (now,)
         ).fetchall()
-        return [_row(r).resolve_expiry(self.clock.now()) for r in rows]
+        (soonest,) = conn.execute(
+            "SELECT MIN(expires) FROM cards WHERE state = 'pending'"
+        ).fetchone()
+        self._due.swept(now, soonest)
+        return [_row(r).resolve_expiry(now) for r in rows]
 
     def resolution_record(self, card: Card) -> tuple[AuditDraft, list[Write]]:
         """The system's audit record and write for a card resolved without a decision."""

@@ -9,8 +9,9 @@ one protocol, in the order it names them:
 * ``start()`` in build order once the event loop runs, ``stop()`` in reverse order at
   shutdown (a failing stop is logged and the others still stop);
 * ``tick()`` once a second on the one housekeeping tick (``Housekeeping``), the sweeps of
-  cards, messages and launches and the policy watch; one wake-up a second for all of them,
-  which is most of what an idle daemon costs. A failing tick is logged under the feature's
+  cards, messages and launches and the policy watch; one wake-up a second for all of them.
+  A sweep of stored deadlines asks the database only once one can be due (``core.due``), so
+  an idle tick is mostly code that runs cold. A failing tick is logged under the feature's
   name and the others still run;
 * ``health()``: the feature's section of ``/healthz`` (``None``: it has none).
 

@@ -12,6 +12,7 @@ from openbus.daemon.core.threads import Entry, EntryKind, RequestState
 from openbus.daemon.grants import Grants
 from openbus.daemon.state import StateDB
 from tests.support.grants import launched, run_write, state_grants
+from tests.support.sql import statements
 
 
 def _history(db: StateDB, grants: Grants, ended: int) -> None:
@@ -25,13 +26,7 @@ def _history(db: StateDB, grants: Grants, ended: int) -> None:
 
 def _plans(db: StateDB, calls: list[Callable[[], object]]) -> list[str]:
     """The query plan of every statement the calls ran, as SQLite explains it."""
-    ran: list[str] = []
-    db.conn.set_trace_callback(ran.append)
-    try:
-        for call in calls:
-            call()
-    finally:
-        db.conn.set_trace_callback(None)
+    ran = statements(db, lambda: [call() for call in calls])
     plans = []
     for sql in ran:
         steps = db.conn.execute(f"EXPLAIN QUERY PLAN {sql}").fetchall()
