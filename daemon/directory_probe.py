@@ -13,11 +13,14 @@ Theory of operation
   The answer is cached per (pane pid, its start time, tpgid, and the names of both processes
   in ``/proc/<pid>/comm``), unless it is ``unknown``: a pane caught between tmux's fork and
   the exec of its command still shows tmux's own image, and the same pid (same start time,
-  same tpgid) is the shell or harness a moment later. The names are in the key because an
-  ``exec`` keeps the pid and start time: a wrapper script that sets up the environment and
-  then execs the harness is the harness from then on, not a shell for the pane's life. A shell
-  that runs a script or a ``-c`` command (no job control: what it starts stays in its group)
-  is a launcher: the harness below it, else ``unknown``, never ``shell``. An ``unknown``
+  same tpgid) is the shell or harness a moment later. A process with no arguments to read is
+  ``unknown`` too: caught inside its exec (the new name is set before the arguments are laid
+  out, so ``sh -c 'exec claude'`` would read as an interactive shell), or exited, not reaped.
+  The names are in the key because an ``exec`` keeps the pid and start time: a wrapper script
+  that sets up the environment and then execs the harness is the harness from then on, not a
+  shell for the pane's life. A shell that runs a script or a ``-c`` command (no job control:
+  what it starts stays in its group) is a launcher: the harness below it, else ``unknown``,
+  never ``shell``. An ``unknown``
   answer is asked again, but the walk below the pane's processes that found it is redone at
   most every ``WALK_EVERY`` seconds while the key holds (a script that keeps starting
   commands, a pane printing many times a second, would walk its tree on every capture), and
@@ -280,6 +283,11 @@ class ProcessProbe:
         own, argv = _classify_argv(pane_pid)
         if own not in (None, "shell"):
             return Detected(own, pane, pane), True
+        if not argv:
+            # no arguments to read: an exec half done (the kernel names the new image before
+            # it lays out its arguments: a shell that may yet run ``-c`` a command), or a
+            # process that has exited and is not reaped yet
+            return Detected("unknown", pane, pane), False
         root, kind = pane_pid, own
         script = own == "shell" and tpgid in (pane_pid, -1) and _runs_script(argv)
         if tpgid > 0 and tpgid != pane_pid:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from openbus.daemon.directory_probe import ProcessProbe, proc_identity
+from tests.support.wait import wait_until
 
 
 @pytest.fixture
@@ -46,3 +47,24 @@ def test_a_status_file_that_does_not_read_is_no_status_even_nested_past_the_deco
     process, config = claude_like
     (config / "sessions" / f"{process.pid}.json").write_text(text)
     assert ProcessProbe().claude_status(proc_identity(process.pid)) is None
+
+
+def test_a_shell_whose_arguments_cannot_be_read_is_not_taken_for_a_prompt() -> None:
+    """Inside an exec the kernel names the new image before it lays out its arguments, so a
+    ``sh -c 'exec sleep 600'`` caught there reads as ``sh`` with no arguments; an exited
+    process not reaped yet reads the same. Neither is a shell a person types at: the answer is
+    ``unknown`` and is asked again."""
+    shell = subprocess.Popen(["sh", "-c", "exit 0"])
+    try:
+        wait_until(lambda: _state(shell.pid) == "Z", timeout=10, what="the shell exited, unreaped")
+        assert Path(f"/proc/{shell.pid}/comm").read_text().strip() == "sh"
+        assert Path(f"/proc/{shell.pid}/cmdline").read_bytes() == b""
+        probe = ProcessProbe()
+        assert probe.detect(shell.pid).harness == "unknown"
+        assert probe.detect(shell.pid, walk_now=True).harness == "unknown"  # not held as final
+    finally:
+        shell.wait()
+
+
+def _state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]

@@ -350,6 +350,7 @@ def restore_after_the_server_is_killed(
         # a pane opened by hand on the new server, maybe under an old pane's id, gets no grant
         stray = tmux.run("new-window", "-d", "-P", "-F", "#{pane_id}", "sleep 600").strip()
         assert stray not in connected
+        wait_until(lambda: directory_entry(daemon, stray), timeout=10, what="the stray pane")
         refused = daemon.cli("connect", stray, "--preset", "observe")
         assert refused.returncode != 0 and "runs no coding agent" in refused.stderr
         assert not any(c["pane"] in old_panes - connected for c in connections_of(daemon))

@@ -82,7 +82,15 @@ def test_a_new_agent_in_the_pane_of_one_that_exited_inherits_nothing(fleet: Flee
         lambda: actions(fleet, "agent.suspended"), timeout=30, what="the principal suspended"
     )
     fleet.tmux.run("respawn-pane", "-t", pane, "sleep 600")
+    respawned = fleet.tmux.pane_pid(pane)
     with fleet.daemon.human() as client:
+
+        def read_anew() -> bool:
+            [entry] = [p for p in client.get("/api/directory").json()["panes"] if p["pane"] == pane]
+            return entry["dead"] is False and entry["pane_pid"] == respawned
+
+        # a respawn is announced to no control client: the directory sees it on its own
+        wait_until(read_anew, timeout=10, what="the directory reading the respawned process")
         assert client.get("/api/connections").json()["connections"] == []
         answer = client.put("/api/connect", json={"pane": pane, "preset": "observe"})
     assert answer.status_code == 409 and "runs no coding agent" in answer.json()["message"]

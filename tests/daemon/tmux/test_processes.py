@@ -122,7 +122,7 @@ def test_a_process_gone_before_it_is_followed_is_told_and_then_left_to_the_listi
         assert len(told) == REPORTS
         assert not watch.complete
         watch.follow(pane(gone.pid, dead=True))  # tmux has caught up: the pane is dead
-        assert watch.complete
+        assert watch.watched == 0
 
     run(scenario)
 
@@ -148,8 +148,25 @@ def test_a_dead_pane_and_a_forgotten_one_hold_no_descriptor() -> None:
         assert watch.watched == 2
         assert len(open_fds() - before) == 2
         watch.sync([pane(first.pid, "%1", dead=True)])  # %1 dead, %2 gone
-        assert (watch.watched, watch.complete) == (0, True)
+        assert watch.watched == 0
         assert open_fds() == before
+
+    with sleepers(2) as (first, second):
+        run(scenario)
+
+
+def test_a_dead_pane_leaves_its_respawn_to_the_listing_until_it_names_a_live_process() -> None:
+    """``respawn-pane`` on a dead pane is announced to no control client and there is no
+    process to watch: only a listing of the panes' dead flags can see it."""
+
+    async def scenario(watch: ProcessWatch, told: list[str]) -> None:
+        watch.sync([pane(first.pid, "%1", dead=True), pane(second.pid, "%2")])
+        assert (watch.watched, watch.complete) == (1, False)
+        watch.follow(pane(first.pid, "%1"))  # respawned: a live process again
+        assert (watch.watched, watch.complete) == (2, True)
+        watch.follow(pane(first.pid, "%1", dead=True))
+        watch.forget("%1")  # a dead pane closed
+        assert (watch.watched, watch.complete) == (1, True)
 
     with sleepers(2) as (first, second):
         run(scenario)

@@ -165,6 +165,31 @@ def test_an_agent_that_dies_under_remain_on_exit_is_exited_without_waiting_for_a
     follow(server, scenario, resync=NO_SAFETY_CHECK, **told_by)
 
 
+def test_a_dead_pane_respawned_with_a_silent_process_is_live_again_without_a_safety_check(
+    server: TmuxServer,
+) -> None:
+    """tmux announces a dead pane's respawn to no control client, and a process that prints
+    nothing and sets no title draws no capture: the rounds list the panes' dead flags while any
+    pane is dead."""
+    pane = server.new_window(["sleep", "600"])
+    server.run("set-option", "-p", "-t", pane, "remain-on-exit", "on")
+
+    async def scenario(d: Directory, w: Watcher) -> None:
+        await until(lambda: pane in panes(d), "the pane")
+        first = d.entry(pane).info
+        os.kill(first.pid, signal.SIGKILL)
+        await until(lambda: d.entry(pane).info.dead, "the dead pane")
+        server.run("respawn-pane", "-t", pane, "sleep 600")
+        await until(
+            lambda: not d.entry(pane).info.dead and d.entry(pane).info.pid != first.pid,
+            "the respawned process",
+        )
+        assert d.entry(pane).info.title == first.title  # nothing else told of it
+        assert w.health()["processes_watched"] == len(panes(d))  # followed again, every one
+
+    follow(server, scenario, resync=NO_SAFETY_CHECK)
+
+
 @pytest.mark.parametrize("told_by", TOLD_BY)
 def test_a_pane_respawned_with_kill_is_a_new_incarnation_without_waiting_for_a_safety_check(
     server: TmuxServer, told_by: dict[str, Any]
