@@ -179,7 +179,11 @@ class Grants:
         return _row(row) if row else None
 
     def control(self) -> Principal | None:
-        """The active control principal, if the control session runs."""
+        """The active control principal, if the control session runs (read again only after
+        a write: control's tick asks each second)."""
+        return self.db.kept("control principal", self._control)
+
+    def _control(self) -> Principal | None:
         row = self.db.conn.execute(
             f"SELECT {_COLUMNS} FROM principals WHERE role = ? AND state = 'active' "
             "ORDER BY created DESC LIMIT 1",
@@ -188,10 +192,15 @@ class Grants:
         return _row(row) if row else None
 
     def active(self) -> list[Principal]:
+        """The active principals (read again only after a write: the launch sweep asks each
+        second)."""
+        return list(self.db.kept("active principals", self._active))
+
+    def _active(self) -> tuple[Principal, ...]:
         rows = self.db.conn.execute(
             f"SELECT {_COLUMNS} FROM principals WHERE state = 'active'"
         ).fetchall()
-        return [_row(r) for r in rows]
+        return tuple(_row(r) for r in rows)
 
     def scopes_for(self, actor: Actor) -> frozenset[Scope]:
         """The scopes the agent holds right now: its preset under the owner's cap."""

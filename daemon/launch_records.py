@@ -100,7 +100,12 @@ class LaunchRecords:
         return [_row(r) for r in rows]
 
     def live(self) -> list[LaunchRecord]:
-        return self._select("state = 'live'", ())
+        """The live launches (read again only after a write: the launch sweep asks each
+        second)."""
+        return list(self.db.kept("live launches", self._live))
+
+    def _live(self) -> tuple[LaunchRecord, ...]:
+        return tuple(self._select("state = 'live'", ()))
 
     def live_in(self, pane_id: str) -> LaunchRecord | None:
         """The newest live launch in ``pane_id`` (the caller checks its process is the pane's)."""

@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 from openbus.kernel.errors import Unavailable
+
+T = TypeVar("T")
 
 MIGRATIONS: tuple[str, ...] = (
     # 1: the audit chain, its checkpoints and the shipper's cursor
@@ -197,6 +201,7 @@ MIGRATIONS: tuple[str, ...] = (
 class StateDB:
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path) if str(path) != ":memory:" else None
+        self._kept: dict[str, tuple[int, Any]] = {}  # a read's name -> (total_changes, answer)
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         try:
@@ -225,6 +230,24 @@ class StateDB:
             except BaseException:
                 self.conn.execute("ROLLBACK")
                 raise
+
+    def kept(self, name: str, read: Callable[[], T]) -> T:
+        """``read()``'s answer, asked of the database again only once this connection has
+        changed a row since (SQLite's ``total_changes``: every insert, update or delete, in any
+        table, committed or rolled back). The daemon writes the tables it keeps reads of
+        through this one connection, so the once-a-second sweeps of an idle box (its live
+        launches, its active principals) ask nothing. Never kept inside a transaction, where a
+        write read back may yet be rolled back. ``read`` returns what no caller changes (a
+        tuple of frozen records)."""
+        if self.conn.in_transaction:
+            return read()
+        mark = self.conn.total_changes
+        held = self._kept.get(name)
+        if held is not None and held[0] == mark:
+            return held[1]  # type: ignore[no-any-return]
+        value = read()
+        self._kept[name] = (mark, value)
+        return value
 
     def close(self) -> None:
         self.conn.close()

@@ -10,7 +10,9 @@ from pathlib import Path
 from openbus.daemon.control.threads import ThreadStore
 from openbus.daemon.core.threads import Entry, EntryKind, RequestState
 from openbus.daemon.grants import Grants
+from openbus.daemon.launch_records import LaunchRecords
 from openbus.daemon.state import StateDB
+from openbus.kernel.testing import FixedClock, SeededRandom
 from tests.support.grants import launched, run_write, state_grants
 from tests.support.sql import statements
 
@@ -39,20 +41,20 @@ def test_the_principals_asked_for_every_second_and_on_every_listing_are_sought_n
 ) -> None:
     db, grants = state_grants(tmp_path, 1)
     _history(db, grants, ended=300)
-    assert len(grants.active()) == 3
-    assert grants.control() is not None
 
     plans = _plans(
         db,
         [
-            grants.active,  # the launch sweep, every second
-            grants.control,  # control's tick and every directory listing
+            grants.active,  # the launch sweep, every second (after a write: else it is kept)
+            grants.control,  # control's tick and every directory listing (the same)
             lambda: grants.by_pane("%7"),
             lambda: grants.revoked_on_pane("%7", "alice"),
             lambda: grants.panes_owned_by("bob"),  # a hosted user's view
         ],
     )
 
+    assert len(grants.active()) == 3
+    assert grants.control() is not None
     assert len(plans) == 5
     scans = [plan for plan in plans if "SCAN principals" in plan]
     assert scans == [], "\n".join(scans)
@@ -83,3 +85,54 @@ def test_controls_open_requests_are_sought_among_every_entry_of_its_threads(
     assert [e.text for e in threads.open_requests()] == ["request 198"]
     assert len(plans) == 1
     assert "SCAN thread_entries" not in plans[0], plans[0]
+
+
+def test_the_reads_each_second_asks_are_asked_again_only_after_a_row_has_changed(
+    tmp_path: Path,
+) -> None:
+    db, grants = state_grants(tmp_path, 1)
+    records = LaunchRecords(db, FixedClock(), SeededRandom(2))
+    first = launched(db, grants, "alice", "%1", "inc-1", "control")
+    launch, add = records.add(**LAUNCH, principal=first)
+    run_write(db, add)
+
+    def second() -> object:  # what the launch sweep and control's tick ask
+        return (grants.active(), grants.control(), records.live())
+
+    assert len(statements(db, second)) == 3
+    assert statements(db, lambda: [second() for _ in range(5)]) == []  # nothing written since
+    other = launched(db, grants, "bob", "%2", "inc-2")
+    assert [p.owner for p in grants.active()] == ["alice", "bob"]
+    run_write(db, grants.revoke(first))
+    run_write(db, records.set_state(launch, "exited"))
+    assert ([p.id for p in grants.active()], grants.control(), records.live()) == (
+        [other],
+        None,
+        [],
+    )
+
+
+def test_a_read_inside_a_transaction_is_not_kept_so_a_write_rolled_back_is_not_seen_after(
+    tmp_path: Path,
+) -> None:
+    db, grants = state_grants(tmp_path, 1)
+    first = launched(db, grants, "alice", "%1", "inc-1")
+    assert [p.id for p in grants.active()] == [first]
+    db.conn.execute("BEGIN IMMEDIATE")
+    grants.revoke(first)(db.conn)
+    assert grants.active() == []  # the transaction's own write, read back
+    db.conn.execute("ROLLBACK")
+    assert [p.id for p in grants.active()] == [first]
+
+
+LAUNCH = {
+    "owner": "alice",
+    "launcher": "claude",
+    "harness": "claude",
+    "cwd": "/tmp",
+    "session_id": None,
+    "pane_id": "%1",
+    "pid": 4242,
+    "pid_start": "1",
+    "server": None,
+}
