@@ -42,7 +42,8 @@ kernel (a pidfd per pane, ``tmux.processes``): its exit has that pane's metadata
 the pane captured at once. Titles are listed: each probe round that probes a client, and at
 least every other round, lists every pane's id and title (``list-panes -a``, on the first
 client, with the probes: the server wakes once for them all), and its process and dead flag too
-while any pane's process cannot be watched (no pidfd to be had). An answer that is the last one
+while any pane's process cannot be watched (no pidfd to be had) or any pane is dead (its
+respawn is announced to no client and has no process to watch). An answer that is the last one
 again is not parsed, and a pane whose fields differ from what the directory last heard has its
 metadata read again and is captured. So a title is seen within two rounds (3.2 s by default)
 at a cost per round, not per pane. No
