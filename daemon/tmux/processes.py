@@ -9,21 +9,18 @@ live pane's process gets a pidfd (``pidfd_open``), read by the event loop: it be
 when the process exits, and ``exited(pane)`` is called once; the watcher then reads that
 pane's metadata again (the new process, or the dead flag) and captures it.
 
-A pane is in one of four states here:
+A pane is in one of three states here:
 
 * watched: a pidfd is open on the process its metadata names;
 * owed: its process was seen to exit (its pidfd fired, or it had already gone when the pidfd
   was asked for) and ``exited`` was told; it is watched again once its metadata is read again
   and names a live process;
-* unwatched: no pidfd can follow it (``pidfd_open`` failed: no file descriptors left, a kernel
-  without pidfds), or tmux went on naming, twice after it was told, a process seen to exit
-  (its server not yet caught up). ``complete`` is then False, and the watcher's rounds list
-  every pane's process and dead flag again, as before pidfds, until the pane is forgotten or
-  followed anew;
-* dead: the pane's process exited and tmux kept the pane (``remain-on-exit``). There is
-  nothing to watch, and ``respawn-pane`` bringing it back is announced to no control client
-  either, so ``complete`` is False while any pane is dead: the rounds list the panes' processes
-  and dead flags until it is respawned (a live process, followed) or gone.
+* unwatched, left to the listing: no pidfd can follow it (``pidfd_open`` failed: no file
+  descriptors left, a kernel without pidfds), tmux went on naming, twice after it was told, a
+  process seen to exit (its server not yet caught up), or the pane is dead (``remain-on-exit``:
+  nothing to watch, and ``respawn-pane`` bringing it back is announced to no control client).
+  ``complete`` is then False, and the watcher's rounds list every pane's process and dead flag
+  again, as before pidfds, until the pane is forgotten or followed anew with a live process.
 """
 
 from __future__ import annotations
@@ -53,13 +50,12 @@ class ProcessWatch:
         self._fds: dict[str, tuple[int, int]] = {}  # pane -> (pid, pidfd)
         self._told: dict[str, tuple[int, int]] = {}  # pane -> (pid, times told it exited)
         self._unwatched: set[str] = set()
-        self._dead: set[str] = set()
 
     @property
     def complete(self) -> bool:
         """Every pane followed has its process watched (or is owed a new reading): none is
-        left to the listing, none is dead."""
-        return not self._unwatched and not self._dead
+        left to the listing."""
+        return not self._unwatched
 
     @property
     def watched(self) -> int:
@@ -74,11 +70,9 @@ class ProcessWatch:
             return
         self._close(pane)
         self._unwatched.discard(pane)
-        self._dead.discard(pane)
         if info.dead or info.pid <= 0:
             self._told.pop(pane, None)
-            # dead: only the listing sees a respawn; no process named: the listing must say
-            (self._dead if info.dead else self._unwatched).add(pane)
+            self._unwatched.add(pane)  # only the listing sees a respawn, or names a process
             return
         told = self._told.get(pane)
         if told is not None and told[0] == info.pid and told[1] >= REPORTS:
@@ -100,7 +94,7 @@ class ProcessWatch:
     def sync(self, infos: list[PaneInfo]) -> None:
         """Follow exactly these panes."""
         listed = {info.pane_id for info in infos}
-        for pane in [*self._fds, *self._told, *self._unwatched, *self._dead]:
+        for pane in [*self._fds, *self._told, *self._unwatched]:
             if pane not in listed:
                 self.forget(pane)
         for info in infos:
@@ -110,14 +104,12 @@ class ProcessWatch:
         self._close(pane)
         self._told.pop(pane, None)
         self._unwatched.discard(pane)
-        self._dead.discard(pane)
 
     def clear(self) -> None:
         for pane in list(self._fds):
             self._close(pane)
         self._told.clear()
         self._unwatched.clear()
-        self._dead.clear()
 
     def _exit(self, pane: str, pid: int) -> None:
         held = self._fds.get(pane)
