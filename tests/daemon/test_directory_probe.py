@@ -22,6 +22,12 @@ def claude_like(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], Path]
     env = {**os.environ, "CLAUDE_CONFIG_DIR": str(config)}
     process = subprocess.Popen(["sleep", "600"], env=env)
     try:
+        # until its exec, the child shows the parent's environment, not the one given
+        wait_until(
+            lambda: Path(f"/proc/{process.pid}/cmdline").read_bytes().startswith(b"sleep\0"),
+            timeout=10,
+            what="the process exec'd with its environment",
+        )
         yield process, config
     finally:
         process.kill()
