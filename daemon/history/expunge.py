@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from openbus.daemon.history import opencode
-from openbus.daemon.history.model import Liveness, LiveState, SessionEntry
-from openbus.daemon.history.sources import CLAUDE, CODEX, OPENCODE, Sources
+from openbus.daemon.history.model import CLAUDE, CODEX, OPENCODE, Liveness, LiveState, SessionEntry
+from openbus.daemon.history.sources import Sources
 from openbus.daemon.history.store import HistoryStore
 from openbus.kernel import json_text
 from openbus.kernel.errors import Conflict, Unavailable

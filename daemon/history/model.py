@@ -8,7 +8,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-HARNESSES = ("claude", "codex", "omp", "gemini", "opencode")
+CLAUDE = "claude"
+CODEX = "codex"
+OMP = "omp"
+GEMINI = "gemini"
+OPENCODE = "opencode"
+HARNESSES = (CLAUDE, CODEX, OMP, GEMINI, OPENCODE)
 PENDING_HARNESSES: tuple[str, ...] = ()
 
 MAX_PROMPTS = 20  # the first and last ten when a session has more

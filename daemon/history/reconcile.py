@@ -15,6 +15,7 @@ Claude Code's Stop, SessionEnd and SubagentStop hooks pass its path as ``transcr
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
@@ -25,34 +26,28 @@ from pathlib import Path
 from typing import Any
 
 from openbus.daemon.history import opencode
+from openbus.daemon.history.files import FileKey, file_key, read_file
 from openbus.daemon.history.model import (
+    CLAUDE,
+    CODEX,
+    OPENCODE,
     PENDING_HARNESSES,
     ParsedSession,
     SessionEntry,
     valid_text,
 )
+from openbus.daemon.history.parallel import HELPER_MIN, UNIT, parse_units, start_helper
 from openbus.daemon.history.parse import (
     make_title,
-    parse_claude,
-    parse_codex,
     parse_codex_thread_names,
-    parse_gemini,
-    parse_omp,
     parse_opencode,
     resume_argv,
     split_lines,
 )
+from openbus.daemon.history.parse_helper import Result
 from openbus.daemon.history.repo import RepoInfo, RepoResolver
-from openbus.daemon.history.sources import (
-    CLAUDE,
-    CODEX,
-    GEMINI,
-    OMP,
-    OPENCODE,
-    Sources,
-    Transcript,
-)
-from openbus.daemon.history.store import FileKey, HistoryStore, KnownFile, KnownRepo
+from openbus.daemon.history.sources import Listed, Sources, Transcript
+from openbus.daemon.history.store import HistoryStore, KnownFile, KnownRepo
 from openbus.kernel.clock import Clock
 from openbus.kernel.errors import BadRequest, NotFound, Unavailable
 
@@ -98,7 +93,7 @@ class Reconciler:
     ) -> ReconcileStats:
         """Re-parse the transcripts that changed since the last pass; one pass at a time.
         ``progress(done, total)`` is called as files are parsed; ``cancel`` stops early."""
-        with self._running:
+        with self._running, self.store.checkpoints_held():
             return self._reconcile(progress, cancel)
 
     def running(self) -> bool:
@@ -110,26 +105,25 @@ class Reconciler:
         started = time.monotonic()
         stats = ReconcileStats()
         known = self.store.files()
-        changed: list[tuple[int, Transcript]] = []
+        changed: list[tuple[int, Listed]] = []
         seen: set[str] = set()
-        folders: dict[str, Path] = {}  # a changed file's path made from its folder's
-        for harness, path, root, listed in self.sources.listing(stats.errors):
-            if listed is not None:
-                key = listed
+        for listed in self.sources.listing(stats.errors):
+            path, db_key = listed[1], listed[3]
+            if db_key is not None:
+                key = db_key
             else:
                 try:
-                    key = _file_key(os.stat(path))
+                    key = file_key(os.stat(path))
                 except OSError:
                     continue
             stats.scanned += 1
             seen.add(path)
             was = known.get(path)
-            if was is None or was[:3] != key:  # only these become ``Transcript``s
-                folder, _sep, name = path.rpartition(os.sep)
-                parent = folders.get(folder)
-                if parent is None:
-                    parent = folders[folder] = Path(folder)
-                changed.append((key[1], Transcript(harness, parent / name, root, listed)))
+            if was is None or was[:3] != key:
+                if not path.isascii() and not _is_text(path):
+                    stats.errors.append(f"{_shown(path)}: its name is not UTF-8; not indexed")
+                    continue
+                changed.append((key[1], listed))
         changed.sort(key=lambda pair: pair[0])  # oldest first: newest sessions get top rowids
         stats.changed = len(changed)
         names = {str(home): thread_names(home) for home in self.sources.codex_homes}
@@ -137,57 +131,74 @@ class Reconciler:
         total = len(changed)
         if progress:
             progress(0, total)
-        done = 0
-        for start in range(0, total, WRITE_BATCH):
-            read: list[tuple[Transcript, FileKey, ParsedSession | None]] = []
-            for _mtime, t in changed[start : start + WRITE_BATCH]:
-                if cancel is not None and cancel.is_set():
+        counted = _Counted(stats, total, progress)
+
+        def here(listed: Listed) -> Result:
+            harness, path, root, db_key = listed
+            try:
+                if harness == OPENCODE:
+                    return _parse_opencode(Transcript(harness, Path(path), root, db_key))
+                return read_file(harness, path, names.get(str(root), {}))
+            except (OSError, sqlite3.Error, Unavailable) as exc:
+                return str(exc)
+
+        units = [[t for _mtime, t in changed[i : i + UNIT]] for i in range(0, total, UNIT)]
+        helper = start_helper(names) if total >= HELPER_MIN else None
+        read: list[tuple[str, str, FileKey, ParsedSession | None]] = []
+        cancelled = False
+        with contextlib.closing(parse_units(units, here, helper)) as parsed_units:
+            for unit, results in zip(units, parsed_units, strict=True):
+                for (harness, path, _root, _key), result in zip(unit, results, strict=True):
+                    if isinstance(result, str):
+                        counted.failed(f"{path}: {result}")
+                    else:
+                        read.append((path, harness, result[1], result[0]))
+                cancelled = cancel is not None and cancel.is_set()
+                while len(read) >= WRITE_BATCH and not cancelled:
+                    self._write_batch(read[:WRITE_BATCH], resolve, counted)
+                    del read[:WRITE_BATCH]
+                    cancelled = cancel is not None and cancel.is_set()
+                if cancelled:  # what is read and not written is read again next time
                     break
-                try:
-                    parsed, key = parse_transcript(t, names.get(str(t.root), {}))
-                except (OSError, sqlite3.Error, Unavailable) as exc:
-                    stats.errors.append(f"{t.path}: {exc}")
-                    done += 1
-                    if progress:
-                        progress(done, total)
-                    continue
-                read.append((t, key, parsed))
-            try:
-                known_repos = self._known_repos([p for _t, _k, p in read], resolve)
-            except sqlite3.Error as exc:
-                for t, _key, _parsed in read:
-                    stats.errors.append(f"{t.path}: {exc}")
-                done += len(read)
-                if progress:
-                    progress(done, total)
-                continue
-            batch = [
-                (t, key, self._entry_from(p, t.path, resolve, known_repos) if p else None)
-                for t, key, p in read
-            ]
-            try:
-                errors = self.store.record_files([(t.path, t.harness, k, e) for t, k, e in batch])
-            except sqlite3.Error as exc:
-                errors = [str(exc)] * len(batch)
-            for (t, _key, entry), error in zip(batch, errors, strict=True):
-                if error is not None:
-                    stats.errors.append(f"{t.path}: {error}")
-                elif entry is None:
-                    stats.skipped += 1
-                else:
-                    stats.indexed += 1
-                done += 1
-                if progress:
-                    progress(done, total)
-            if cancel is not None and cancel.is_set():
-                stats.seconds = time.monotonic() - started
-                return stats
+        if read and not cancelled:
+            self._write_batch(read, resolve, counted)
+        if cancelled:
+            stats.seconds = time.monotonic() - started
+            return stats
         stats.gone = self._forget_gone(known, seen)
         self._retitle_codex(names)
         self.store.merge_segments()  # searches meanwhile go off the event loop (a reconcile runs)
         self.last = self.clock.monotonic()
         stats.seconds = time.monotonic() - started
         return stats
+
+    def _write_batch(
+        self,
+        read: Sequence[tuple[str, str, FileKey, ParsedSession | None]],
+        resolve: Resolve,
+        counted: _Counted,
+    ) -> None:
+        """The sessions of these files (path, harness, key, session read), and the files'
+        keys, in one transaction."""
+        try:
+            known_repos = self._known_repos([p for _path, _h, _k, p in read], resolve)
+        except sqlite3.Error as exc:
+            for path, _harness, _key, _parsed in read:
+                counted.failed(f"{path}: {exc}")
+            return
+        batch = [
+            (path, harness, key, self._entry_from(p, path, resolve, known_repos) if p else None)
+            for path, harness, key, p in read
+        ]
+        try:
+            errors = self.store.record_files(batch)
+        except sqlite3.Error as exc:
+            errors = [str(exc)] * len(batch)
+        for (path, _harness, _key, entry), error in zip(batch, errors, strict=True):
+            if error is not None:
+                counted.failed(f"{path}: {error}")
+            else:
+                counted.written(entry is not None)
 
     def _forget_gone(self, known: Mapping[str, KnownFile], seen: set[str]) -> int:
         gone = 0
@@ -295,7 +306,7 @@ class Reconciler:
     def _entry_from(
         self,
         parsed: ParsedSession,
-        transcript: Path,
+        transcript: str | Path,
         resolve: Resolve,
         known_repos: Mapping[tuple[str, str], KnownRepo],
     ) -> SessionEntry:
@@ -334,30 +345,52 @@ class Reconciler:
         )
 
 
+class _Counted:
+    """A pass's files as they are done: its stats, and ``progress(done, total)``."""
+
+    def __init__(self, stats: ReconcileStats, total: int, progress: Progress | None) -> None:
+        self.stats = stats
+        self.total = total
+        self.progress = progress
+        self.done = 0
+
+    def failed(self, error: str) -> None:
+        self.stats.errors.append(error)
+        self._one()
+
+    def written(self, indexed: bool) -> None:
+        if indexed:
+            self.stats.indexed += 1
+        else:
+            self.stats.skipped += 1
+        self._one()
+
+    def _one(self) -> None:
+        self.done += 1
+        if self.progress:
+            self.progress(self.done, self.total)
+
+
 def parse_transcript(
     t: Transcript, names: Mapping[str, str]
 ) -> tuple[ParsedSession | None, FileKey]:
     """The session a transcript holds (``None`` if none), and the file's key as read."""
     if t.harness == OPENCODE:
         return _parse_opencode(t)
-    fd = os.open(t.path, os.O_RDONLY | os.O_CLOEXEC)
-    try:  # the key of the file read, not of one seen before
-        st = os.fstat(fd)
-        lines = split_lines(_read_all(fd, st.st_size))
-    finally:
-        os.close(fd)
-    parsed: ParsedSession | None
-    if t.harness == CLAUDE:
-        parsed = parse_claude(lines, file_name=t.path.name)
-    elif t.harness == OMP:
-        parsed = parse_omp(lines)
-    elif t.harness == GEMINI:
-        parsed = parse_gemini(lines, cwd=gemini_project_root(t.path))
-    else:
-        parsed = parse_codex(lines, thread_names=names)
-    if parsed is not None and parsed.last_active is None:
-        parsed = replace(parsed, last_active=st.st_mtime, started=parsed.started or st.st_mtime)
-    return parsed, _file_key(st)
+    return read_file(t.harness, t.path, names)
+
+
+def _is_text(path: str) -> bool:
+    """A path the index can hold: its name UTF-8 (a name that is not reads with surrogates)."""
+    try:
+        path.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _shown(path: str) -> str:
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
 def _key(parsed: ParsedSession) -> tuple[str, str]:
@@ -380,40 +413,12 @@ def _parse_opencode(t: Transcript) -> tuple[ParsedSession | None, FileKey]:
     return parse_opencode(rows.session, rows.messages, rows.parts), rows.key
 
 
-def gemini_project_root(chat: Path) -> str | None:
-    """The cwd of a Gemini CLI chat: its project's ``.project_root`` (beside ``chats/``)."""
-    try:
-        with (chat.parent.parent / ".project_root").open("rb") as handle:
-            text = handle.read(8192).decode("utf-8", "replace").strip()
-    except OSError:
-        return None
-    return text if text.startswith("/") and "\n" not in text else None
-
-
 def thread_names(home: Path) -> dict[str, str]:
     """Codex's thread names of a home, by session id (none when it has no index)."""
     try:
         return parse_codex_thread_names(_read_lines(home / "session_index.jsonl"))
     except OSError:
         return {}
-
-
-def _file_key(st: os.stat_result) -> FileKey:
-    return (st.st_size, st.st_mtime_ns, st.st_ino)
-
-
-def _read_all(fd: int, size: int) -> bytes:
-    """What an open file holds from where it is read to its end (``size``: what it held when
-    opened; it may have grown since)."""
-    data = os.read(fd, size + 1)
-    more = os.read(fd, 1 << 16) if data else b""
-    if not more:
-        return data
-    chunks = [data, more]
-    while more:
-        more = os.read(fd, 1 << 16)
-        chunks.append(more)
-    return b"".join(chunks)
 
 
 def _read_lines(path: Path) -> list[bytes]:

@@ -29,14 +29,9 @@ from pathlib import Path
 
 from openbus.daemon.config import Config
 from openbus.daemon.history import opencode
+from openbus.daemon.history.model import CLAUDE, CODEX, GEMINI, OMP, OPENCODE
 from openbus.kernel import json_text
 from openbus.kernel.errors import Unavailable
-
-CLAUDE = "claude"
-CODEX = "codex"
-OMP = "omp"
-GEMINI = "gemini"
-OPENCODE = "opencode"
 
 
 @dataclass(frozen=True)

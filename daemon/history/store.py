@@ -54,12 +54,13 @@ import os
 import re
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from openbus.daemon.history.checkpoint import WRITER_PAGES, Checkpointer
+from openbus.daemon.history.files import FileKey
 from openbus.daemon.history.model import HARNESSES, PENDING_HARNESSES, SessionEntry
 from openbus.daemon.history.parse import resume_argv
 from openbus.daemon.history.query import (
@@ -71,7 +72,6 @@ from openbus.daemon.history.query import (
 )
 from openbus.kernel.errors import BadRequest, NotFound, Unavailable
 
-FileKey = tuple[int, int, int]  # (size, mtime_ns, inode)
 KnownFile = tuple[int, int, int, str, str | None]  # FileKey, harness, session id
 
 
@@ -85,7 +85,7 @@ class KnownRepo(NamedTuple):
 
 
 # a write: the transcript (None: an entry with no file row), its harness, its key, its entry
-Written = tuple[Path | None, str, FileKey, SessionEntry | None]
+Written = tuple[str | Path | None, str, FileKey, SessionEntry | None]
 
 DB_NAME = "history.db"
 # bm25 weights: title, prompts, repo, cwd, branches, prs, repokeys (filter only)
@@ -206,6 +206,7 @@ class HistoryStore:
         except sqlite3.Error as exc:
             raise Unavailable(f"cannot open the history index {path}: {exc}") from None
         self._checkpoints = Checkpointer(path)
+        self._held = 0  # ``checkpoints_held`` blocks open
         try:
             with self._tx():
                 self._create()
@@ -256,7 +257,24 @@ class HistoryStore:
             self._db.close()
 
     def _tx(self) -> _Transaction:
-        return _Transaction(self._db, self._lock, self._checkpoints.committed)
+        return _Transaction(self._db, self._lock, self._committed)
+
+    def _committed(self) -> None:
+        if not self._held:
+            self._checkpoints.committed()
+
+    @contextlib.contextmanager
+    def checkpoints_held(self) -> Iterator[None]:
+        """The commits meanwhile checkpointed once, at the end, not one by one: a reconcile's
+        batches copy their pages into the database file once (the writer's own checkpoint
+        past ``WRITER_PAGES`` still bounds the WAL)."""
+        self._held += 1
+        try:
+            yield
+        finally:
+            self._held -= 1
+            if not self._held:
+                self._checkpoints.committed()
 
     # ---------------------------------------------------------------- reading
 
@@ -417,14 +435,14 @@ class HistoryStore:
         return len(batch)
 
     def record_file(
-        self, path: Path, harness: str, key: FileKey, entry: SessionEntry | None
+        self, path: str | Path, harness: str, key: FileKey, entry: SessionEntry | None
     ) -> None:
         """The entry a transcript gave (if any) and the file's key, in one transaction."""
         with self._tx():
             self._write([(path, harness, key, entry)])
 
     def record_files(
-        self, files: Sequence[tuple[Path, str, FileKey, SessionEntry | None]]
+        self, files: Sequence[tuple[str | Path, str, FileKey, SessionEntry | None]]
     ) -> list[str | None]:
         """``record_file`` for many transcripts in one transaction (one commit, one new
         full-text segment); per file, None or its error. When a write fails, the batch is

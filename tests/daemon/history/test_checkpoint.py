@@ -48,3 +48,23 @@ def test_closing_the_store_stops_its_checkpoint_thread_and_leaves_no_wal(tmp_pat
     reopened = HistoryStore(path)
     assert reopened.count() == 1
     reopened.close()
+
+
+def test_commits_while_checkpoints_are_held_are_copied_into_the_file_once_at_the_end(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "history.db"
+    s = HistoryStore(path)
+    try:
+        wait_until(lambda: _all_in_the_file(path), what="the new schema in the database file")
+        with s.checkpoints_held():
+            for batch in range(3):
+                s.upsert_many(
+                    entry(f"s-{batch}-{i}", f"a note about rotating keys {i} " * 20)
+                    for i in range(40)
+                )
+            assert not _all_in_the_file(path)  # nothing checkpointed these commits yet
+        wait_until(lambda: _all_in_the_file(path), what="the commits' pages in the database file")
+        assert s.count() == 120
+    finally:
+        s.close()

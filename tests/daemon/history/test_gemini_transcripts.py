@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from openbus.daemon.history.model import GEMINI
 from openbus.daemon.history.parse import parse_gemini, resume_argv
 from openbus.daemon.history.reconcile import parse_transcript
-from openbus.daemon.history.sources import GEMINI, Sources
+from openbus.daemon.history.sources import Sources
 from tests.support.harnesses import Pin, pin_params, workdir
 from tests.support.more_harnesses import make_harness, run_print
 from tests.support.stub_model import StubModel, reply

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from openbus.daemon.history.model import OMP
 from openbus.daemon.history.parse import parse_omp, resume_argv
-from openbus.daemon.history.sources import OMP, Sources
+from openbus.daemon.history.sources import Sources
 from tests.support.harnesses import Pin, pin_params, workdir
 from tests.support.more_harnesses import make_harness, run_print
 from tests.support.stub_model import StubModel, reply

@@ -9,9 +9,10 @@ import os
 from pathlib import Path
 
 from openbus.daemon.history.index import HistoryIndex
+from openbus.daemon.history.model import OPENCODE
 from openbus.daemon.history.opencode import DB_FILE, ref, split_ref
 from openbus.daemon.history.parse import parse_opencode
-from openbus.daemon.history.sources import OPENCODE, Sources
+from openbus.daemon.history.sources import Sources
 from openbus.kernel.testing import FixedClock
 from tests.daemon.history.homes import opencode_database
 

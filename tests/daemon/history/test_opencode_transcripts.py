@@ -21,9 +21,9 @@ from openbus.daemon.core import actors
 from openbus.daemon.history import opencode
 from openbus.daemon.history.expunge import harness_keeps
 from openbus.daemon.history.index import HistoryIndex
-from openbus.daemon.history.model import LiveState
+from openbus.daemon.history.model import OPENCODE, LiveState
 from openbus.daemon.history.reconcile import parse_transcript
-from openbus.daemon.history.sources import OPENCODE, Sources
+from openbus.daemon.history.sources import Sources
 from openbus.kernel.errors import NotFound
 from openbus.kernel.testing import FixedClock
 from tests.daemon.history.homes import history_daemon

@@ -41,13 +41,13 @@ def test_a_second_reconcile_parses_only_the_files_that_changed(
     populate(world)
     world.index.reconcile()
     parsed: list[Path] = []
-    original = reconcile.parse_transcript
+    original = reconcile.read_file
 
-    def spy(t, names):  # type: ignore[no-untyped-def]
-        parsed.append(t.path)
-        return original(t, names)
+    def spy(harness, path, names):  # type: ignore[no-untyped-def]
+        parsed.append(Path(path))
+        return original(harness, path, names)
 
-    monkeypatch.setattr(reconcile, "parse_transcript", spy)
+    monkeypatch.setattr(reconcile, "read_file", spy)
     assert world.index.reconcile().changed == 0
     assert parsed == []
 
@@ -226,3 +226,18 @@ def test_a_cancelled_reconcile_keeps_the_batches_written_and_the_next_one_indexe
     again = world.index.reconcile()
     assert again.indexed == 7 - stats.indexed
     assert world.index.store.count() == 7
+
+
+def test_a_transcript_whose_name_is_not_utf8_is_reported_and_the_pass_goes_on(
+    world: World,
+) -> None:
+    populate(world)
+    folder = world.claude.root / "projects" / os.fsdecode(b"-w-\xff")
+    odd = world.claude.session("c-odd", "/w", ["a folder name that is not UTF-8"])
+    folder.mkdir()
+    odd.rename(folder / "c-odd.jsonl")
+    stats = world.index.reconcile()
+    assert stats.indexed == 5
+    assert stats.errors == [
+        f"{world.claude.root}/projects/-w-\\xff/c-odd.jsonl: its name is not UTF-8; not indexed"
+    ]
