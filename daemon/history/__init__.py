@@ -23,7 +23,9 @@ behind a topic, a branch or a PR, then resume it or address its live pane), neve
 * ``store``: the SQLite database ``history.db`` (WAL) under the state dir, FTS5 with bm25,
   ranked search with the repo filter inside the SQL.
 * ``reconcile``: incremental reconcile keyed on (size, mtime_ns, inode), ``push`` for Claude
-  Code hooks.
+  Code hooks; ``files`` reads one transcript file into its session; ``parallel`` has a helper
+  process (``parse_helper``) read the files of a large pass on a second core while the
+  reconcile writes.
 * ``expunge``: an entry, its transcript file(s) and its lines in the harness's own files
   (OpenCode's database is never written: its entries only).
 * ``index``: ``HistoryIndex``, the one object over all of these (search, get, expunge, ...).
