@@ -3,7 +3,9 @@
 ``reconcile`` walks the sources and re-parses only the files whose (size, mtime_ns, inode)
 changed since the last pass, oldest first so the newest sessions get the highest rowids (the
 store ranks the most recently indexed first), ``WRITE_BATCH`` files parsed (outside the
-store's lock) and then written in one transaction (a failing write costs only its own file). A
+store's lock) and then written in one transaction (a failing write costs only its own file);
+a pass of ``HELPER_MIN`` files or more has a helper process read some of them meanwhile
+(``parallel``), and its commits are checkpointed once, at its end. A
 file that disappeared leaves its entry in place but without a transcript (so without a resume
 argv). Codex thread names are re-read from each home's ``session_index.jsonl`` and re-title the
 entries they name, whether or not their rollouts changed. One pass runs at a time.
@@ -134,11 +136,8 @@ class Reconciler:
         counted = _Counted(stats, total, progress)
 
         def here(listed: Listed) -> Result:
-            harness, path, root, db_key = listed
             try:
-                if harness == OPENCODE:
-                    return _parse_opencode(Transcript(harness, Path(path), root, db_key))
-                return read_file(harness, path, names.get(str(root), {}))
+                return read_listed(listed, names.get(str(listed[2]), {}))
             except (OSError, sqlite3.Error, Unavailable) as exc:
                 return str(exc)
 
@@ -375,9 +374,15 @@ def parse_transcript(
     t: Transcript, names: Mapping[str, str]
 ) -> tuple[ParsedSession | None, FileKey]:
     """The session a transcript holds (``None`` if none), and the file's key as read."""
-    if t.harness == OPENCODE:
-        return _parse_opencode(t)
-    return read_file(t.harness, t.path, names)
+    return read_listed((t.harness, str(t.path), t.root, t.key), names)
+
+
+def read_listed(listed: Listed, names: Mapping[str, str]) -> tuple[ParsedSession | None, FileKey]:
+    """``parse_transcript`` of a transcript as ``Sources.listing`` gives it."""
+    harness, path, root, db_key = listed
+    if harness == OPENCODE:
+        return _parse_opencode(Transcript(harness, Path(path), root, db_key))
+    return read_file(harness, path, names)
 
 
 def _is_text(path: str) -> bool:

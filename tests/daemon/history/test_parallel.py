@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 import threading
 from collections.abc import Iterator
@@ -155,14 +156,14 @@ def test_a_file_no_json_can_carry_is_read_by_the_reconcile_itself(
 def test_a_helper_that_dies_leaves_its_units_to_the_reconcile(
     homes: Homes, spied: Spied, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    take = ParseHelper.take
+    give = ParseHelper.give
 
-    def dies_after_one(self):  # type: ignore[no-untyped-def]
-        answer = take(self)
-        os.kill(self.pid, 9)
-        return answer
+    def dies_with_its_first_unit(self, unit, transcripts):  # type: ignore[no-untyped-def]
+        os.kill(self.pid, signal.SIGSTOP)  # so it answers nothing of what it is given
+        give(self, unit, transcripts)
+        os.kill(self.pid, signal.SIGKILL)
 
-    monkeypatch.setattr(ParseHelper, "take", dies_after_one)
+    monkeypatch.setattr(ParseHelper, "give", dies_with_its_first_unit)
     alone = _alone(homes)
     index = homes.index("shared")
     try:
@@ -173,6 +174,7 @@ def test_a_helper_that_dies_leaves_its_units_to_the_reconcile(
     finally:
         index.close()
     assert "the parse helper is dropped" in caplog.text
+    assert spied.taken == []
     assert _gone(spied.helpers[0].pid)
 
 
