@@ -31,7 +31,7 @@ from openbus.daemon.core.consent import Tier
 from openbus.daemon.core.pane_view import PaneView
 from openbus.daemon.directory import Directory
 from openbus.daemon.directory_probe import ProcessProbe
-from openbus.daemon.feature import Feature, to_grid
+from openbus.daemon.feature import Feature
 from openbus.daemon.gate import Call, Gate
 from openbus.daemon.history.liveness import walk_to_pane
 from openbus.daemon.mcp.masking import Masker
@@ -156,10 +156,8 @@ class DirectoryFeature(Feature):
         """Evidence that changes without a screen change (a status file, a process a launcher
         started, a git branch) is read again."""
         disputed = False
-        loop = asyncio.get_running_loop()
         while True:
-            period = EVIDENCE_SOON if disputed else EVIDENCE_EVERY
-            await asyncio.sleep(to_grid(loop.time(), period))  # on housekeeping's grid
+            await asyncio.sleep(EVIDENCE_SOON if disputed else EVIDENCE_EVERY)
             try:
                 disputed = self.directory.reread_evidence()
                 self.directory.reprobe_owed()

@@ -11,10 +11,8 @@ one protocol, in the order it names them:
 * ``tick()`` once a second on the one housekeeping tick (``Housekeeping``), the sweeps of
   cards, messages and launches and the policy watch; one wake-up a second for all of them.
   A sweep of stored deadlines asks the database only once one can be due (``core.due``), so
-  an idle tick is mostly code that runs cold. The tick falls on whole seconds of the event
-  loop's clock (``to_grid``), as do the directory's evidence re-reads, so both wake the
-  daemon once a second, not twice. A failing tick is logged under the feature's name and the
-  others still run;
+  an idle tick is mostly code that runs cold. A failing tick is logged under the feature's
+  name and the others still run;
 * ``health()``: the feature's section of ``/healthz`` (``None``: it has none).
 
 Override only what a feature needs (mitmproxy's addons work the same way).
@@ -34,13 +32,6 @@ log = logging.getLogger("openbus")
 TICK_SECONDS = 1.0
 
 Sleep = Callable[[float], Awaitable[None]]
-
-
-def to_grid(now: float, period: float) -> float:
-    """The seconds from ``now`` to the next multiple of ``period`` (a whole period when
-    ``now`` is one): loops that wait on the same grid of the same clock wake in one turn of
-    the event loop rather than each in its own."""
-    return period - now % period
 
 
 class Feature:
@@ -79,10 +70,9 @@ class Housekeeping:
                 log.exception("%s failed", feature.name)
 
     async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
         while True:
             await self.tick_once()
-            await self.sleep(to_grid(loop.time(), TICK_SECONDS))
+            await self.sleep(TICK_SECONDS)
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="housekeeping")

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-import pytest
-
-from openbus.daemon.feature import Feature, Housekeeping, to_grid
+from openbus.daemon.feature import Feature, Housekeeping
 from tests.support.wait import let_others_run
 
 
@@ -60,34 +58,11 @@ def test_the_tick_repeats_on_the_injected_sleep_until_stopped() -> None:
 
     asyncio.run(main())
     assert ran.count("plain") >= 3
-    assert all(0 < seconds <= 1.0 for seconds in slept)  # to the next whole second
+    assert set(slept) == {1.0}
 
 
-def test_a_wait_on_the_grid_ends_on_the_next_multiple_of_its_period() -> None:
-    assert to_grid(10.0, 1.0) == 1.0
-    assert to_grid(10.25, 1.0) == 0.75
-    assert to_grid(10.999, 1.0) == pytest.approx(0.001)
-    assert to_grid(10.25, 0.1) == pytest.approx(0.05)
-    assert 10.25 + to_grid(10.25, 0.1) == pytest.approx(10.3)
-
-
-def test_loops_that_wait_on_the_grid_wake_in_the_same_turn_of_the_event_loop() -> None:
-    """The tick and the evidence re-reads both wait for the next whole second of the loop's
-    clock, however far apart they started: asyncio wakes them in one turn (what the first does
-    next, after its wake, comes after the second's wake)."""
-    order: list[str] = []
-
-    async def main() -> None:
-        loop = asyncio.get_running_loop()
-
-        async def waits(name: str, offset: float) -> None:
-            await asyncio.sleep(offset)  # they start at different moments
-            await asyncio.sleep(to_grid(loop.time(), 1.0))
-            order.append(name)
-            loop.call_soon(order.append, f"after {name}")
-
-        await asyncio.gather(waits("tick", 0.0), waits("evidence", 0.3))
-        await let_others_run()
-
-    asyncio.run(main())
-    assert order[:2] == ["tick", "evidence"] or order[:2] == ["evidence", "tick"]
+def test_a_feature_that_needs_nothing_does_nothing() -> None:
+    feature = Feature()
+    assert feature.tick() is None and feature.health() is None
+    asyncio.run(feature.start())
+    asyncio.run(feature.stop())
