@@ -153,6 +153,7 @@ class ParseHelper:
         self._buffer = bytearray()
         self._started = False
         self.pending: deque[tuple[int, int]] = deque()  # units sent and their sizes, in order
+        self.files_read = 0  # files it answered for (not those it left to the reconcile)
         self._send(names)
 
     @property
@@ -191,7 +192,9 @@ class ParseHelper:
             if (unit, len(results)) != self.pending[0]:
                 raise HelperGone(f"the helper answered unit {unit} out of turn")
             self.pending.popleft()
-            return unit, [result_in(r) for r in results]
+            read = [result_in(r) for r in results]
+            self.files_read += sum(r is not None for r in read)
+            return unit, read
         except (ValueError, TypeError, KeyError, IndexError) as exc:
             raise HelperGone(f"the helper's answer is unreadable: {exc}") from None
 

@@ -66,6 +66,7 @@ class ReconcileStats:
     indexed: int = 0
     skipped: int = 0  # changed but not a session (empty, unparseable)
     gone: int = 0
+    read_by_helper: int = 0  # of the changed, read by a parse helper (``parallel``)
     errors: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -76,6 +77,7 @@ class ReconcileStats:
             "indexed": self.indexed,
             "skipped": self.skipped,
             "gone": self.gone,
+            "read_by_helper": self.read_by_helper,
             "errors": list(self.errors),
             "seconds": round(self.seconds, 3),
             "pending_harnesses": list(PENDING_HARNESSES),
@@ -161,6 +163,7 @@ class Reconciler:
                     break
         if read and not cancelled:
             self._write_batch(read, resolve, counted)
+        stats.read_by_helper = helper.files_read if helper is not None else 0
         if cancelled:
             stats.seconds = time.monotonic() - started
             return stats

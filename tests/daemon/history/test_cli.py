@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from openbus.daemon.history import reconcile
 from tests.daemon.history.homes import ClaudeHome, CodexHome, opencode_database
 from tests.support.daemon import RunningDaemon, running_daemon, write_config
 from tests.support.wait import wait_until
@@ -254,3 +255,22 @@ def test_a_search_during_a_reconcile_waits_for_it_and_finds_every_session(tmp_pa
         body = json.loads(found.stdout)
         ids = {r["session_id"] for r in body["results"]}
         assert {"c-1", "x-1"} <= ids or "refreshing" in body, body
+
+
+def test_a_reindex_of_more_transcripts_than_a_helper_pays_for_reads_with_one_in_the_daemon(
+    tmp_path: Path,
+) -> None:
+    """The real daemon (its gunicorn worker) starts the parse helper and indexes every file."""
+    claude, _, section = _homes(tmp_path)
+    many = reconcile.HELPER_MIN + 100
+    for i in range(many):
+        claude.session(f"m-{i}", f"/w/app{i % 7}", [f"rotate the signing key number {i}"])
+    with running_daemon(tmp_path, {"history": section}) as daemon:
+        full = _run(daemon.config_path, "reindex", "--full", "--json")
+        assert full.returncode == 0, full.stderr
+        stats = json.loads(full.stdout)
+        assert (stats["indexed"], stats["errors"]) == (many + 3, [])
+        assert stats["read_by_helper"] > 0
+        found = daemon.cli("history", "search", "signing key 777", "--json", check=True)
+        assert "m-777" in [r["session_id"] for r in json.loads(found.stdout)["results"]]
+        assert "parse helper is dropped" not in daemon.log()

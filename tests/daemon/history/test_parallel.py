@@ -129,6 +129,7 @@ def test_a_pass_read_with_a_helper_writes_what_it_writes_alone(homes: Homes, spi
     try:
         stats = index.reconcile()
         assert (stats.changed, stats.indexed, stats.errors) == (38, 38, [])
+        assert stats.read_by_helper == 38 - len(spied.read_here) - 1  # OpenCode's is read here
         assert _entries(index) == alone
         assert index.get("codex", "x-3").title == "Table three"
         assert index.get("claude", "c-lone").prompts == ("broken \ufffd emoji",)
@@ -169,7 +170,7 @@ def test_a_helper_that_dies_leaves_its_units_to_the_reconcile(
     try:
         with caplog.at_level(logging.WARNING, logger="openbus.history"):
             stats = index.reconcile()
-        assert (stats.indexed, stats.errors) == (38, [])
+        assert (stats.indexed, stats.errors, stats.read_by_helper) == (38, [], 0)
         assert _entries(index) == alone
     finally:
         index.close()
