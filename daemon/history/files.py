@@ -8,7 +8,9 @@ few tens of milliseconds: no store, no configuration, no sources.
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -30,10 +32,14 @@ def read_file(
 ) -> tuple[ParsedSession | None, FileKey]:
     """The session the transcript at ``path`` holds (None if none) and the file's key as
     read; ``names``: Codex's thread names of the home it is under. OSError when it cannot be
-    read."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    read, or is not a regular file (what a transcript's name names may be anything: a FIFO
+    or a link to a device would hold a reconcile forever)."""
+    # not blocking: a FIFO named like a transcript opens at once, and is refused below
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     try:  # the key of the file read, not of one seen before
         st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):  # a FIFO, a device (/dev/zero): would never end
+            raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
         lines = split_lines(read_all(fd, st.st_size))
     finally:
         os.close(fd)

@@ -124,11 +124,16 @@ class HistoryIndex:
         return self.store.upsert_many(entries)
 
     def reconcile(
-        self, progress: Progress | None = None, cancel: threading.Event | None = None
+        self,
+        progress: Progress | None = None,
+        cancel: threading.Event | None = None,
+        *,
+        full: bool = False,
     ) -> ReconcileStats:
-        """Re-parse the transcripts that changed since the last pass; one pass at a time.
-        ``progress(done, total)`` is called as files are parsed; ``cancel`` stops early."""
-        return self.reconciler.reconcile(progress, cancel)
+        """Re-parse the transcripts that changed since the last pass (``full``: every one);
+        one pass at a time. ``progress(done, total)`` is called as files are parsed;
+        ``cancel`` stops early."""
+        return self.reconciler.reconcile(progress, cancel, full=full)
 
     def reconcile_running(self) -> bool:
         return self.reconciler.running()
@@ -142,10 +147,6 @@ class HistoryIndex:
     def last_reconcile(self) -> float | None:
         """``clock.monotonic()`` when the last reconcile finished, if one did."""
         return self.reconciler.last
-
-    def forget_files(self) -> None:
-        """Make the next reconcile re-parse every transcript."""
-        self.store.forget_files()
 
     def push(
         self,

@@ -154,7 +154,11 @@ class ParseHelper:
         self._started = False
         self.pending: deque[tuple[int, int]] = deque()  # units sent and their sizes, in order
         self.files_read = 0  # files it answered for (not those it left to the reconcile)
-        self._send(names)
+        try:
+            self._send(names)
+        except HelperGone:
+            self.close()
+            raise
 
     @property
     def pid(self) -> int:

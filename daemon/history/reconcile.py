@@ -93,11 +93,19 @@ class Reconciler:
         self._running = threading.Lock()
 
     def reconcile(
-        self, progress: Progress | None = None, cancel: threading.Event | None = None
+        self,
+        progress: Progress | None = None,
+        cancel: threading.Event | None = None,
+        *,
+        full: bool = False,
     ) -> ReconcileStats:
-        """Re-parse the transcripts that changed since the last pass; one pass at a time.
-        ``progress(done, total)`` is called as files are parsed; ``cancel`` stops early."""
+        """Re-parse the transcripts that changed since the last pass (``full``: every one);
+        one pass at a time. ``progress(done, total)`` is called as files are parsed;
+        ``cancel`` stops early. A full pass forgets the files once the pass before it has
+        ended: forgotten while one runs, the files that pass writes after would be skipped."""
         with self._running, self.store.checkpoints_held():
+            if full:
+                self.store.forget_files()
             return self._reconcile(progress, cancel)
 
     def running(self) -> bool:

@@ -259,9 +259,7 @@ class HistoryService(Feature):
         return data
 
     def _reindex(self, full: bool) -> ReconcileStats:
-        if full:
-            self.index.forget_files()
-        stats = self.index.reconcile(cancel=self._cancel)
+        stats = self.index.reconcile(cancel=self._cancel, full=full)
         self.last_stats = stats
         return stats
 

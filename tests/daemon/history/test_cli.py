@@ -260,9 +260,11 @@ def test_a_search_during_a_reconcile_waits_for_it_and_finds_every_session(tmp_pa
 def test_a_reindex_of_more_transcripts_than_a_helper_pays_for_reads_with_one_in_the_daemon(
     tmp_path: Path,
 ) -> None:
-    """The real daemon (its gunicorn worker) starts the parse helper and indexes every file."""
+    """The real daemon (its gunicorn worker) starts the parse helper and indexes every file.
+    (Enough files that the pass outlasts the helper's start by far: a pass that ends first
+    reads every file itself, as it should.)"""
     claude, _, section = _homes(tmp_path)
-    many = reconcile.HELPER_MIN + 100
+    many = 4 * reconcile.HELPER_MIN
     for i in range(many):
         claude.session(f"m-{i}", f"/w/app{i % 7}", [f"rotate the signing key number {i}"])
     with running_daemon(tmp_path, {"history": section}) as daemon:

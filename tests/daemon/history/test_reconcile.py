@@ -241,3 +241,44 @@ def test_a_transcript_whose_name_is_not_utf8_is_reported_and_the_pass_goes_on(
     assert stats.errors == [
         f"{world.claude.root}/projects/-w-\\xff/c-odd.jsonl: its name is not UTF-8; not indexed"
     ]
+
+
+def test_a_fifo_or_a_device_named_like_a_transcript_is_reported_and_the_pass_goes_on(
+    world: World,
+) -> None:
+    populate(world)
+    folder = world.claude.root / "projects" / "-w"
+    folder.mkdir()
+    os.mkfifo(folder / "c-fifo.jsonl")  # nobody writes it: a blocking open would wait forever
+    (folder / "c-zero.jsonl").symlink_to("/dev/zero")  # a read that never ends
+    stats = world.index.reconcile()
+    assert stats.indexed == 5
+    assert sorted(stats.errors) == [
+        f"{folder}/c-fifo.jsonl: [Errno 22] not a regular file: '{folder}/c-fifo.jsonl'",
+        f"{folder}/c-zero.jsonl: [Errno 22] not a regular file: '{folder}/c-zero.jsonl'",
+    ]
+
+
+def test_a_full_pass_asked_during_a_pass_re_reads_every_file_once_that_one_has_ended(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(reconcile, "WRITE_BATCH", 2)
+    for i in range(7):
+        world.claude.session(f"s-{i}", "/w", [f"note number {i}"])
+    paused, resume = threading.Event(), threading.Event()
+
+    def pause_once(done: int, _total: int) -> None:
+        if done == 2 and not paused.is_set():
+            paused.set()
+            resume.wait(timeout=30)
+
+    first = threading.Thread(target=world.index.reconcile, kwargs={"progress": pause_once})
+    first.start()
+    assert paused.wait(timeout=30)
+    full: list[reconcile.ReconcileStats] = []
+    second = threading.Thread(target=lambda: full.append(world.index.reconcile(full=True)))
+    second.start()
+    resume.set()
+    first.join(timeout=30)
+    second.join(timeout=30)
+    assert [(s.changed, s.indexed) for s in full] == [(7, 7)]
