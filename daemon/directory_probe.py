@@ -88,7 +88,9 @@ def _read(path: str, limit: int = 1 << 16) -> bytes | None:
     """Up to ``limit`` bytes of a file, None when it cannot be read (read with the bare
     system calls: a capture reads a few /proc files, no buffered file object is needed)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        # not blocking: a FIFO put where a status file or a HEAD is looked for (in folders an
+        # agent writes) opens at once and reads nothing; every read is bounded by ``limit``
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError:
         return None
     try:

@@ -28,6 +28,7 @@ from openbus.daemon.history.sources import Sources
 from openbus.daemon.history.store import HistoryStore
 from openbus.kernel import json_text
 from openbus.kernel.errors import Conflict, Unavailable
+from openbus.kernel.regular_files import read_regular
 
 
 def expunge_entry(
@@ -125,7 +126,7 @@ def _drop_lines(path: Path, doomed: Callable[[dict[str, Any]], bool], attempts: 
     for _ in range(attempts):
         try:
             before = path.stat()
-            raw = path.read_bytes()
+            raw = read_regular(path)
         except OSError:
             return
         kept: list[bytes] = []

@@ -8,9 +8,7 @@ few tens of milliseconds: no store, no configuration, no sources.
 
 from __future__ import annotations
 
-import errno
 import os
-import stat
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -23,6 +21,7 @@ from openbus.daemon.history.parse import (
     parse_omp,
     split_lines,
 )
+from openbus.kernel.regular_files import open_regular, read_regular
 
 FileKey = tuple[int, int, int]  # (size, mtime_ns, inode)
 
@@ -32,14 +31,9 @@ def read_file(
 ) -> tuple[ParsedSession | None, FileKey]:
     """The session the transcript at ``path`` holds (None if none) and the file's key as
     read; ``names``: Codex's thread names of the home it is under. OSError when it cannot be
-    read, or is not a regular file (what a transcript's name names may be anything: a FIFO
-    or a link to a device would hold a reconcile forever)."""
-    # not blocking: a FIFO named like a transcript opens at once, and is refused below
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    read, or is not a regular file (``open_regular``)."""
+    fd, st = open_regular(path)
     try:  # the key of the file read, not of one seen before
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):  # a FIFO, a device (/dev/zero): would never end
-            raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
         lines = split_lines(read_all(fd, st.st_size))
     finally:
         os.close(fd)
@@ -60,10 +54,10 @@ def read_file(
 def gemini_project_root(chat: Path) -> str | None:
     """The cwd of a Gemini CLI chat: its project's ``.project_root`` (beside ``chats/``)."""
     try:
-        with (chat.parent.parent / ".project_root").open("rb") as handle:
-            text = handle.read(8192).decode("utf-8", "replace").strip()
+        raw = read_regular(chat.parent.parent / ".project_root", 8192)
     except OSError:
         return None
+    text = raw.decode("utf-8", "replace").strip()
     return text if text.startswith("/") and "\n" not in text else None
 
 

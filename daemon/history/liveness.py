@@ -40,6 +40,7 @@ from openbus.daemon.history.model import Liveness, LiveState, SessionEntry
 from openbus.daemon.history.opencode import split_ref
 from openbus.kernel import json_text
 from openbus.kernel.clock import Clock
+from openbus.kernel.regular_files import read_regular
 
 PaneForPid = Callable[[int], str | None]
 
@@ -150,7 +151,7 @@ class LivenessProbe:
                 if not name.endswith(".json"):
                     continue
                 try:
-                    data = json_text.loads((status_dir / name).read_text())
+                    data = json_text.loads(read_regular(status_dir / name))
                 except (OSError, ValueError):
                     continue
                 if not isinstance(data, dict):

@@ -52,6 +52,7 @@ from openbus.daemon.history.sources import Listed, Sources, Transcript
 from openbus.daemon.history.store import HistoryStore, KnownFile, KnownRepo
 from openbus.kernel.clock import Clock
 from openbus.kernel.errors import BadRequest, NotFound, Unavailable
+from openbus.kernel.regular_files import read_regular
 
 Progress = Callable[[int, int], None]
 # transcripts parsed (outside the store's lock) before they are written in one transaction
@@ -438,5 +439,4 @@ def thread_names(home: Path) -> dict[str, str]:
 
 
 def _read_lines(path: Path) -> list[bytes]:
-    with path.open("rb") as handle:
-        return split_lines(handle.read())
+    return split_lines(read_regular(path))

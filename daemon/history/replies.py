@@ -27,6 +27,7 @@ from openbus.daemon.history.parse import (
     _codex_texts,
     _records,
 )
+from openbus.kernel.regular_files import open_regular
 
 CHUNK = 1 << 20
 HEAD_BYTES = 256
@@ -102,9 +103,9 @@ class ReplyReader:
         """The replies in ``path`` so far: all, or with ``last`` only the newest ``last`` of
         them (a long session's copy of every reply is then not made)."""
         key = str(path)
-        try:
-            handle = open(path, "rb")  # noqa: SIM115 - closed below, after the stat
-            st = os.fstat(handle.fileno())
+        try:  # a regular file only: a FIFO or a device put at the path would never end
+            fd, st = open_regular(path)
+            handle = os.fdopen(fd, "rb")
         except OSError:
             self._files.pop(key, None)
             return Replies((), None, 0)

@@ -32,6 +32,7 @@ from openbus.daemon.history import opencode
 from openbus.daemon.history.model import CLAUDE, CODEX, GEMINI, OMP, OPENCODE
 from openbus.kernel import json_text
 from openbus.kernel.errors import Unavailable
+from openbus.kernel.regular_files import open_regular
 
 
 @dataclass(frozen=True)
@@ -245,7 +246,8 @@ def _gemini_chats(root: Path, short_id: str = "") -> list[Path]:
 def _gemini_session_id(path: Path) -> str | None:
     """The session id on a chat file's header line."""
     try:
-        with path.open("rb") as handle:
+        fd, _st = open_regular(path)
+        with os.fdopen(fd, "rb") as handle:
             first = json_text.loads(handle.readline(65536) or b"{}")
     except (OSError, ValueError):
         return None

@@ -15,6 +15,7 @@ from pathlib import Path, PurePosixPath
 from openbus.daemon.config import Config
 from openbus.daemon.core.sessions import Trust, TrustMark
 from openbus.kernel import json_text, toml
+from openbus.kernel.regular_files import read_regular
 
 
 def _launcher_dirs(config: Config, variable: str) -> list[Path]:
@@ -34,7 +35,7 @@ def _codex_files(config: Config) -> list[Path]:
 
 def claude_marks(path: Path) -> list[TrustMark]:
     try:
-        data = json_text.loads(path.read_text())
+        data = json_text.loads(read_regular(path))
     except (OSError, ValueError):
         return []
     projects = data.get("projects") if isinstance(data, dict) else None
@@ -51,7 +52,7 @@ def claude_marks(path: Path) -> list[TrustMark]:
 
 def codex_marks(path: Path) -> list[TrustMark]:
     try:
-        data = toml.loads(path.read_text())
+        data = toml.loads(read_regular(path).decode())
     except (OSError, ValueError):
         return []
     projects = data.get("projects")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -53,6 +54,23 @@ def test_a_status_file_that_does_not_read_is_no_status_even_nested_past_the_deco
     process, config = claude_like
     (config / "sessions" / f"{process.pid}.json").write_text(text)
     assert ProcessProbe().claude_status(proc_identity(process.pid)) is None
+
+
+def test_a_status_file_that_is_a_fifo_is_no_status_and_holds_no_probe(
+    claude_like: tuple[subprocess.Popen[bytes], Path],
+) -> None:
+    """An agent can put a FIFO where its status file is looked for: the probe (on the
+    daemon's event loop) reads nothing from it and goes on, rather than waiting forever."""
+    process, config = claude_like
+    os.mkfifo(config / "sessions" / f"{process.pid}.json")
+    found: list[object] = []
+    probing = threading.Thread(
+        target=lambda: found.append(ProcessProbe().claude_status(proc_identity(process.pid))),
+        daemon=True,
+    )
+    probing.start()
+    probing.join(timeout=30)  # a blocking open would still be waiting
+    assert not probing.is_alive() and found == [None]
 
 
 def test_a_shell_whose_arguments_cannot_be_read_is_not_taken_for_a_prompt() -> None:

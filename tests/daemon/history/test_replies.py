@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -94,3 +95,16 @@ def test_a_line_longer_than_a_read_chunk_is_one_reply(tmp_path: Path) -> None:
     big = "x" * (3 << 20)
     path.write_text(claude_user("a") + claude_assistant(big) + claude_user("b"))
     assert ReplyReader().read(path, "claude").replies == (big,)
+
+
+def test_a_fifo_or_a_device_at_a_transcripts_path_has_no_replies_and_holds_no_reader(
+    tmp_path: Path,
+) -> None:
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)  # nobody writes it: a blocking open would wait forever
+    zero = tmp_path / "zero.jsonl"
+    zero.symlink_to("/dev/zero")
+    reader = ReplyReader()
+    for path in (fifo, zero):
+        replies = reader.read(path, "claude")
+        assert (replies.replies, replies.pending, replies.prompts) == ((), None, 0)
