@@ -183,10 +183,7 @@ class ParseHelper:
 
     def ready(self) -> bool:
         """An answer can be taken without waiting."""
-        if b"\n" in self._buffer:
-            return True
-        readable, _, _ = select.select([self._out], [], [], 0)
-        return bool(readable)
+        return b"\n" in self._buffer or self._readable()
 
     def take(self) -> tuple[int, list[Result | None]]:
         """The next unit's results (waits for them), None for a file to parse here."""
@@ -205,7 +202,7 @@ class ParseHelper:
     def _line(self, wait: bool) -> bytes | None:
         """The helper's next line; None when ``wait`` is False and none has come whole."""
         while (end := self._buffer.find(b"\n")) < 0:
-            if not wait and not select.select([self._out], [], [], 0)[0]:
+            if not wait and not self._readable():
                 return None
             chunk = os.read(self._out, 1 << 20)
             if not chunk:
@@ -214,6 +211,9 @@ class ParseHelper:
         line = bytes(self._buffer[:end])
         del self._buffer[: end + 1]
         return line
+
+    def _readable(self) -> bool:
+        return bool(select.select([self._out], [], [], 0)[0])
 
     def close(self) -> None:
         with contextlib.suppress(OSError):

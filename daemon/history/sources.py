@@ -32,7 +32,7 @@ from openbus.daemon.history import opencode
 from openbus.daemon.history.model import CLAUDE, CODEX, GEMINI, OMP, OPENCODE
 from openbus.kernel import json_text
 from openbus.kernel.errors import Unavailable
-from openbus.kernel.regular_files import open_regular
+from openbus.kernel.regular_files import read_regular
 
 
 @dataclass(frozen=True)
@@ -246,9 +246,7 @@ def _gemini_chats(root: Path, short_id: str = "") -> list[Path]:
 def _gemini_session_id(path: Path) -> str | None:
     """The session id on a chat file's header line."""
     try:
-        fd, _st = open_regular(path)
-        with os.fdopen(fd, "rb") as handle:
-            first = json_text.loads(handle.readline(65536) or b"{}")
+        first = json_text.loads(read_regular(path, 65536).split(b"\n", 1)[0] or b"{}")
     except (OSError, ValueError):
         return None
     found = first.get("sessionId") if isinstance(first, dict) else None

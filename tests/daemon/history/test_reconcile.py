@@ -186,6 +186,12 @@ def test_a_line_nested_deeper_than_any_decoder_goes_is_skipped_and_the_reindex_g
     assert world.index.get("claude", "c-deep").prompts == ("the prompt before the deep line",)
 
 
+def _seven_notes_written_two_a_batch(world: World, monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """Seven one-prompt sessions, s-0 to s-6, and a reconcile that writes two a transaction."""
+    monkeypatch.setattr(reconcile, "WRITE_BATCH", 2)
+    return [world.claude.session(f"s-{i}", "/w", [f"note number {i}"]) for i in range(7)]
+
+
 def _rowids(world: World) -> dict[str, int]:
     rows = world.index.store._db.execute("SELECT session_id, id FROM sessions").fetchall()
     return {str(sid): int(rowid) for sid, rowid in rows}
@@ -194,9 +200,7 @@ def _rowids(world: World) -> dict[str, int]:
 def test_a_reconcile_of_many_batches_writes_them_all_oldest_first_and_counts_its_progress(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(reconcile, "WRITE_BATCH", 2)
-    for i in range(7):
-        path = world.claude.session(f"s-{i}", "/w", [f"note number {i}"])
+    for i, path in enumerate(_seven_notes_written_two_a_batch(world, monkeypatch)):
         os.utime(path, ns=(10**18 + i, 10**18 + i))  # oldest first: s-0 .. s-6
     seen: list[tuple[int, int]] = []
     stats = world.index.reconcile(progress=lambda done, total: seen.append((done, total)))
@@ -211,9 +215,7 @@ def test_a_reconcile_of_many_batches_writes_them_all_oldest_first_and_counts_its
 def test_a_cancelled_reconcile_keeps_the_batches_written_and_the_next_one_indexes_the_rest(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(reconcile, "WRITE_BATCH", 2)
-    for i in range(7):
-        world.claude.session(f"s-{i}", "/w", [f"note number {i}"])
+    _seven_notes_written_two_a_batch(world, monkeypatch)
     cancel = threading.Event()
 
     def progress(done: int, total: int) -> None:
@@ -262,9 +264,7 @@ def test_a_fifo_or_a_device_named_like_a_transcript_is_reported_and_the_pass_goe
 def test_a_full_pass_asked_during_a_pass_re_reads_every_file_once_that_one_has_ended(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(reconcile, "WRITE_BATCH", 2)
-    for i in range(7):
-        world.claude.session(f"s-{i}", "/w", [f"note number {i}"])
+    _seven_notes_written_two_a_batch(world, monkeypatch)
     paused, resume = threading.Event(), threading.Event()
 
     def pause_once(done: int, _total: int) -> None:
