@@ -39,14 +39,20 @@ used: on tmux 3.3a, toggling them under load crashes the server.
 What tmux announces to no control client: a pane whose process died (remain-on-exit), was
 replaced (``respawn-pane -k``) or set a new title. A live pane's process is watched by the
 kernel (a pidfd per pane, ``tmux.processes``): its exit has that pane's metadata read again and
-the pane captured at once. Titles are listed: each probe round that probes a client, and at
-least every other round, lists every pane's id and title (``list-panes -a``, on the first
-client, with the probes: the server wakes once for them all), and its process and dead flag too
-while any pane's process cannot be watched (no pidfd to be had) or any pane is dead (its
-respawn is announced to no client and has no process to watch). An answer that is the last one
-again is not parsed, and a pane whose fields differ from what the directory last heard has its
-metadata read again and is captured. So a title is seen within two rounds (3.2 s by default)
-at a cost per round, not per pane. No
+the pane captured at once. Titles are listed (``list-panes -a`` of every pane's id and title,
+on the first client, with a round's probes: the server wakes once for them all). A program
+sets its title by printing it (an OSC sequence, so its pane's ``%output`` is announced), and
+after any ``%output`` each probe round that probes a client, and at least every other round,
+lists them; ``select-pane -T`` is announced by nothing, and with no ``%output`` at all (an idle
+fleet) they are listed every ``title_rounds`` rounds. The listing also carries each pane's
+process and dead flag, every other round, while any pane's process cannot be watched (no
+pidfd to be had) or any pane is dead (its respawn is announced to no client and has no
+process to watch). An answer that is the last one again is not parsed, and a pane whose
+fields differ from what the directory last heard has its metadata read again and is captured.
+So a program's title is seen within two rounds (3.2 s by default), one set by
+``select-pane -T`` within ``title_rounds`` (6.4 s), at a cost per round, not per pane: at 200
+panes and 10 clients a round of probes costs the server about 1.1 ms, 1.6 with the listing.
+No
 ``refresh-client -B`` subscription: tmux checks each one every second, waking the server for
 it, and one for all panes (``%*``) or for the session crashes tmux 3.3a's server when the
 client's session is destroyed before the client has left.
@@ -185,6 +191,7 @@ class WatcherStats:
     checks: int = 0  # safety checks that listed only the panes' shape
     pauses: int = 0  # panes whose output was paused until their capture
     probes: int = 0  # liveness probes sent to silent control clients
+    title_listings: int = 0  # rounds' listings of the panes' titles (and processes) sent
     process_checks: int = 0  # rounds' listings of the panes' processes that differed
     lost: int = 0  # control clients that stopped delivering and were restarted
 
@@ -207,6 +214,7 @@ class Watcher:
         meta_max_age: float = 15.0,
         pause_after: int = 3,
         probe_every: float = 1.6,
+        title_rounds: int = 4,
         open_pidfd: OpenPidfd = os.pidfd_open,
     ) -> None:
         self.tmux = tmux
@@ -243,6 +251,8 @@ class Watcher:
         self._full = True  # the next structure refresh reads the full list
         self.meta_max_age = meta_max_age
         self.probe_every = probe_every
+        self.title_rounds = title_rounds
+        self._printed = False  # any %output since the titles were last listed
         self._probes: dict[ControlClient, asyncio.Future[list[str]]] = {}
         self._stale_sessions: set[str] = set()  # sessions whose panes wait for a new client
         self._recovering: set[asyncio.Task[None]] = set()
@@ -395,6 +405,7 @@ class Watcher:
     def _on_event(self, client: ControlClient, event: Notification) -> None:
         name = event.name
         if name == "output":
+            self._printed = True
             pane = event.args[0]
             if pane not in self._dirty:
                 self._dirty.add(pane)
@@ -582,7 +593,10 @@ class Watcher:
                     self.stats.probes += 1
                     probed = True
             unlisted += 1
-            if probed or unlisted >= 2:  # with the probes: the server wakes once for both
+            # with the probes (the server wakes once for both); an idle fleet's titles, which
+            # only select-pane -T can change, every title_rounds rounds
+            followed = self._printed or not self._processes.complete
+            if (followed and (probed or unlisted >= 2)) or unlisted >= self.title_rounds:
                 self._list_processes()
                 unlisted = 0
             last_round = now
@@ -599,6 +613,8 @@ class Watcher:
             (self._listing,) = client.send_quietly([listing])
         except ConnectionError:
             return
+        self._printed = False
+        self.stats.title_listings += 1
         self._listing.add_done_callback(functools.partial(self._processes_listed, fields))
 
     def _processes_listed(

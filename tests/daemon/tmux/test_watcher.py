@@ -225,9 +225,39 @@ def test_a_title_set_without_output_is_seen_without_waiting_for_a_safety_check(
     async def scenario(d: Directory, w: Watcher) -> None:
         await until(lambda: pane in panes(d), "the pane")
         server.run("select-pane", "-t", pane, "-T", "retitled")
-        await until(lambda: d.entry(pane).info.title == "retitled", "the new title")
+        # announced by nothing: seen by the listing an idle fleet gets every fourth round
+        await until(lambda: d.entry(pane).info.title == "retitled", "the new title", 20)
 
     follow(server, scenario, resync=NO_SAFETY_CHECK)
+
+
+def test_a_title_a_program_prints_is_seen_with_the_next_probe_round(server: TmuxServer) -> None:
+    pane = server.new_window(["sh"])
+
+    async def scenario(d: Directory, w: Watcher) -> None:
+        await until(lambda: pane in panes(d), "the pane")
+        # an OSC 2 sequence, as harnesses set theirs: its %output has the titles listed
+        server.run("send-keys", "-t", pane, r"printf '\033]2;%s\033\\' printed-title", "Enter")
+        await until(lambda: d.entry(pane).info.title == "printed-title", "the printed title")
+
+    # no safety check and no listing for idle rounds: only the output can have it seen
+    follow(server, scenario, resync=NO_SAFETY_CHECK, title_rounds=1_000_000)
+
+
+def test_an_idle_fleets_titles_are_listed_every_fourth_round_not_with_each_probe(
+    server: TmuxServer,
+) -> None:
+    pane = server.new_window(["sh"])
+
+    async def scenario(d: Directory, w: Watcher) -> None:
+        await until(lambda: pane in panes(d) and w.stats.title_listings > 0, "the pane")
+        # the shell's prompt is on the screen and nothing prints from here on: an idle client
+        # is probed every other round, and the titles are listed every fourth
+        probes, listings = w.stats.probes, w.stats.title_listings
+        await until(lambda: w.stats.probes >= probes + 20, "twenty more probes", 30)
+        assert w.stats.title_listings - listings <= 12, w.health()
+
+    follow(server, scenario, resync=NO_SAFETY_CHECK, probe_every=0.2)
 
 
 def test_a_watched_session_destroyed_while_its_client_cannot_leave_keeps_the_server_up(
