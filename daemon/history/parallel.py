@@ -11,6 +11,14 @@ units ahead once it has started; the reconcile takes one whenever the unit it mu
 is not back yet. It writes every unit in order, as it would alone (so the newest sessions
 still get the highest rowids): which side read a file changes nothing of what is written.
 
+The helper must never wait for the reconcile, which hands it units and takes its answers only
+between its own reads and writes (a batch's write takes several units' reading time): so it is
+kept ``AHEAD`` (16) units ahead, and the pipes both ways are widened to ``PIPE_SIZE`` (1 MiB,
+Linux's most for a user by default) so that many answers wait there (a unit of 64
+transcripts answers in about 33 KB on ``bench_history``'s corpus; the default pipe, 64 KiB,
+held two, and the helper then blocked while the reconcile wrote: measured, it read 1,656 of
+3,000 files rather than about 2,050, and the pass took 0.14 s rather than 0.13).
+
 ``parse_units`` is that schedule, a unit's state being ``FREE`` (nobody's), ``HELPER`` (sent,
 not back) or ``DONE``. A helper that cannot start, dies, or answers what it should not is
 dropped (``HelperGone``): its units go back to ``FREE`` and the reconcile reads them itself.
@@ -20,6 +28,7 @@ The reconcile's own thread does all of it: no lock, no thread of its own.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import os
 import select
@@ -42,7 +51,8 @@ log = logging.getLogger("openbus.history")
 
 HELPER_MIN = 1000  # changed files from which a reconcile starts a helper (its start: ~0.1 s)
 UNIT = 64  # files a unit holds
-AHEAD = 4  # units sent to the helper and not yet back
+AHEAD = 16  # units sent to the helper and not yet back
+PIPE_SIZE = 1 << 20  # bytes each pipe to and from the helper is asked to hold
 
 FREE, HELPER, DONE = "free", "helper", "done"
 
@@ -150,6 +160,9 @@ class ParseHelper:
         assert self._proc.stdin is not None and self._proc.stdout is not None
         self._in = self._proc.stdin
         self._out = self._proc.stdout.fileno()
+        for fd in (self._in.fileno(), self._out):  # (refused past the user's quota: as is)
+            with contextlib.suppress(OSError):
+                fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
         self._buffer = bytearray()
         self._started = False
         self.pending: deque[tuple[int, int]] = deque()  # units sent and their sizes, in order

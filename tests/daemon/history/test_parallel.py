@@ -3,10 +3,13 @@ write alone, and a helper that cannot start or dies leaves the reading to the re
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import signal
+import struct
 import sys
+import termios
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,6 +21,7 @@ from openbus.daemon.history import parallel, reconcile
 from openbus.daemon.history.files import read_file
 from openbus.daemon.history.index import HistoryIndex
 from openbus.daemon.history.parallel import ParseHelper
+from openbus.daemon.history.parse_helper import _answer
 from openbus.daemon.history.sources import Sources
 from openbus.kernel.testing import FixedClock
 from tests.daemon.history.homes import ClaudeHome, CodexHome, opencode_database
@@ -243,3 +247,35 @@ def test_the_helper_answers_in_the_order_it_was_given_and_reads_only_what_it_is_
     finally:
         helper.close()
     assert _gone(helper.pid)
+
+
+def test_the_helper_answers_every_unit_it_holds_while_none_is_taken(homes: Homes) -> None:
+    """The reconcile takes answers only between its own reads and writes: meanwhile the helper
+    goes on answering every unit it was given (its answers wait in the pipe) rather than
+    blocking on the first that does not fit."""
+    long = homes.claude.session("c-long", "/w/app0", ["a long prompt " * 100])
+    units = [[("claude", str(long), homes.claude.root, None)] * 32] * parallel.AHEAD
+    expected = sum(
+        len(_answer(n, [[h, p, str(r)] for h, p, r, _ in u], {})) for n, u in enumerate(units)
+    )
+    assert expected > 64 * 1024  # more than a pipe holds by default
+    helper = parallel.start_helper({})
+    assert helper is not None
+    try:
+        wait_until(helper.started, what="the parse helper's start")
+        for n, unit in enumerate(units):
+            helper.give(n, unit)
+        # the helper's end of the pipe, opened again: what waits in it
+        answers = os.open(f"/proc/{helper.pid}/fd/1", os.O_RDONLY)
+        try:
+            wait_until(lambda: _waiting(answers) == expected, what="every answer in the pipe")
+        finally:
+            os.close(answers)
+        assert [helper.take()[0] for _ in units] == list(range(len(units)))
+    finally:
+        helper.close()
+
+
+def _waiting(fd: int) -> int:
+    """The bytes that wait in a pipe."""
+    return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
