@@ -5,7 +5,8 @@ changed since the last pass, oldest first so the newest sessions get the highest
 store ranks the most recently indexed first), ``WRITE_BATCH`` files parsed (outside the
 store's lock) and then written in one transaction (a failing write costs only its own file);
 a pass of ``HELPER_MIN`` files or more has a helper process read some of them meanwhile
-(``parallel``), and its commits are checkpointed once, at its end. A
+(``parallel``; started as soon as the walk has found that many, so it boots while the walk
+goes on), and its commits are checkpointed once, at its end. A
 file that disappeared leaves its entry in place but without a transcript (so without a resume
 argv). Codex thread names are re-read from each home's ``session_index.jsonl`` and re-title the
 entries they name, whether or not their rollouts changed. One pass runs at a time.
@@ -38,7 +39,13 @@ from openbus.daemon.history.model import (
     SessionEntry,
     valid_text,
 )
-from openbus.daemon.history.parallel import HELPER_MIN, UNIT, parse_units, start_helper
+from openbus.daemon.history.parallel import (
+    HELPER_MIN,
+    UNIT,
+    ParseHelper,
+    parse_units,
+    start_helper,
+)
 from openbus.daemon.history.parse import (
     make_title,
     parse_codex_thread_names,
@@ -104,20 +111,26 @@ class Reconciler:
         one pass at a time. ``progress(done, total)`` is called as files are parsed;
         ``cancel`` stops early. A full pass forgets the files once the pass before it has
         ended: forgotten while one runs, the files that pass writes after would be skipped."""
-        with self._running, self.store.checkpoints_held():
+        with self._running, self.store.checkpoints_held(), contextlib.ExitStack() as helpers:
             if full:
                 self.store.forget_files()
-            return self._reconcile(progress, cancel)
+            return self._reconcile(progress, cancel, helpers)
 
     def running(self) -> bool:
         return self._running.locked()
 
     def _reconcile(
-        self, progress: Progress | None, cancel: threading.Event | None
+        self,
+        progress: Progress | None,
+        cancel: threading.Event | None,
+        helpers: contextlib.ExitStack,
     ) -> ReconcileStats:
+        """The pass; a parse helper it starts is closed by ``helpers``."""
         started = time.monotonic()
         stats = ReconcileStats()
         known = self.store.files()
+        names = {str(home): thread_names(home) for home in self.sources.codex_homes}
+        helper: ParseHelper | None = None
         changed: list[tuple[int, Listed]] = []
         seen: set[str] = set()
         for listed in self.sources.listing(stats.errors):
@@ -137,9 +150,12 @@ class Reconciler:
                     stats.errors.append(f"{_shown(path)}: its name is not UTF-8; not indexed")
                     continue
                 changed.append((key[1], listed))
+                if len(changed) == HELPER_MIN:  # it boots while the walk goes on
+                    helper = start_helper(names)
+                    if helper is not None:
+                        helpers.callback(helper.close)
         changed.sort(key=lambda pair: pair[0])  # oldest first: newest sessions get top rowids
         stats.changed = len(changed)
-        names = {str(home): thread_names(home) for home in self.sources.codex_homes}
         resolve = RepoResolver()
         total = len(changed)
         if progress:
@@ -153,7 +169,6 @@ class Reconciler:
                 return str(exc)
 
         units = [[t for _mtime, t in changed[i : i + UNIT]] for i in range(0, total, UNIT)]
-        helper = start_helper(names) if total >= HELPER_MIN else None
         read: list[tuple[str, str, FileKey, ParsedSession | None]] = []
         cancelled = False
         with contextlib.closing(parse_units(units, here, helper)) as parsed_units:

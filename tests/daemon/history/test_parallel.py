@@ -211,6 +211,37 @@ def test_a_pass_of_fewer_files_than_a_helper_pays_for_starts_none(
     assert started == []
 
 
+def test_a_helper_starts_while_the_walk_goes_on_once_enough_files_have_changed(
+    homes: Homes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It boots (tens of milliseconds) while the rest of the files are listed and stat-ed."""
+    monkeypatch.setattr(reconcile, "HELPER_MIN", 5)
+    listed = 0
+    listing = Sources.listing
+
+    def counted(self, errors):  # type: ignore[no-untyped-def]
+        nonlocal listed
+        for item in listing(self, errors):
+            listed += 1
+            yield item
+
+    monkeypatch.setattr(Sources, "listing", counted)
+    start = reconcile.start_helper
+    listed_at_start: list[int] = []
+
+    def started(names):  # type: ignore[no-untyped-def]
+        listed_at_start.append(listed)
+        return start(names)
+
+    monkeypatch.setattr(reconcile, "start_helper", started)
+    index = homes.index("shared")
+    try:
+        assert index.reconcile().indexed == 38
+    finally:
+        index.close()
+    assert listed_at_start == [5]  # of 38 listed
+
+
 def test_a_cancelled_pass_ends_its_helper(
     homes: Homes, spied: Spied, monkeypatch: pytest.MonkeyPatch
 ) -> None:
