@@ -254,10 +254,12 @@ def test_an_idle_fleets_titles_are_listed_every_fourth_round_not_with_each_probe
         # the shell's prompt is on the screen and nothing prints from here on: an idle client
         # is probed every other round, and the titles are listed every fourth
         probes, listings = w.stats.probes, w.stats.title_listings
-        await until(lambda: w.stats.probes >= probes + 20, "twenty more probes", 30)
-        assert w.stats.title_listings - listings <= 12, w.health()
+        await until(lambda: w.stats.probes >= probes + 10, "ten more probes", 40)
+        assert w.stats.lost == 0, w.health()  # (a restarted client prints: not idle)
+        assert w.stats.title_listings - listings <= 7, w.health()  # with each probe: 10
 
-    follow(server, scenario, resync=NO_SAFETY_CHECK, probe_every=0.2)
+    # rounds slow enough that a loaded host answers each probe in time
+    follow(server, scenario, resync=NO_SAFETY_CHECK, probe_every=0.5)
 
 
 def test_a_watched_session_destroyed_while_its_client_cannot_leave_keeps_the_server_up(
