@@ -19,6 +19,7 @@ from typing import Any
 from openbus.daemon.history.expunge import expunge_entry
 from openbus.daemon.history.liveness import LivenessProbe, PaneForPid
 from openbus.daemon.history.model import Hit, Liveness, SessionEntry
+from openbus.daemon.history.open_watch import OpenWatch
 from openbus.daemon.history.query import (
     in_repo,
     match_expressions,
@@ -52,15 +53,24 @@ class HistoryIndex:
         self.path = path
         self.sources = sources
         self.clock = clock
-        self.liveness_probe = liveness or LivenessProbe(
-            sources.claude_dirs, clock=clock, pane_for_pid=pane_for_pid
-        )
+        self.open_watch: OpenWatch | None = None
+        if liveness is None:
+            self.open_watch = OpenWatch(sources.open_file_folders())
+            liveness = LivenessProbe(
+                sources.claude_dirs,
+                clock=clock,
+                pane_for_pid=pane_for_pid,
+                open_watch=self.open_watch,
+            )
+        self.liveness_probe = liveness
         self.store = HistoryStore(path)
         self.reconciler = Reconciler(self.store, sources, clock=clock)
         self._expunging = 0  # expunges running (each merges a full-text shard: seconds)
 
     def close(self) -> None:
         self.store.close()
+        if self.open_watch is not None:
+            self.open_watch.close()
 
     # ---------------------------------------------------------------- reading
 

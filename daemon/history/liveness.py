@@ -26,6 +26,13 @@ it past half its ``ttl`` starts the next one in a thread of its own (one at a ti
 the one it has, so searches that keep coming never wait for a scan on the event loop. Only
 a scan older than ``ttl`` (or none) is read on the spot, as before; each is stamped with the
 time it started, so no answer comes from a scan older than ``ttl``.
+
+With an ``OpenWatch`` (``open_watch``: inotify on the transcript folders) a scan also carries
+the watch's count read just before it started. For a file the watch covers, an unchanged
+count means nothing in its folder was opened or closed since the scan started, so the scan is
+the answer at any age and none is taken; a changed count makes the scan due as if past half
+its ``ttl`` (the next one starts in the background, and a rollout just opened is seen without
+waiting for the ``ttl``). A file outside the watched folders is answered by time as above.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import Protocol
 
 from openbus.daemon.history.model import Liveness, LiveState, SessionEntry
 from openbus.daemon.history.opencode import split_ref
@@ -102,11 +110,26 @@ class _ClaudeScan:
 
 class _CodexScan:
     def __init__(
-        self, holders: dict[str, int], readable: bool, hidden_uids: frozenset[int]
+        self,
+        holders: dict[str, int],
+        readable: bool,
+        hidden_uids: frozenset[int],
+        stamp: int | None = None,
     ) -> None:
         self.holders = holders
         self.readable = readable
         self.hidden_uids = hidden_uids
+        self.stamp = stamp  # the open watch's count just before the scan started
+
+
+class OpenEvents(Protocol):
+    """The opens and closes in the transcript folders (``open_watch.OpenWatch``)."""
+
+    def arm(self) -> None: ...
+
+    def stamp(self) -> int | None: ...
+
+    def covers(self, path: str) -> bool: ...
 
 
 class LivenessProbe:
@@ -118,12 +141,15 @@ class LivenessProbe:
         pane_for_pid: PaneForPid | None = None,
         proc: Path = Path("/proc"),
         ttl: float = 2.0,
+        open_watch: OpenEvents | None = None,
     ) -> None:
         self.claude_dirs = tuple(claude_dirs)
         self.clock = clock
         self.pane_for_pid = pane_for_pid
         self.proc = proc
         self.ttl = ttl
+        self.open_watch = open_watch
+        self.scans = 0  # open-files scans taken (``/healthz``)
         self._claude: tuple[float, _ClaudeScan] | None = None
         self._codex: tuple[float, _CodexScan] | None = None
         self._refreshing = threading.Lock()  # held while a background open-files scan runs
@@ -164,12 +190,24 @@ class LivenessProbe:
         self._claude = (self.clock.monotonic(), scan)
         return scan
 
-    def _codex_scan(self) -> _CodexScan:
+    def _codex_scan(self, path: str) -> _CodexScan:
+        """The open files to answer for the file at ``path`` with."""
         held = self._codex
-        if held is not None and self._fresh(held[0]):
+        if held is None:
+            return self._read_codex()
+        stamp, scan = held[1].stamp, held[1]
+        watch = self.open_watch
+        if stamp is not None and watch is not None:
+            now = watch.stamp()
+            if now == stamp and watch.covers(path):
+                return scan  # nothing in its folder opened or closed since the scan began
+            if now != stamp and self._fresh(held[0]):
+                self._refresh_codex()
+                return scan
+        if self._fresh(held[0]):
             if self.clock.monotonic() - held[0] >= self.ttl * REFRESH_AFTER:
                 self._refresh_codex()
-            return held[1]
+            return scan
         return self._read_codex()
 
     def _refresh_codex(self) -> None:
@@ -190,6 +228,11 @@ class LivenessProbe:
     def _read_codex(self) -> _CodexScan:
         """Every process's open transcripts, now; kept unless a newer scan is there already."""
         started = self.clock.monotonic()
+        stamp = None
+        if self.open_watch is not None:
+            self.open_watch.arm()  # a transcript folder made since the last scan
+            stamp = self.open_watch.stamp()
+        self.scans += 1
         holders: dict[str, int] = {}
         hidden: set[int] = set()
         readable = True
@@ -223,7 +266,7 @@ class LivenessProbe:
                     continue
                 if target.endswith((".jsonl", "/opencode.db")):
                     holders.setdefault(target, int(pid))
-        scan = _CodexScan(holders, readable, frozenset(hidden))
+        scan = _CodexScan(holders, readable, frozenset(hidden), stamp)
         held = self._codex
         if held is None or held[0] <= started:
             self._codex = (started, scan)
@@ -277,7 +320,7 @@ class LivenessProbe:
         """``running`` when a process holds the file open, with that process's pane."""
         if not transcript:
             return Liveness(LiveState.NOT_RUNNING)
-        scan = self._codex_scan()
+        scan = self._codex_scan(transcript)
         if not scan.holders:  # nothing is held open: no path to resolve and look up
             path = transcript
         else:

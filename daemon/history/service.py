@@ -137,6 +137,10 @@ class HistoryService(Feature):
             "sessions": self.index.count(),
             "reconciling": self.index.reconcile_running(),
             "pending_harnesses": list(PENDING_HARNESSES),
+            # liveness: open-files scans taken, and the transcript folders whose opens and
+            # closes are watched (their files' scans are kept while nothing happens there)
+            "open_files_scans": self.index.liveness_probe.scans,
+            "watched_folders": watch.folders() if (watch := self.index.open_watch) else 0,
         }
 
     # ---------------------------------------------------------------- executors

@@ -45,6 +45,7 @@ class Transcript:
 
 # a transcript as ``Sources.listing`` gives it: harness, path (text), root, database key
 Listed = tuple[str, str, Path, opencode.SessionKey | None]
+CODEX_FOLDERS = ("sessions", "archived_sessions")  # of a Codex home: where rollouts are
 
 
 def _dedupe(paths: list[Path]) -> tuple[Path, ...]:
@@ -125,6 +126,12 @@ class Sources:
         for path in self.opencode_dirs:
             yield OPENCODE, path
 
+    def open_file_folders(self) -> tuple[Path, ...]:
+        """The folders whose files' holders liveness answers from (Codex rollouts, OpenCode
+        databases): what ``open_watch`` watches."""
+        codex = (root / sub for root in self.codex_homes for sub in CODEX_FOLDERS)
+        return (*codex, *self.opencode_dirs)
+
     def transcripts(self, errors: list[str] | None = None) -> Iterator[Transcript]:
         """Every transcript file under every root, in a stable order; a database that cannot
         be read is skipped, its error added to ``errors``."""
@@ -138,7 +145,7 @@ class Sources:
             for path in _walk(root / "projects", lambda name: name.endswith(".jsonl")):
                 yield CLAUDE, path, root, None
         for root in self.codex_homes:
-            for sub in ("sessions", "archived_sessions"):
+            for sub in CODEX_FOLDERS:
                 for path in _walk(
                     root / sub, lambda n: n.startswith("rollout-") and n.endswith(".jsonl")
                 ):
@@ -198,7 +205,7 @@ class Sources:
                         return Transcript(CLAUDE, candidate, root)
         elif harness == CODEX:
             for root in self.codex_homes:
-                for sub in ("sessions", "archived_sessions"):
+                for sub in CODEX_FOLDERS:
                     base = root / sub
                     if base.is_dir():
                         for candidate in sorted(base.rglob(f"rollout-*{session_id}.jsonl")):

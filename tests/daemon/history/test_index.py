@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from openbus.daemon.history.model import LiveState
 from openbus.kernel.errors import BadRequest, NotFound
+from openbus.kernel.testing import FixedClock
 from tests.daemon.history.conftest import World, populate
 
 
@@ -95,3 +97,20 @@ def test_a_word_past_ascii_is_found_as_written_and_named_among_the_matched_terms
         assert [h.entry.session_id for h in hits] == [found], query
         assert hits[0].matched_terms, query
     assert [h.entry.session_id for h in world.index.search("5µs ﬁlter")] == ["c-tr"]
+
+
+def test_a_codex_sessions_liveness_is_kept_while_nothing_opens_or_closes_its_rollouts(
+    world: World,
+) -> None:
+    populate(world)
+    world.index.reconcile()
+    assert world.index.open_watch is not None and world.index.open_watch.folders() >= 3
+    clock = world.index.clock
+    assert isinstance(clock, FixedClock)
+    hit = world.index.search("billing postgres")[0]
+    assert hit.entry.harness == "codex"
+    assert world.index.liveness(hit.entry).state is LiveState.NOT_RUNNING
+    scans = world.index.liveness_probe.scans
+    clock.advance(3600)
+    assert world.index.liveness(hit.entry).state is LiveState.NOT_RUNNING
+    assert world.index.liveness_probe.scans == scans

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import subprocess
@@ -14,8 +13,10 @@ import pytest
 
 from openbus.daemon.history.liveness import LivenessProbe, proc_start, walk_to_pane
 from openbus.daemon.history.model import LiveState, SessionEntry
+from openbus.daemon.history.open_watch import OpenWatch
 from openbus.kernel.clock import SystemClock
 from openbus.kernel.testing import FixedClock
+from tests.daemon.history.holding import holding
 from tests.daemon.history.homes import ClaudeHome, CodexHome
 from tests.support.tmux import tmux_server
 from tests.support.wait import wait_until
@@ -87,32 +88,9 @@ def test_an_unreadable_status_dir_gives_running_unknown(tmp_path: Path) -> None:
     assert probe.of(_entry("claude", "c-1")).state is LiveState.RUNNING_UNKNOWN
 
 
-@contextlib.contextmanager
-def _holding(path: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """A live process holding ``path`` open."""
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import signal,sys; f=open(sys.argv[1]); print('ready', flush=True); signal.pause()",
-            str(path),
-        ],
-        stdout=subprocess.PIPE,
-    )
-    try:
-        assert holder.stdout is not None
-        assert holder.stdout.readline().strip() == b"ready"
-        yield holder
-    finally:
-        holder.kill()
-        holder.wait()
-        if holder.stdout is not None:
-            holder.stdout.close()
-
-
 def test_a_codex_rollout_held_open_by_a_live_process_is_running(tmp_path: Path) -> None:
     rollout = CodexHome(tmp_path / "codex").rollout("x-1", "/w", ["hi"])
-    with _holding(rollout) as holder:
+    with holding(rollout) as holder:
         clock = FixedClock()
         probe = LivenessProbe(
             [], clock=clock, pane_for_pid=lambda pid: "%3" if pid == holder.pid else None
@@ -134,7 +112,7 @@ def test_an_open_files_scan_past_half_its_ttl_is_read_again_in_the_background(
     probe = LivenessProbe([], clock=clock, ttl=2.0)
     entry = _entry("codex", "x-3", transcript=str(rollout))
     assert probe.of(entry).state is LiveState.NOT_RUNNING  # scanned on the spot: none yet
-    with _holding(rollout):
+    with holding(rollout):
         clock.advance(0.5)
         assert probe.of(entry).state is LiveState.NOT_RUNNING  # fresh: no new scan
         clock.advance(0.7)
@@ -195,7 +173,85 @@ def test_a_codex_process_in_a_real_tmux_pane_is_found_in_that_pane(tmp_path: Pat
 def test_a_codex_rollout_named_through_a_symlink_is_running_while_held(tmp_path: Path) -> None:
     rollout = CodexHome(tmp_path / "codex").rollout("x-2", "/w", ["hi"])
     (tmp_path / "link").symlink_to(rollout.parent)
-    with _holding(rollout):
+    with holding(rollout):
         probe = LivenessProbe([], clock=FixedClock())
         entry = _entry("codex", "x-2", transcript=str(tmp_path / "link" / rollout.name))
         assert probe.of(entry).state is LiveState.RUNNING
+
+
+def _fake_proc(root: Path, pid: int) -> Path:
+    """A ``/proc`` of one process with no open files yet (``_holds`` gives it one without
+    opening anything, so no watch hears of it: only a scan can see it)."""
+    (root / str(pid) / "fd").mkdir(parents=True)
+    return root
+
+
+def _holds(proc: Path, pid: int, path: Path) -> None:
+    (proc / str(pid) / "fd" / "3").symlink_to(path)
+
+
+@pytest.fixture
+def watched(tmp_path: Path) -> Iterator[tuple[CodexHome, OpenWatch]]:
+    home = CodexHome(tmp_path / "codex")
+    home.rollout("x-0", "/w", ["hi"])  # the day's folder exists before the watch starts
+    watch = OpenWatch([home.root / "sessions"])
+    yield home, watch
+    watch.close()
+
+
+def test_a_scan_is_kept_past_its_ttl_while_nothing_in_the_watched_folders_opens_or_closes(
+    tmp_path: Path, watched: tuple[CodexHome, OpenWatch]
+) -> None:
+    home, watch = watched
+    rollout = home.rollout("x-4", "/w", ["hi"])
+    proc = _fake_proc(tmp_path / "proc", 4242)
+    clock = FixedClock()
+    probe = LivenessProbe([], clock=clock, proc=proc, open_watch=watch)
+    entry = _entry("codex", "x-4", transcript=str(rollout))
+    assert probe.of(entry).state is LiveState.NOT_RUNNING
+    _holds(proc, 4242, rollout)  # seen by a scan only
+    clock.advance(60)
+    assert probe.of(entry).state is LiveState.NOT_RUNNING  # the first scan still answers
+    assert probe.scans == 1
+    rollout.read_text()  # an open and a close in its folder: the scan is due
+    live = probe.of(entry)
+    assert (live.state, live.pid) == (LiveState.RUNNING, 4242)
+    assert probe.scans == 2
+
+
+def test_a_rollout_opened_after_a_fresh_scan_is_seen_running_without_waiting_for_the_ttl(
+    watched: tuple[CodexHome, OpenWatch],
+) -> None:
+    home, watch = watched
+    rollout = home.rollout("x-5", "/w", ["hi"])
+    probe = LivenessProbe([], clock=FixedClock(), open_watch=watch)  # the clock never moves
+    entry = _entry("codex", "x-5", transcript=str(rollout))
+    assert probe.of(entry).state is LiveState.NOT_RUNNING
+    with holding(rollout) as holder:
+        live = wait_until(
+            lambda: (found := probe.of(entry)).state is LiveState.RUNNING and found,
+            what="the opened rollout to be seen running",
+        )
+        assert live.pid == holder.pid
+        holder.kill()
+        holder.wait()
+        wait_until(
+            lambda: probe.of(entry).state is LiveState.NOT_RUNNING,
+            what="the closed rollout to be seen not running",
+        )
+
+
+def test_a_transcript_outside_the_watched_folders_is_answered_by_time(
+    tmp_path: Path, watched: tuple[CodexHome, OpenWatch]
+) -> None:
+    _, watch = watched
+    rollout = CodexHome(tmp_path / "other").rollout("x-6", "/w", ["hi"])
+    proc = _fake_proc(tmp_path / "proc", 4243)
+    clock = FixedClock()
+    probe = LivenessProbe([], clock=clock, proc=proc, ttl=2.0, open_watch=watch)
+    entry = _entry("codex", "x-6", transcript=str(rollout))
+    assert probe.of(entry).state is LiveState.NOT_RUNNING
+    _holds(proc, 4243, rollout)
+    clock.advance(2.5)  # past the ttl: read again on the spot
+    assert probe.of(entry).state is LiveState.RUNNING
+    assert probe.scans == 2
