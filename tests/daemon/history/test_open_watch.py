@@ -75,9 +75,10 @@ def test_listing_or_stating_a_watched_folder_leaves_the_stamp(
 
 def test_a_folder_made_later_is_watched_and_counted(sessions: Path, watch: OpenWatch) -> None:
     before = watch.stamp()
-    rollout = _rollout(sessions, day="2026/12/05")  # three new folders at once
+    rollout = _rollout(sessions, day="2027/01/01")  # three new folders at once
     made = watch.stamp()
     assert made != before
+    assert watch.folders() == 7
     assert watch.covers(str(rollout))
     with rollout.open():
         assert watch.stamp() != made
