@@ -55,7 +55,9 @@ class HistoryIndex:
         self.clock = clock
         self.open_watch: OpenWatch | None = None
         if liveness is None:
-            self.open_watch = OpenWatch(sources.open_file_folders())
+            # OpenCode's database sits at the top of its data folder, beside folders of
+            # snapshots and logs that are no transcript's: that folder alone is watched
+            self.open_watch = OpenWatch(sources.open_file_trees(), sources.opencode_dirs)
             liveness = LivenessProbe(
                 sources.claude_dirs,
                 clock=clock,

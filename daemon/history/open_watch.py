@@ -10,8 +10,10 @@ adds a holder of a file already held, which changes nothing that is answered), o
 is created, removed or renamed. So a scan taken while nothing of that kind happened in a
 file's folder still answers for that file, however old it is.
 
-``OpenWatch`` watches the transcript folders (every folder under the given roots, found by
-walking them, and each new folder as it appears) with one inotify instance, and counts what
+``OpenWatch`` watches the transcript folders (every folder under the given ``trees``, found
+by walking them, and each new folder as it appears there; each of the ``folders`` alone, as
+an OpenCode data folder whose database sits at its top beside folders of other files) with
+one inotify instance, and counts what
 it is told: ``stamp()`` reads what is queued and returns the count. Opens and closes are
 queued by the kernel inside the ``open`` and ``close`` calls themselves, so a stamp read
 before a scan starts and read again unchanged later means no file in a covered folder was
@@ -87,11 +89,12 @@ def _libc() -> ctypes.CDLL | None:
 
 
 class OpenWatch:
-    """The opens and closes in every folder under ``roots`` (those that exist; ``arm`` takes
-    up the others once they do)."""
+    """The opens and closes in every folder under ``trees`` and in each of ``folders`` (those
+    that exist; ``arm`` takes up the others once they do)."""
 
-    def __init__(self, roots: Iterable[Path]) -> None:
-        self.roots = tuple(str(r) for r in roots)
+    def __init__(self, trees: Iterable[Path], folders: Iterable[Path] = ()) -> None:
+        self.flat = frozenset(str(f) for f in folders)  # watched without their subfolders
+        self.roots = (*(str(r) for r in trees), *sorted(self.flat))
         self._lock = threading.Lock()
         self._count = 0
         self._paths: dict[int, str] = {}  # watch descriptor -> folder
@@ -187,7 +190,8 @@ class OpenWatch:
             return
         child = os.path.join(folder, name)
         if mask & (IN_CREATE | IN_MOVED_TO):
-            self._add_tree(child)
+            if folder not in self.flat:
+                self._add_tree(child)
         elif mask & (IN_DELETE | IN_MOVED_FROM):
             self._drop_tree(child)
 
@@ -212,6 +216,8 @@ class OpenWatch:
             self._paths[wd] = folder
             self._wds[folder] = wd
             added = True
+            if folder in self.flat:
+                continue
             try:
                 with os.scandir(folder) as entries:
                     pending += [e.path for e in entries if e.is_dir(follow_symlinks=False)]

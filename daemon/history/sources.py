@@ -126,11 +126,10 @@ class Sources:
         for path in self.opencode_dirs:
             yield OPENCODE, path
 
-    def open_file_folders(self) -> tuple[Path, ...]:
-        """The folders whose files' holders liveness answers from (Codex rollouts, OpenCode
-        databases): what ``open_watch`` watches."""
-        codex = (root / sub for root in self.codex_homes for sub in CODEX_FOLDERS)
-        return (*codex, *self.opencode_dirs)
+    def open_file_trees(self) -> tuple[Path, ...]:
+        """The folders under which liveness answers for files by their holders (Codex rollouts,
+        a folder a day): what ``open_watch`` watches, every folder under them."""
+        return tuple(root / sub for root in self.codex_homes for sub in CODEX_FOLDERS)
 
     def transcripts(self, errors: list[str] | None = None) -> Iterator[Transcript]:
         """Every transcript file under every root, in a stable order; a database that cannot

@@ -134,3 +134,23 @@ def test_a_closed_watch_counts_nothing(sessions: Path) -> None:
     watch.close()
     assert watch.stamp() is None
     assert not watch.covers(str(_rollout(sessions)))
+
+
+def test_a_folder_given_alone_is_watched_without_its_subfolders(tmp_path: Path) -> None:
+    data = tmp_path / "opencode"
+    (data / "snapshot" / "objects").mkdir(parents=True)
+    watch = OpenWatch([], [data])
+    try:
+        assert watch.folders() == 1
+        db = data / "opencode.db"
+        db.write_text("")
+        assert watch.covers(str(db))
+        before = watch.stamp()
+        (data / "storage" / "session").mkdir(parents=True)  # a new folder: counted, not watched
+        made = watch.stamp()
+        assert made != before
+        assert watch.folders() == 1
+        (data / "storage" / "session" / "s.json").write_text("{}")
+        assert watch.stamp() == made  # what happens below it is not counted
+    finally:
+        watch.close()
