@@ -517,6 +517,7 @@ def test_a_real_pid_recycled_by_a_stranger_leaves_the_pane_exited_not_a_new_shel
         [sys.executable, "-c", starts], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
     d = Directory(FixedClock(), b"s" * 32, ProcessProbe(), socket="/tmp/sock", hostname="vm")
+    pane: subprocess.Popen[bytes] | None = None
     try:
         for _attempt in range(20):  # another process on the host may take the pid first
             pane = subprocess.Popen(["sh"], stdin=subprocess.PIPE)  # this test stands for tmux
@@ -537,6 +538,9 @@ def test_a_real_pid_recycled_by_a_stranger_leaves_the_pane_exited_not_a_new_shel
             "exited",
         )
     finally:
+        if pane is not None and pane.poll() is None:  # a failed attempt leaves its pane running
+            pane.kill()
+            pane.communicate()
         for child in process_tree(helper.pid)[::-1]:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(child, signal.SIGKILL)
