@@ -34,7 +34,10 @@ Theory of operation
 * Process identity: pid plus start time (field 22 of ``/proc/<pid>/stat``), so a recycled
   pid is a different process. Each answer also names the parent of the pane's own process
   (tmux's server, which forked it), so the directory can tell a pane's new process from a
-  stranger that got a dead pane's recycled pid while tmux's report of it lagged.
+  stranger that got a dead pane's recycled pid while tmux's report of it lagged. A capture
+  reads its pane's process (and the foreground leader, and a harness found below) again:
+  those ``stat`` files are held open and read from their start (``StatFiles``), one system
+  call a read; a held file of a reaped process fails, and its pid is looked up afresh.
 * Git branch: ``.git/HEAD`` read directly from the cwd upward, following a worktree's
   ``gitdir:`` file; a detached HEAD reads as the short hash. No subprocess. A folder the
   daemon's user cannot search (the agent user's 0700 home in hosted mode) reads as no branch.
@@ -45,8 +48,10 @@ Theory of operation
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+import weakref
 from dataclasses import dataclass, replace
 from pathlib import Path
 from stat import S_ISDIR, S_ISREG
@@ -108,12 +113,17 @@ def _read(path: str, limit: int = 1 << 16) -> bytes | None:
         os.close(fd)
 
 
-def _stat(pid: int) -> tuple[int, int, int, str] | None:
+Stat = tuple[int, int, int, str]  # ppid, tpgid, start time, name
+
+
+def _stat(pid: int) -> Stat | None:
     """(ppid, tpgid, start time, name) of a process (its name as ``/proc/<pid>/comm`` has
     it, from the same read)."""
     raw = _read(f"/proc/{pid}/stat", 4096)
-    if raw is None:
-        return None
+    return None if raw is None else _parse_stat(raw)
+
+
+def _parse_stat(raw: bytes) -> Stat | None:
     close = raw.rfind(b")")
     after = raw[close + 2 :].split()
     try:
@@ -216,6 +226,60 @@ def _children_of(pid: int) -> list[int] | None:
     return found
 
 
+class StatFiles:
+    """The ``/proc/<pid>/stat`` of the processes a probe asks about again and again (the
+    panes' own, their foreground leaders, the harnesses found below them), each held open and
+    read again from its start: one system call a read rather than an open, two reads and a
+    close. A held file names its process, not its pid: once that process is reaped a read
+    fails (``ESRCH``), the file is closed, and the pid is looked up afresh (a stranger may
+    hold it now). At most ``most`` are held, the least recently read closed first (a few
+    hundred: the daemon's pidfds and pipes share its file limit). Closed with ``close``, or
+    when the probe is collected."""
+
+    def __init__(self, most: int = 256) -> None:
+        self.most = most
+        self._fds: dict[int, int] = {}  # pid -> fd, least recently read first
+        self._finalizer = weakref.finalize(self, _close_all, self._fds)
+
+    def stat(self, pid: int) -> Stat | None:
+        fd = self._fds.pop(pid, None)
+        if fd is not None:
+            try:
+                raw = os.pread(fd, 4096, 0)
+            except OSError:  # its process was reaped
+                raw = b""
+            if raw:
+                self._fds[pid] = fd
+                return _parse_stat(raw)
+            os.close(fd)
+        try:
+            fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            raw = os.pread(fd, 4096, 0)
+        except OSError:
+            os.close(fd)
+            return None
+        if len(self._fds) >= self.most:
+            os.close(self._fds.pop(next(iter(self._fds))))
+        self._fds[pid] = fd
+        return _parse_stat(raw)
+
+    def held(self) -> int:
+        return len(self._fds)
+
+    def close(self) -> None:
+        self._finalizer()
+
+
+def _close_all(fds: dict[int, int]) -> None:
+    for fd in fds.values():
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    fds.clear()
+
+
 class ProcessProbe:
     """Harness detection, process identity, git branches and Claude's status file."""
 
@@ -228,19 +292,20 @@ class ProcessProbe:
         self._walked: dict[tuple[int, int, int, str, str], tuple[Detected, float, float]] = {}
         self._owed: dict[int, float] = {}
         self._gitdirs: dict[str, Path | None] = {}
+        self.stats = StatFiles()
 
     def detect(self, pane_pid: int, *, walk_now: bool = False) -> Detected:
         """What the pane runs. ``walk_now``: walk below its processes even when a walk put off
         holds (a caller that asks until it sees a harness start: a launch)."""
-        stat = _stat(pane_pid)
+        stat = self.stats.stat(pane_pid)
         if stat is None:
             return Detected("unknown", ProcIdentity(pane_pid, 0), ProcIdentity(pane_pid, 0))
         parent, tpgid, start, name = stat
-        leader = _comm(tpgid) if tpgid > 0 and tpgid != pane_pid else ""
+        leader = self._name(tpgid) if tpgid > 0 and tpgid != pane_pid else ""
         key = (pane_pid, start, tpgid, name, leader)
         cached = self._cache.get(key)
         if cached is not None and (
-            cached.process == cached.pane or proc_identity(cached.process.pid) == cached.process
+            cached.process == cached.pane or self._identity(cached.process.pid) == cached.process
         ):
             return cached  # (a harness found below the pane's process must still run)
         now = self.clock.monotonic()
@@ -267,6 +332,14 @@ class ProcessProbe:
             self._cache.clear()
         self._cache[key] = found
         return found
+
+    def _name(self, pid: int) -> str:
+        stat = self.stats.stat(pid)
+        return stat[3] if stat else ""
+
+    def _identity(self, pid: int) -> ProcIdentity:
+        stat = self.stats.stat(pid)
+        return ProcIdentity(pid, stat[2] if stat else 0)
 
     def owed(self) -> set[int]:
         """The pane processes answered from a walk put off whose next walk is due now: to be

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import os
 import subprocess
@@ -11,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from openbus.daemon.directory_probe import ProcessProbe, proc_identity
+from openbus.daemon.directory_probe import ProcessProbe, StatFiles, proc_identity
 from tests.support.wait import wait_until
 
 
@@ -92,3 +94,90 @@ def test_a_shell_whose_arguments_cannot_be_read_is_not_taken_for_a_prompt() -> N
 
 def _state(pid: int) -> str:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+# ---------------------------------------------------------------- held stat files
+
+
+def _held_for(pid: int) -> int:
+    """How many of this process's open files are ``/proc/<pid>/stat``."""
+    found = 0
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            found += os.readlink(f"/proc/self/fd/{fd}") == f"/proc/{pid}/stat"
+    return found
+
+
+def _started(*argv: str) -> subprocess.Popen[bytes]:
+    process = subprocess.Popen(list(argv), stdin=subprocess.PIPE)
+    wait_until(lambda: Path(f"/proc/{process.pid}/cmdline").read_bytes(), what="its exec")
+    return process
+
+
+def _ended(process: subprocess.Popen[bytes]) -> None:
+    process.kill()
+    process.communicate()
+
+
+def test_a_process_stat_file_is_held_open_and_read_again_as_the_process_changes() -> None:
+    """A script that execs keeps its pid: the held file gives the new name."""
+    process = _started("sh", "-c", "read line; exec sleep 30")
+    stats = StatFiles()
+    try:
+        first = stats.stat(process.pid)
+        assert first is not None and first[3] == "sh"
+        assert _held_for(process.pid) == 1
+        assert process.stdin is not None
+        process.stdin.write(b"go\n")
+        process.stdin.flush()
+        found = wait_until(
+            lambda: (s := stats.stat(process.pid)) is not None and s[3] == "sleep" and s,
+            what="the exec'd name",
+        )
+        assert found[2] == first[2]  # the same process: the same start time
+        assert _held_for(process.pid) == 1 and stats.held() == 1
+    finally:
+        _ended(process)
+        stats.close()
+    assert _held_for(process.pid) == 0
+
+
+def test_a_held_stat_file_of_a_reaped_process_is_closed_and_its_pid_read_again() -> None:
+    process = _started("sleep", "30")
+    stats = StatFiles()
+    try:
+        assert stats.stat(process.pid) is not None
+        _ended(process)
+        assert stats.stat(process.pid) is None
+        assert stats.held() == 0 and _held_for(process.pid) == 0
+    finally:
+        stats.close()
+
+
+def test_the_least_recently_read_stat_file_is_closed_first_past_the_bound() -> None:
+    processes = [_started("sleep", "30") for _ in range(3)]
+    a, b, c = (p.pid for p in processes)
+    stats = StatFiles(most=2)
+    try:
+        for pid in (a, b, a, c):
+            assert stats.stat(pid) is not None
+        assert (_held_for(a), _held_for(b), _held_for(c)) == (1, 0, 1)
+        assert stats.stat(b) is not None  # read again by its path
+        assert (_held_for(a), _held_for(b), _held_for(c)) == (0, 1, 1)
+    finally:
+        for process in processes:
+            _ended(process)
+        stats.close()
+
+
+def test_a_collected_probe_closes_the_stat_files_it_held() -> None:
+    process = _started("sleep", "30")
+    try:
+        probe = ProcessProbe()
+        assert probe.detect(process.pid).harness == "unknown"  # not a shell nor a harness
+        assert _held_for(process.pid) == 1
+        del probe
+        gc.collect()
+        assert _held_for(process.pid) == 0
+    finally:
+        _ended(process)
