@@ -252,9 +252,8 @@ class StatFiles:
                 self._fds[pid] = fd
                 return _parse_stat(raw)
             os.close(fd)
-        try:
-            fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
-        except OSError:
+        fd = self._open(pid)
+        if fd is None:
             return None
         try:
             raw = os.pread(fd, 4096, 0)
@@ -265,6 +264,21 @@ class StatFiles:
             os.close(self._fds.pop(next(iter(self._fds))))
         self._fds[pid] = fd
         return _parse_stat(raw)
+
+    def _open(self, pid: int) -> int | None:
+        """The process's stat file opened; None when there is no such process. Out of file
+        descriptors, the least recently read held file makes room; if none can, ``OSError``:
+        a process that cannot be read now is not a process that has gone."""
+        path = f"/proc/{pid}/stat"
+        while True:
+            try:
+                return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError as exc:
+                if exc.errno not in (errno.EMFILE, errno.ENFILE):
+                    return None
+                if not self._fds:
+                    raise
+                os.close(self._fds.pop(next(iter(self._fds))))
 
     def held(self) -> int:
         return len(self._fds)

@@ -9,9 +9,11 @@ the tunnel's key).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import grp
 import os
+import resource
 import socket
 import sys
 from pathlib import Path
@@ -79,6 +81,22 @@ def check_listen(config: Config) -> None:
         ) from None
     finally:
         probe.close()
+
+
+# Open files the daemon allows itself, at most: each pane's process is followed by a pidfd and
+# its stat file held open, and systemd's default soft limit (1024) is reached at a few hundred
+# panes. (asyncio polls with epoll: no ``select()`` limit applies.)
+FILE_LIMIT = 65536
+
+
+def raise_file_limit(most: int = FILE_LIMIT) -> None:
+    """The soft limit on open files raised towards the hard one, at most ``most``; left as it
+    is where it is already that high or cannot be raised."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = most if hard == resource.RLIM_INFINITY else min(hard, most)
+    if soft != resource.RLIM_INFINITY and soft < want:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
 
 
 APP = "openbus.daemon.app:app_from_env()"  # what gunicorn's worker loads
@@ -223,5 +241,6 @@ def serve(config: Config, app: str = APP) -> None:
             file=sys.stderr,
             flush=True,
         )
+    raise_file_limit()
     argv = gunicorn_argv(config, app)
     os.execve(argv[0], argv, env)  # noqa: S606 - gunicorn replaces this process, no shell

@@ -7,6 +7,7 @@ import gc
 import json
 import os
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -181,3 +182,42 @@ def test_a_collected_probe_closes_the_stat_files_it_held() -> None:
         assert _held_for(process.pid) == 0
     finally:
         _ended(process)
+
+
+_OUT_OF_FILES = """
+import errno, os, resource, subprocess, sys
+from openbus.daemon.directory_probe import StatFiles
+resource.setrlimit(resource.RLIMIT_NOFILE, (256, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+processes = [subprocess.Popen(["sleep", "30"]) for _ in range(4)]
+pids = [p.pid for p in processes]
+stats = StatFiles()
+fillers = []
+def fill():
+    while True:
+        try:
+            fillers.append(os.open("/dev/null", os.O_RDONLY))
+        except OSError as exc:
+            assert exc.errno == errno.EMFILE
+            return
+fill()
+for _ in range(2):
+    os.close(fillers.pop())
+found = [stats.stat(pid) for pid in pids[:3]]  # the third makes room: the first is closed
+print(all(found), stats.held())
+stats.close()
+fill()
+try:
+    stats.stat(pids[3])
+except OSError as exc:
+    print("raised", errno.errorcode[exc.errno])
+for p in processes:
+    p.kill()
+"""
+
+
+def test_out_of_file_descriptors_a_held_file_makes_room_and_none_left_is_an_error() -> None:
+    """Not ``None`` (no such process): the directory keeps such a pane's entry as it was."""
+    ran = subprocess.run(
+        [sys.executable, "-c", _OUT_OF_FILES], capture_output=True, text=True, timeout=60
+    )
+    assert ran.stdout.split("\n")[:2] == ["True 2", "raised EMFILE"], ran.stderr

@@ -8,7 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.support.daemon import RunningDaemon, write_config
+from openbus.daemon.serve import FILE_LIMIT
+from tests.support.daemon import RunningDaemon, running_daemon, write_config
 
 
 def test_healthz_answers_on_the_agents_port_and_the_human_socket(daemon: RunningDaemon) -> None:
@@ -89,3 +90,26 @@ def test_a_state_dir_that_is_a_file_is_one_line_naming_the_key(tmp_path: Path) -
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "daemon.state_dir" in lines[0] and "not a directory" in lines[0]
+
+
+def _open_files_limit(pid: int) -> tuple[int, int]:
+    for line in Path(f"/proc/{pid}/limits").read_text().splitlines():
+        if line.startswith("Max open files"):
+            soft, hard = line.split()[3:5]
+            return int(soft), int(hard)
+    raise AssertionError("no open files limit listed")
+
+
+def test_the_daemon_raises_its_open_files_limit_from_a_low_soft_one(tmp_path: Path) -> None:
+    """As systemd starts a service (soft 1024): a fleet of a few hundred panes holds a pidfd
+    and a stat file for each."""
+    low = (
+        "import resource, sys\n"
+        "hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))\n"
+        "from openbus.daemon.cli import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    with running_daemon(tmp_path, serve=("-c", low, "serve")) as daemon:
+        soft, hard = _open_files_limit(daemon.process.pid)
+        assert soft == min(hard, FILE_LIMIT) > 256
