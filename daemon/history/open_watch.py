@@ -20,7 +20,9 @@ before a scan starts and read again unchanged later means no file in a covered f
 opened or closed since: the scan is still the answer for those files. A folder's own opening
 (a listing: the reconcile's walk) is not counted; a lost event (the queue overflowed), a new
 folder (files may have been opened in it before it was watched) or a watched folder removed
-or moved all count, so the next answer takes a new scan. Nothing reads the events between
+or moved all count, so the next answer takes a new scan; after a lost event every folder
+is walked and watched again (one made meanwhile, or removed and made again under its old
+path, would otherwise be missed, or taken for the folder it replaced). Nothing reads the events between
 answers (no thread, no wake-up of the event loop): they wait in the kernel's queue, at most
 ``fs.inotify.max_queued_events`` of them (16,384 by default), past which one overflow event
 stands for the rest.
@@ -99,6 +101,7 @@ class OpenWatch:
         self._count = 0
         self._paths: dict[int, str] = {}  # watch descriptor -> folder
         self._wds: dict[str, int] = {}  # folder -> watch descriptor
+        self._lost = False  # the queue overflowed: walk the roots again after reading it
         self._libc = _libc()
         self._fd = -1
         if self._libc is not None:
@@ -157,6 +160,12 @@ class OpenWatch:
     # ---------------------------------------------------------------- inside the lock
 
     def _drain(self) -> None:
+        self._read_queue()
+        if self._lost and self._fd >= 0:
+            self._lost = False
+            self._rewalk()
+
+    def _read_queue(self) -> None:
         while True:
             try:
                 data = os.read(self._fd, _READ_SIZE)
@@ -181,6 +190,9 @@ class OpenWatch:
         if mask & IN_ISDIR and mask & _OPEN_CLOSE:
             return  # a folder listed: no file's holders changed
         self._count += 1
+        if mask & IN_Q_OVERFLOW:
+            self._lost = True
+            return
         folder = self._paths.get(wd)
         if mask & (IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF):
             if folder is not None:
@@ -195,15 +207,30 @@ class OpenWatch:
         elif mask & (IN_DELETE | IN_MOVED_FROM):
             self._drop_tree(child)
 
-    def _add_tree(self, top: str) -> bool:
-        """Watch ``top`` and every folder under it (not through symlinks below ``top``)."""
+    def _rewalk(self) -> None:
+        """Events were lost: a folder made meanwhile is not watched, one removed still looks
+        watched, and one removed and made again under its path looks like the one it
+        replaced. Every root is walked again: each folder found is watched (the kernel
+        answers a folder already watched with its watch), under the watch the kernel gives
+        for it now; a folder not found is dropped. (The walk's own listings queue events,
+        read by the next stamp, not now: a queue too small for them overflows once more
+        there, not in a loop here.)"""
+        found: set[str] = set()
+        for root in self.roots:
+            self._add_tree(root, found)
+        for folder in [f for f in self._wds if f not in found]:
+            self._forget(folder)
+
+    def _add_tree(self, top: str, again: set[str] | None = None) -> bool:
+        """Watch ``top`` and every folder under it (not through symlinks below ``top``);
+        ``again``: those already watched too, each added to that set."""
         if self._fd < 0 or self._libc is None:
             return False
         added = False
         pending = [top]
         while pending:
             folder = pending.pop()
-            if folder in self._wds:
+            if again is None and folder in self._wds:
                 continue
             wd = self._libc.inotify_add_watch(self._fd, os.fsencode(folder), MASK)
             if wd < 0:
@@ -213,26 +240,39 @@ class OpenWatch:
                         "cannot watch %s (%s): liveness there rescans by time", folder, _err(code)
                     )
                 continue
+            if again is not None:
+                again.add(folder)
+                if self._wds.get(folder) not in (None, wd):  # another folder at this path now
+                    self._forget(folder)
             self._paths[wd] = folder
             self._wds[folder] = wd
             added = True
-            if folder in self.flat:
-                continue
-            try:
-                with os.scandir(folder) as entries:
-                    pending += [e.path for e in entries if e.is_dir(follow_symlinks=False)]
-            except OSError:
-                continue
+            if folder not in self.flat:
+                pending += _subfolders(folder)
         return added
 
     def _drop_tree(self, top: str) -> None:
         """Forget ``top`` and the folders under it: their paths are no longer what they were."""
         inside = top + os.sep
         for folder in [f for f in self._wds if f == top or f.startswith(inside)]:
-            wd = self._wds.pop(folder)
-            self._paths.pop(wd, None)
+            self._forget(folder)
+
+    def _forget(self, folder: str) -> None:
+        """No longer watch ``folder`` under its path; its watch is removed unless it follows
+        the folder under another path now (moved)."""
+        wd = self._wds.pop(folder, None)
+        if wd is not None and self._paths.get(wd) == folder:
+            del self._paths[wd]
             if self._libc is not None and self._fd >= 0:
                 self._libc.inotify_rm_watch(self._fd, wd)  # gone already: EINVAL, harmless
+
+
+def _subfolders(folder: str) -> list[str]:
+    try:
+        with os.scandir(folder) as entries:
+            return [e.path for e in entries if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []
 
 
 def _err(code: int | None = None) -> str:

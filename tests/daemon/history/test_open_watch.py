@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from collections.abc import Iterator
@@ -154,3 +155,57 @@ def test_a_folder_given_alone_is_watched_without_its_subfolders(tmp_path: Path) 
         assert watch.stamp() == made  # what happens below it is not counted
     finally:
         watch.close()
+
+
+MAX_QUEUED = Path("/proc/sys/fs/inotify/max_queued_events")
+
+
+@contextlib.contextmanager
+def _small_queue(sessions: Path, rollout: Path) -> Iterator[OpenWatch]:
+    """A watch whose kernel queue holds 16 events (the limit is read when the watch starts;
+    root sets it), filled past that by opens of ``rollout``: what happens next is lost."""
+    limit = MAX_QUEUED.read_text()
+    MAX_QUEUED.write_text("16\n")
+    try:
+        watch = OpenWatch([sessions])
+    finally:
+        MAX_QUEUED.write_text(limit)
+    try:
+        for _ in range(10):  # twenty events: the queue overflows
+            os.close(os.open(rollout, os.O_RDONLY))
+        yield watch
+    finally:
+        watch.close()
+
+
+def _counts(watch: OpenWatch, path: Path) -> bool:
+    before = watch.stamp()
+    with open(path, encoding="utf-8"):
+        return watch.stamp() != before
+
+
+def test_after_lost_events_a_folder_removed_and_made_again_is_watched_anew(
+    sessions: Path,
+) -> None:
+    rollout = _rollout(sessions)
+    with _small_queue(sessions, rollout) as watch:
+        shutil.rmtree(rollout.parent)
+        again = _rollout(sessions)  # the same path, a new folder
+        watch.stamp()  # reads what was queued, and the overflow
+        assert watch.covers(str(again))
+        assert _counts(watch, again)
+
+
+def test_after_lost_events_a_moved_folder_is_covered_under_its_new_path_only(
+    sessions: Path,
+) -> None:
+    rollout = _rollout(sessions)
+    with _small_queue(sessions, rollout) as watch:
+        moved = sessions / "2026" / "12" / "05"
+        rollout.parent.rename(moved)
+        made = _rollout(sessions, "2026/12/06")  # a folder made while events were lost
+        watch.stamp()
+        assert not watch.covers(str(rollout))
+        assert watch.covers(str(moved / rollout.name)) and watch.covers(str(made))
+        assert _counts(watch, moved / rollout.name) and _counts(watch, made)
+        assert watch.folders() == 5  # sessions, 2026, 12, 05, 06
