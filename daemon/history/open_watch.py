@@ -20,12 +20,12 @@ before a scan starts and read again unchanged later means no file in a covered f
 opened or closed since: the scan is still the answer for those files. A folder's own opening
 (a listing: the reconcile's walk) is not counted; a lost event (the queue overflowed), a new
 folder (files may have been opened in it before it was watched) or a watched folder removed
-or moved all count, so the next answer takes a new scan; after a lost event every folder
-is walked and watched again (one made meanwhile, or removed and made again under its old
-path, would otherwise be missed, or taken for the folder it replaced). Nothing reads the events between
+or moved all count, so the next answer takes a new scan. Nothing reads the events between
 answers (no thread, no wake-up of the event loop): they wait in the kernel's queue, at most
 ``fs.inotify.max_queued_events`` of them (16,384 by default), past which one overflow event
-stands for the rest.
+stands for the rest; after it every folder is walked and watched again (one made meanwhile
+would be missed, and one removed, or moved, and made again under its old path taken for the
+folder it replaced).
 
 ``covers(path)`` says whether a file's opens reach the count: its folder is watched under
 that very path and the path itself is not a symlink (a file opened through a link in a
