@@ -331,10 +331,21 @@ class HistoryStore:
         """The ``limit`` best entries with their bm25 scores (lower is better) for the
         ``MATCH`` expressions of any term and of every term (``None``: one term), over the
         repos' own terms when ``scoped`` (``scoped_expressions``)."""
-        with self._lock:
+        with self._lock, self._snapshot():
             ranked = self._ranked(anyterm, every, limit, scoped)
             rows = self._rows(list(ranked))
         return [(rows[rowid], score) for rowid, score in ranked.items()]
+
+    @contextlib.contextmanager
+    def _snapshot(self) -> Iterator[None]:
+        """Several reads (under the lock) in one read transaction: one snapshot of the index,
+        and the WAL's read locks taken once, not once per statement. Ended however the reads
+        end, so no reader is left holding the WAL."""
+        self._db.execute("BEGIN")
+        try:
+            yield
+        finally:
+            self._db.execute("COMMIT")
 
     def _ranked(
         self, anyterm: str, every: str | None, limit: int, scoped: bool

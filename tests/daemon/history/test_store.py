@@ -46,6 +46,21 @@ def test_a_full_match_older_than_the_candidate_window_still_ranks_first(
     assert hits[1].entry.session_id.startswith("new-")
 
 
+def test_a_search_reads_in_one_transaction_and_leaves_none_open(world: World) -> None:
+    world.claude.session("s1", "/w", ["rotate the signing keys"])
+    world.index.reconcile()
+    assert [h.entry.session_id for h in world.index.search("rotate keys")] == ["s1"]
+    assert not world.index.store._db.in_transaction
+
+
+def test_a_search_that_fails_midway_leaves_no_transaction_open(world: World) -> None:
+    world.claude.session("s1", "/w", ["rotate the signing keys"])
+    world.index.reconcile()
+    with pytest.raises(sqlite3.OperationalError):
+        world.index.store.ranked('"unterminated', None, 10)
+    assert not world.index.store._db.in_transaction
+
+
 def _segments(index: HistoryIndex) -> int:
     with index.store._lock:
         row = index.store._db.execute(
