@@ -8,7 +8,9 @@ starts: ``bench_history``'s synthetic corpus (100,000 sessions with realistic pr
 repos; ``OPENBUS_BENCH_SESSIONS`` to change), the agent's own repo one of them, so every search
 runs with the own-repo filter over a realistic index. One agent is launched with the Observe
 preset; the mcp SDK's client calls the tools round-robin: ``find_sessions`` with topic queries
-drawn like ``bench_history``'s, and once more with a query nothing matches. The own repo's
+drawn like ``bench_history``'s, and once more with a query nothing matches; and a second no-op
+that answers ten sessions' worth of index fields (``noop_sized``: what the answer's size costs,
+without the search), printed beside the ratio. The own repo's
 Codex sessions have their rollouts on disk in the daemon's Codex home, as where they ran.
 Then ten times each, the no-op and ``find_sessions`` after the daemon stood idle 2.2 s (past
 the time liveness keeps an open-files scan by time alone): what an agent searching now and
@@ -140,6 +142,7 @@ def _token(pid: int) -> str | None:
 async def _measure(url: str, token: str, queries: list[str]) -> dict[str, list[float]]:
     calls: dict[str, tuple[str, Callable[[int], dict[str, Any]]]] = {
         "noop": ("noop", lambda i: {}),
+        "noop (4 KB answer)": ("noop_sized", lambda i: {}),
         "list_panes": ("list_panes", lambda i: {}),
         "find_sessions": ("find_sessions", lambda i: {"query": queries[i % len(queries)]}),
         "find (no hits)": ("find_sessions", lambda i: {"query": "zqxjv wvkpq"}),
@@ -240,6 +243,11 @@ def main() -> None:
         ratio = p50[name] / p50["noop"]
         verdict = "ok" if ratio <= TARGETS[name] else "OVER TARGET"
         print(f"  ratio {name}/noop p50: {ratio:.2f} (target <= {TARGETS[name]}) {verdict}")
+    sized = p50["find_sessions"] / p50["noop (4 KB answer)"]
+    print(
+        f"  ratio find_sessions/noop (4 KB answer) p50: {sized:.2f} (no target; printed: the "
+        f"search against a no-op answering as much, {p50['noop (4 KB answer)']:.2f} ms)"
+    )
     paused = p50["find_sessions after a pause"] / p50["noop after a pause"]
     print(
         f"  find_sessions after {PAUSE} s idle p50 {p50['find_sessions after a pause']:.2f} ms, "

@@ -1,7 +1,9 @@
 """The daemon as ``bench/bench_mcp.py`` serves it: every production feature plus a no-op read
 tool (``noop``, action ``bench.noop``: the same token check, gate and audit record, no work),
-the floor each MCP tool is measured against. Production never names it: it is added through
-the composition root's ``extra`` features.
+the floor each MCP tool is measured against, and a second (``noop_sized``) that answers at
+once with ten sessions' worth of index fields (as ``find_sessions`` answers a typical search):
+what an answer of that size costs the SDK, SSE and HTTP, with no search. Production never
+names them: they are added through the composition root's ``extra`` features.
 
 Run by the bench as ``python -m bench.mcp_app --config FILE`` (gunicorn loads
 ``bench.mcp_app:app_from_env()``).
@@ -25,13 +27,37 @@ from openbus.daemon.mcp.tools import McpTool
 from openbus.daemon.serve import serve
 from openbus.kernel.scopes import Scope
 
-NOOP = Action("bench.noop", scope=Scope.READ, tier=Tier.READ)
-NOOP_TOOL = McpTool(
-    name="noop",
-    action=NOOP.name,
-    description="Does nothing (benchmark).",
-    source="openbus bench",
+
+def _read_tool(name: str, description: str) -> tuple[Action, McpTool]:
+    """A read action of the bench's own (``bench.<name>``) and the MCP tool that runs it."""
+    action = Action(f"bench.{name}", scope=Scope.READ, tier=Tier.READ)
+    return action, McpTool(
+        name=name, action=action.name, description=description, source="openbus bench"
+    )
+
+
+NOOP, NOOP_TOOL = _read_tool("noop", "Does nothing (benchmark).")
+NOOP_SIZED, NOOP_SIZED_TOOL = _read_tool(
+    "noop_sized", "Answers with a fixed search-sized result (benchmark)."
 )
+# ten sessions as find_sessions gives them (the fields of history.project.AGENT_FIELDS)
+SIZED_ANSWER = {
+    "sessions": [
+        {
+            "harness": "claude" if i % 2 else "codex",
+            "session_id": f"{i:08x}-5f605fae39bf4575",
+            "repo": "github.com/org5/repo5",
+            "title": "Rotate the webhook signing keys and retry the flaky login test on cpu ci",
+            "cwd": "/home/dev/src/repo5",
+            "branches": ["feat/rotate-keys"] if i % 3 else [],
+            "prs": ["https://github.com/org5/repo5/pull/2360"] if i % 4 == 0 else [],
+            "last_active": "2026-10-03T04:30:20.000Z",
+            "matched_terms": ["webhook", "login"],
+            "liveness": {"state": "not_running", "pane": None},
+        }
+        for i in range(10)
+    ]
+}
 
 
 class Noop(Feature):
@@ -39,12 +65,16 @@ class Noop(Feature):
 
     def __init__(self, base: Foundation) -> None:
         base.gate.register(NOOP, self._noop)
+        base.gate.register(NOOP_SIZED, self._sized)
 
     async def _noop(self, call: Call) -> Any:
         return {"ok": True}
 
+    async def _sized(self, call: Call) -> Any:
+        return SIZED_ANSWER
 
-NOOP_EXTRA = Extra(build=Noop, tools=(NOOP_TOOL,))
+
+NOOP_EXTRA = Extra(build=Noop, tools=(NOOP_TOOL, NOOP_SIZED_TOOL))
 
 
 def app_from_env() -> Any:
