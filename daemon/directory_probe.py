@@ -261,7 +261,7 @@ class StatFiles:
             os.close(fd)
             return None
         if len(self._fds) >= self.most:
-            os.close(self._fds.pop(next(iter(self._fds))))
+            self._close_oldest()
         self._fds[pid] = fd
         return _parse_stat(raw)
 
@@ -278,7 +278,10 @@ class StatFiles:
                     return None
                 if not self._fds:
                     raise
-                os.close(self._fds.pop(next(iter(self._fds))))
+                self._close_oldest()
+
+    def _close_oldest(self) -> None:
+        os.close(self._fds.pop(next(iter(self._fds))))
 
     def held(self) -> int:
         return len(self._fds)

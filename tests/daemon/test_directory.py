@@ -28,7 +28,7 @@ from openbus.daemon.screens import ClaudeStatus
 from openbus.daemon.tmux.adapter import PaneInfo
 from openbus.kernel.errors import BadRequest, NotFound
 from openbus.kernel.testing import FixedClock
-from tests.support.wait import let_others_run, wait_until
+from tests.support.wait import let_others_run, until_execed, wait_until
 
 CASES = Path(__file__).parent / "screens" / "cases"
 
@@ -505,14 +505,6 @@ def _give_pid_to_a_stranger(pid: int, helper: subprocess.Popen[str]) -> int:
         return int(helper.stdout.readline())
 
 
-def _until_execed(pid: int) -> None:
-    """Wait until ``pid``'s exec has laid out its arguments. ``Popen`` returns as soon as the
-    child has left the parent's memory, before the kernel has named the new image and written
-    its argv; a capture in that window reads an exec half done (``unknown``, asked again later),
-    which a pane tmux reports after its shell is running does not."""
-    wait_until(lambda: Path(f"/proc/{pid}/cmdline").read_bytes(), what=f"pid {pid} to exec")
-
-
 def test_a_real_pid_recycled_by_a_stranger_leaves_the_pane_exited_not_a_new_shell() -> None:
     """The pid of a pane's ended process, given by the kernel to a shell some other process
     started, before tmux has said the pane is dead: the pane keeps its incarnation, exited."""
@@ -529,7 +521,7 @@ def test_a_real_pid_recycled_by_a_stranger_leaves_the_pane_exited_not_a_new_shel
     try:
         for _attempt in range(20):  # another process on the host may take the pid first
             pane = subprocess.Popen(["sh"], stdin=subprocess.PIPE)  # this test stands for tmux
-            _until_execed(pane.pid)
+            until_execed(pane.pid)  # as a pane tmux reports runs already
             d.pane_captured(info(pid=pane.pid), "$ ")
             first = d.pane("%1")
             assert (first["harness"], first["state"]) == ("shell", "shell")

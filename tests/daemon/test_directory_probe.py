@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from openbus.daemon.directory_probe import ProcessProbe, StatFiles, proc_identity
-from tests.support.wait import wait_until
+from tests.support.wait import until_execed, wait_until
 
 
 @pytest.fixture
@@ -111,7 +111,7 @@ def _held_for(pid: int) -> int:
 
 def _started(*argv: str) -> subprocess.Popen[bytes]:
     process = subprocess.Popen(list(argv), stdin=subprocess.PIPE)
-    wait_until(lambda: Path(f"/proc/{process.pid}/cmdline").read_bytes(), what="its exec")
+    until_execed(process.pid)
     return process
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -60,3 +61,10 @@ NO_DELAY = 0  # sleeping for zero seconds is asyncio's documented way to yield w
 async def let_others_run() -> None:
     """Yield to the event loop once, so tasks already ready take their turn (no waiting)."""
     await asyncio.sleep(NO_DELAY)
+
+
+def until_execed(pid: int) -> None:
+    """Wait until ``pid``'s exec has laid out its arguments. ``Popen`` returns as soon as the
+    child has left the parent's memory, before the kernel has named the new image and written
+    its argv; a read of its process in that window sees an exec half done."""
+    wait_until(lambda: Path(f"/proc/{pid}/cmdline").read_bytes(), what=f"pid {pid} to exec")
