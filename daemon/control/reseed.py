@@ -94,4 +94,6 @@ class TranscriptFollower:
                 continue
             if isinstance(record, dict):
                 self.watch.observe(record)
+        if len(chunk) < MAX_READ:
+            self.watch.read_to_end()
         return self.watch

@@ -108,3 +108,68 @@ def test_gemini_cli_messages_give_its_context_and_its_shell_and_edit_tools_are_d
     assert watch.verdict(10**9) is None  # an MCP tool's call is no drift
     watch.observe(gemini_message(1300, "run_shell_command", "replace"))
     assert watch.verdict(10**9) == "its charter drifted: it called replace, run_shell_command"
+
+
+OUT_OF_ORDER = DATA / "claude-2.1.197-turns-written-out-of-order.jsonl"
+
+
+def records(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_turns_claude_code_wrote_out_of_order_are_read_in_the_order_they_happened() -> None:
+    # a real transcript: the second turn (6,000 tokens) typed while control answered its
+    # first (10 tokens), and Claude Code appended the second turn's records first
+    lines = records(OUT_OF_ORDER)
+    contexts = [r["message"]["usage"]["input_tokens"] for r in lines if r["type"] == "assistant"]
+    assert contexts == [6000, 10]  # the file's order
+    watch = ReseedWatch()
+    for record in lines:
+        watch.observe(record)
+    assert (watch.first_context, watch.context_tokens) == (10, 6000)
+    assert not watch.born_over(5000)
+    assert watch.verdict(5000) == "its context reached 6000 tokens (limit 5000)"
+
+
+def test_nothing_is_decided_on_size_while_an_earlier_record_is_still_to_come() -> None:
+    lines = records(OUT_OF_ORDER)
+    first_turn = next(i for i, r in enumerate(lines) if r.get("parentUuid", "") is None)
+    watch = ReseedWatch()
+    for record in lines[:first_turn]:  # the second turn alone: it names a parent not read
+        watch.observe(record)
+    assert not watch.complete
+    assert not watch.born_over(5000) and watch.verdict(5000) is None
+    watch.observe(assistant(tools=("Bash",)))
+    assert watch.verdict(5000) == "its charter drifted: it called Bash"  # drift needs no order
+    for record in lines[first_turn:]:
+        watch.observe(record)
+    assert watch.complete and watch.first_context == 10
+
+
+def stamped(tokens: int, at: str) -> dict[str, Any]:
+    return {**assistant({"input_tokens": tokens}), "timestamp": at}
+
+
+def test_records_are_ordered_by_their_timestamps_and_the_file_where_they_have_none() -> None:
+    watch = ReseedWatch()
+    watch.observe(stamped(300, "2026-12-05T04:26:00.000Z"))
+    watch.observe(stamped(100, "2026-12-05T04:25:00+00:00"))  # earlier, read later
+    watch.observe(stamped(200, "2026-12-05T04:25:30"))  # no zone: UTC
+    assert (watch.first_context, watch.context_tokens) == (100, 300)
+    watch.observe(stamped(400, "not a time"))  # unreadable: after what was read
+    watch.observe(assistant({"input_tokens": 500}))
+    assert watch.context_tokens == 500
+
+
+def test_a_parent_claude_code_never_wrote_holds_decisions_back_for_one_look_only() -> None:
+    watch = ReseedWatch()
+    watch.observe({"type": "user", "uuid": "u1", "parentUuid": None, "message": {}})
+    watch.observe({**assistant({"input_tokens": 100}), "uuid": "a1", "parentUuid": "u1"})
+    # a phantom: a parent held in the harness's memory, never written
+    watch.observe({"type": "user", "uuid": "u2", "parentUuid": "phantom", "message": {}})
+    watch.observe({**assistant({"input_tokens": 9000}), "uuid": "a2", "parentUuid": "u2"})
+    watch.read_to_end()  # the file's end: the parent may still be written
+    assert watch.verdict(5000) is None
+    watch.read_to_end()  # a look later, still not written: given up
+    assert watch.complete
+    assert watch.verdict(5000) == "its context reached 9000 tokens (limit 5000)"
