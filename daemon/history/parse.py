@@ -330,6 +330,7 @@ def parse_claude(lines: Iterable[str | bytes], *, file_name: str) -> ParsedSessi
     seen_conversation = False
     last_branch: object = _NOTHING  # the branch of the line before (most lines repeat it)
     times = acc.times.append
+    prompts: list[tuple[object, str]] = []  # (timestamp, prompt), put in time order below
     for rec in _records(lines):
         get = rec.get
         kind = get("type")
@@ -363,12 +364,18 @@ def parse_claude(lines: Iterable[str | bytes], *, file_name: str) -> ParsedSessi
         if kind == "user":
             prompt = None if "toolUseResult" in rec else _claude_prompt(rec)  # a tool's result
             if prompt is not None:
-                acc.prompt(prompt)
+                prompts.append((stamp, prompt))
         elif kind == "assistant":
             for text in _claude_assistant_text(rec):
                 acc.text(text)
     if not seen_conversation:
         return None
+    # Claude Code can append a turn's records before the previous turn's (a prompt sent as
+    # the turn before ends): its ISO timestamps (one format) give the order the prompts came
+    if all(isinstance(at, str) for at, _ in prompts):
+        prompts.sort(key=lambda item: str(item[0]))
+    for _, prompt in prompts:
+        acc.prompt(prompt)
     subagent = subagent_by_name or (sidechain and agent_id is not None)
     if subagent:
         own_id = agent_id or file_id

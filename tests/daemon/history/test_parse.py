@@ -51,6 +51,18 @@ def test_the_real_interactive_claude_transcript_gives_the_humans_prompts_only() 
     assert parsed.started < parsed.last_active
 
 
+def test_prompts_claude_code_wrote_out_of_order_are_read_in_the_order_they_were_sent() -> None:
+    # a real transcript: "a long task" was sent as the first turn ended, and Claude Code
+    # appended its records before the first turn's
+    lines = _lines(DATA / "claude-2.1.197-turns-written-out-of-order.jsonl")
+    parsed = parse_claude(lines, file_name="8e72d12c-adb0-42f1-9200-6c03abce01e3.jsonl")
+    assert parsed is not None
+    assert [prompt[:31] for prompt in parsed.prompts] == [
+        "You are the openbus control ses",
+        "a long task",
+    ]
+
+
 def test_the_real_headless_claude_run_gives_its_task_text() -> None:
     parsed = parse_claude(
         _lines(DATA / "claude-print-mode-mcp-session.jsonl"),
