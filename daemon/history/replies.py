@@ -10,10 +10,17 @@ transcript parsers (``history.parse``) tell from tool results and harness contex
 ``read`` parses only the complete lines appended since, so reading a long session's newest
 reply (``last=1``) costs the new bytes, not the whole file. A file that shrank or was
 replaced is read again from the start.
+
+Claude Code can append a turn's records before the previous turn's (a prompt sent as the turn
+before ends: the next prompt's records came first, then the earlier turn's). Its records carry
+``timestamp``s (one ISO format), so each Claude prompt and reply text is also kept in time
+order, and a record stamped before one already read puts it in its place and counts the turns
+again from those (rare; the usual read stays the new bytes only).
 """
 
 from __future__ import annotations
 
+import bisect
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -43,6 +50,9 @@ class _Turns:
     replies: list[str] = field(default_factory=list)
     current: list[str] = field(default_factory=list)
     codex_events: bool = False  # the rollout has agent_message events: items are duplicates
+    # Claude Code's prompts (None) and reply texts by their timestamps (one without takes
+    # the latest read), for the turns to be counted again when one comes out of order
+    events: list[tuple[str, list[str] | None]] = field(default_factory=list)
 
     def prompt(self) -> None:
         self.close()
@@ -54,13 +64,34 @@ class _Turns:
             self.replies.append(text)
         self.current = []
 
+    def _take(self, texts: list[str] | None) -> None:
+        if texts is None:
+            self.prompt()
+        else:
+            self.current.extend(texts)
+
+    def _claude(self, rec: Mapping[str, Any], texts: list[str] | None) -> None:
+        """A prompt (``texts`` None) or a reply's texts, in the order of the timestamps."""
+        latest = self.events[-1][0] if self.events else ""
+        stamp = rec.get("timestamp")
+        if not isinstance(stamp, str) or not stamp:
+            stamp = latest
+        if stamp >= latest:
+            self.events.append((stamp, texts))
+            self._take(texts)
+            return
+        bisect.insort(self.events, (stamp, texts), key=lambda event: event[0])
+        self.prompts, self.replies, self.current = 0, [], []
+        for _, taken in self.events:
+            self._take(taken)
+
     def feed(self, rec: Mapping[str, Any]) -> None:
         if self.harness == "claude":
             kind = rec.get("type")
             if kind == "user" and not rec.get("isSidechain") and _claude_prompt(rec) is not None:
-                self.prompt()
+                self._claude(rec, None)
             elif kind == "assistant" and not rec.get("isSidechain"):
-                self.current.extend(_claude_assistant_text(rec))
+                self._claude(rec, list(_claude_assistant_text(rec)))
             return
         payload = rec.get("payload")
         if not isinstance(payload, dict):

@@ -108,3 +108,41 @@ def test_a_fifo_or_a_device_at_a_transcripts_path_has_no_replies_and_holds_no_re
     for path in (fifo, zero):
         replies = reader.read(path, "claude")
         assert (replies.replies, replies.pending, replies.prompts) == ((), None, 0)
+
+
+OUT_OF_ORDER = Path(__file__).parent / "data" / "claude-2.1.197-turns-written-out-of-order.jsonl"
+
+
+def test_turns_claude_code_wrote_out_of_order_are_counted_in_the_order_they_happened(
+    tmp_path: Path,
+) -> None:
+    # a real transcript: "a long task" was sent as the first turn ended, and Claude Code
+    # appended that turn's records ("noted") before the first turn's ("standing by")
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(OUT_OF_ORDER.read_bytes())
+    read = ReplyReader().read(path, "claude")
+    assert read.replies == ("standing by",)
+    assert read.pending == "noted"
+    assert read.prompts == 2 and read.total == 1
+
+
+def stamped(rec: str, at: str) -> str:
+    return line({**json.loads(rec), "timestamp": at})
+
+
+def test_a_turn_read_later_but_stamped_earlier_is_put_in_its_place(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_text(
+        stamped(claude_user("the brief"), "2026-12-05T04:00:00.000Z")
+        + stamped(claude_user("a follow-up"), "2026-12-05T04:00:02.000Z")
+        + stamped(claude_assistant("on it"), "2026-12-05T04:00:03.000Z")
+    )
+    reader = ReplyReader()
+    assert reader.read(path, "claude").replies == ()
+    with path.open("a") as handle:  # the first turn's reply, written after
+        handle.write(stamped(claude_assistant("done"), "2026-12-05T04:00:01.000Z"))
+        handle.write(claude_assistant("and more"))  # no timestamp: after what was read
+    read = reader.read(path, "claude")
+    assert read.replies == ("done",)
+    assert read.pending == "on it\n\nand more"
+    assert read.prompts == 2
