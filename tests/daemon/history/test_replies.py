@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from openbus.daemon.history.replies import ReplyReader
+from tests.daemon.history.homes import DATA
 
 
 def line(rec: dict[str, Any]) -> str:
@@ -110,7 +111,7 @@ def test_a_fifo_or_a_device_at_a_transcripts_path_has_no_replies_and_holds_no_re
         assert (replies.replies, replies.pending, replies.prompts) == ((), None, 0)
 
 
-OUT_OF_ORDER = Path(__file__).parent / "data" / "claude-2.1.197-turns-written-out-of-order.jsonl"
+OUT_OF_ORDER = DATA / "claude-2.1.197-turns-written-out-of-order.jsonl"
 
 
 def test_turns_claude_code_wrote_out_of_order_are_counted_in_the_order_they_happened(
