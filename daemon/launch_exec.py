@@ -9,6 +9,12 @@ and never in tmux's environment tables; it lives only in the harness's environme
 only its own user can read. The file is refused unless it belongs to this user, is a regular
 file and is readable by nobody else. Standard library only, to start fast.
 
+When it cannot start the harness it prints why and exits, but only once the terminal has read
+that line (bounded, ``SETTLE_SECONDS``): tmux 3.3a drops a pane's unread output when it reaps
+the exit first (it closes the pty on the exit, fixed upstream after 3.3a), so the launch would
+read an empty last screen. The wrapper asks the terminal where its cursor is (``CSI 6 n``)
+and waits for the answer, which a terminal sends only after reading what came before.
+
 On a hosted box no wrapper runs: the daemon hands the environment to the agents' tmux server
 over its control client's stdin, and in pool mode sudo keeps exactly those variables and
 execs the harness under the agent's pool user (``launch_plan.as_pool_user``).
@@ -20,19 +26,61 @@ import contextlib
 import json
 import os
 import re
+import select
 import stat
 import sys
+import termios
+import time
 from collections.abc import Sequence
 
 EXIT_STATUS = 127
+SETTLE_SECONDS = 2.0
+CURSOR_QUERY = b"\x1b[6n"
 # The wrapper's own failure, with its exit status: tmux 3.3a often keeps a dead pane with no
 # status at all (its pty closed before the exit was reaped), so the launch reads it from here.
 FAILED_STATUS = re.compile(r"^openbus launch \(exit status (\d+)\): ", re.MULTILINE)
 
 
 def fail(message: str) -> int:
-    print(f"openbus launch (exit status {EXIT_STATUS}): {message}", file=sys.stderr)
+    print(f"openbus launch (exit status {EXIT_STATUS}): {message}", file=sys.stderr, flush=True)
+    with contextlib.suppress(OSError, ValueError):  # (stdin or stderr without a descriptor)
+        settled(sys.stdin.fileno(), sys.stderr.fileno(), SETTLE_SECONDS)
     return EXIT_STATUS
+
+
+def settled(tty_in: int, tty_out: int, timeout: float) -> bool:
+    """True once the terminal on ``tty_out`` has read everything written to it before: it
+    answers a cursor-position query, read from ``tty_in`` (without echo, not line by line)
+    within ``timeout`` seconds. False at once when either is not a terminal."""
+    if not (os.isatty(tty_in) and os.isatty(tty_out)):
+        return False
+    try:
+        saved = termios.tcgetattr(tty_in)
+    except termios.error:
+        return False
+    quiet = list(saved)
+    quiet[3] &= ~(termios.ICANON | termios.ECHO)
+    quiet[6] = list(saved[6])
+    quiet[6][termios.VMIN], quiet[6][termios.VTIME] = 1, 0
+    deadline = time.monotonic() + timeout
+    try:
+        termios.tcsetattr(tty_in, termios.TCSANOW, quiet)
+        os.write(tty_out, CURSOR_QUERY)
+        answer = b""
+        while not answer.endswith(b"R"):
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([tty_in], [], [], left)[0]:
+                return False
+            chunk = os.read(tty_in, 64)
+            if not chunk:
+                return False
+            answer += chunk
+        return True
+    except OSError:
+        return False
+    finally:
+        with contextlib.suppress(termios.error, OSError):
+            termios.tcsetattr(tty_in, termios.TCSANOW, saved)
 
 
 def read_env_file(path: str) -> dict[str, str]:

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
+import termios
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from openbus.daemon.config import Launcher, builtin_launchers
-from openbus.daemon.launch_exec import FAILED_STATUS
+from openbus.daemon.launch_exec import CURSOR_QUERY, FAILED_STATUS, settled
 from openbus.daemon.launch_exec import main as exec_main
 from openbus.daemon.launch_plan import (
     TOKEN_ENV,
@@ -211,6 +214,67 @@ def test_the_exec_wrapper_names_its_exit_status_on_screen_where_tmux_may_lose_it
     found = FAILED_STATUS.search("Pane is dead\n" + line)
     assert found is not None and found.group(1) == "127", line
     assert "cannot start openbus-no-such-harness" in line
+
+
+def read_until(fd: int, wanted: bytes) -> bytes:
+    """What the terminal side ``fd`` of a pty reads up to and including ``wanted``."""
+    seen = b""
+
+    def arrived() -> bool:
+        nonlocal seen
+        if select.select([fd], [], [], 0)[0]:
+            seen += os.read(fd, 4096)
+        return wanted in seen
+
+    wait_until(arrived, what=f"{wanted!r} on the terminal")
+    return seen
+
+
+def test_the_exec_wrapper_exits_on_failure_only_once_its_terminal_has_read_why(
+    tmp_path: Path,
+) -> None:
+    # tmux 3.3a drops a pane's unread output when it reaps the exit first: the wrapper asks the
+    # terminal (here the test) where its cursor is and exits once answered
+    path = tmp_path / "env.json"
+    path.write_text(json.dumps({"env": {}}))
+    os.chmod(path, 0o600)
+    terminal, pane = os.openpty()
+    argv = [sys.executable, "-m", "openbus.daemon.launch_exec", str(path)]
+    wrapper = subprocess.Popen(
+        [*argv, "--", "openbus-no-such-harness"], stdin=pane, stdout=pane, stderr=pane
+    )
+    os.close(pane)
+    try:
+        shown = read_until(terminal, CURSOR_QUERY)
+        assert b"cannot start openbus-no-such-harness" in shown.split(CURSOR_QUERY)[0]
+        assert wrapper.poll() is None  # still there, waiting for the answer
+        os.write(terminal, b"\x1b[7;1R")
+        assert wrapper.wait(timeout=30) == 127
+    finally:
+        wrapper.kill()
+        wrapper.wait()
+        os.close(terminal)
+
+
+def test_a_terminal_is_settled_when_it_answers_and_left_as_it_was_either_way() -> None:
+    terminal, pane = os.openpty()
+    try:
+        before = termios.tcgetattr(pane)
+        answered: list[bool] = []
+        waiting = threading.Thread(target=lambda: answered.append(settled(pane, pane, 60)))
+        waiting.start()
+        read_until(terminal, CURSOR_QUERY)
+        os.write(terminal, b"\x1b[1;")
+        os.write(terminal, b"1R")  # an answer may come in pieces
+        waiting.join(timeout=30)
+        assert answered == [True]
+        assert settled(pane, pane, 0.01) is False  # nobody answers: bounded
+        assert termios.tcgetattr(pane) == before
+    finally:
+        os.close(terminal)
+        os.close(pane)
+    with open(os.devnull, "rb") as not_a_tty:
+        assert settled(not_a_tty.fileno(), not_a_tty.fileno(), 60) is False
 
 
 def test_launch_field_errors_come_back_naming_the_field(fleet: Fleet) -> None:
