@@ -110,7 +110,12 @@ from openbus.daemon.launch_plan import (
     one_shot,
     plan_launch,
 )
-from openbus.daemon.launch_proc import ProcessIdentity, find_codex_session, identity_of
+from openbus.daemon.launch_proc import (
+    ProcessIdentity,
+    close_pane,
+    find_codex_session,
+    identity_of,
+)
 from openbus.daemon.launch_records import LaunchRecord, LaunchRecords
 from openbus.daemon.messaging.delivery import PASTE_BURST_SECONDS
 from openbus.daemon.pane_owners import PaneOwners
@@ -340,8 +345,7 @@ class LaunchService(Feature):
     async def _failed(self, pane: str, launcher: Launcher, dead: tuple[int | None, str]) -> Any:
         """The launch's failure, once the dead pane has been read: it is closed."""
         status, screen = dead
-        with contextlib.suppress(OpenbusError):
-            await self.tmux.kill_pane(pane)
+        await close_pane(self.tmux, pane)
         lines = [line.rstrip() for line in screen.splitlines() if line.strip()]
         lines = [line for line in lines if not line.startswith("Pane is dead")]
         last = "\n".join(lines[-LAST_SCREEN_LINES:]) or "(the screen was empty)"
@@ -385,8 +389,7 @@ class LaunchService(Feature):
         dead = await self._dead(pane, launcher)
         if dead is not None:
             raise await self._failed(pane, launcher, dead)
-        with contextlib.suppress(OpenbusError):
-            await self.tmux.kill_pane(pane)
+        await close_pane(self.tmux, pane)
         raise Unavailable(
             f"the directory did not see the new pane {pane} within {SEEN_SECONDS:.0f} s; "
             "it was closed (is the tmux watcher running?)"

@@ -7,20 +7,38 @@
   (``/proc/<pid>/fd``; Codex's launcher script runs the real binary as a child), else from the
   newest rollout under its ``CODEX_HOME`` whose session_meta cwd matches the launch cwd and
   whose time is not before the launch. An ambiguous fallback (two candidates) binds nothing.
+* Closing a pane (``close_pane``) ends what ran in it. tmux's hangup (it closes the pane's
+  pty) is not enough: a harness may catch SIGHUP and run on, orphaned (Gemini CLI was seen to,
+  holding ~330 MB each). tmux makes each pane's process the leader of a session of its own, so
+  the pane's processes are that session's members, read before the pane is killed; those
+  still running after ``HANGUP_SECONDS`` are sent SIGTERM, and SIGKILL after
+  ``TERM_SECONDS``. Each is signalled through a pidfd opened while its identity still
+  matches, so a pid reused meanwhile is never signalled. A process that left the session
+  (``setsid``) is left alone, and so are other users' (a hosted box's agents, which the
+  daemon may not signal).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
+import signal
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from openbus.daemon.history.model import parse_time
+from openbus.daemon.tmux.adapter import Tmux
 from openbus.kernel import json_text
+from openbus.kernel.errors import OpenbusError
 
 MAX_DEPTH = 6
 MAX_PROCS = 256
 CLOCK_SLACK_SECONDS = 5.0
+HANGUP_SECONDS = 1.0
+TERM_SECONDS = 2.0
+END_POLL_SECONDS = 0.05
 
 
 @dataclass(frozen=True)
@@ -44,6 +62,76 @@ def identity_of(pid: int) -> ProcessIdentity | None:
     if fields[0] == "Z":  # a zombie has exited
         return None
     return ProcessIdentity(pid, fields[19])
+
+
+def session_members(leader: int) -> list[ProcessIdentity]:
+    """The running processes of the session ``leader`` leads (itself included)."""
+    found: list[ProcessIdentity] = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        fields = _stat_fields(int(entry.name))
+        if fields and len(fields) >= 20 and fields[3] == str(leader) and fields[0] != "Z":
+            found.append(ProcessIdentity(int(entry.name), fields[19]))
+    return found
+
+
+def _signal(member: ProcessIdentity, sig: signal.Signals) -> bool:
+    """Send ``sig`` to ``member`` if it still runs as itself; whether it was sent."""
+    try:
+        pidfd = os.pidfd_open(member.pid)
+    except OSError:
+        return False  # gone
+    try:
+        if identity_of(member.pid) != member:
+            return False  # exited, its pid since taken by another process
+        signal.pidfd_send_signal(pidfd, sig)
+        return True
+    except OSError:
+        return False  # exited meanwhile, or another user's
+    finally:
+        os.close(pidfd)
+
+
+async def end_processes(
+    members: Sequence[ProcessIdentity],
+    *,
+    hangup: float = HANGUP_SECONDS,
+    term: float = TERM_SECONDS,
+) -> list[ProcessIdentity]:
+    """Wait up to ``hangup`` seconds for ``members`` to end, then send those still running
+    SIGTERM and, after ``term`` seconds more, SIGKILL. Returns those still running after all
+    (another user's, which cannot be signalled: no wait is spent on them)."""
+    loop = asyncio.get_running_loop()
+
+    async def running(among: Sequence[ProcessIdentity], seconds: float) -> list[ProcessIdentity]:
+        deadline = loop.time() + seconds
+        while True:
+            left = [m for m in among if identity_of(m.pid) == m]
+            if not left or loop.time() >= deadline:
+                return left
+            await asyncio.sleep(END_POLL_SECONDS)
+
+    left = await running(members, hangup)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        sent = [m for m in left if _signal(m, sig)]
+        if not sent:
+            break
+        left = [m for m in left if m not in sent] + await running(sent, term)
+    return left
+
+
+async def close_pane(tmux: Tmux, pane: str) -> None:
+    """Kill ``pane`` and end the processes that ran in it (see the module's notes). A pane
+    already gone, or a tmux that does not answer, is not an error: nothing more is done."""
+    members: list[ProcessIdentity] = []
+    with contextlib.suppress(OpenbusError):
+        info = await tmux.pane_if_there(pane)
+        if info is not None and not info.dead:
+            members = session_members(info.pid)
+    with contextlib.suppress(OpenbusError):
+        await tmux.kill_pane(pane)
+    await end_processes(members)
 
 
 def children_of(pid: int) -> list[int]:

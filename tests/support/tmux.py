@@ -14,6 +14,7 @@ its command line, it is detected as that harness from the process tree.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import shutil
@@ -25,6 +26,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from openbus.daemon.launch_proc import ProcessIdentity, end_processes, identity_of, session_members
 from tests.support.require import skip_missing
 from tests.support.wait import Timeout, wait_until
 
@@ -163,6 +165,14 @@ class TmuxServer:
     def kill(self) -> None:
         self.run("kill-server", check=False)
 
+    def pane_processes(self) -> list[ProcessIdentity]:
+        """The processes running in the live panes (their sessions' members), for what a
+        harness that ignores tmux's hangup leaves running to be ended (Gemini CLI does)."""
+        listed = self.run("list-panes", "-a", "-F", "#{pane_pid} #{pane_dead}", check=False)
+        rows = (line.partition(" ") for line in listed.splitlines())
+        leaders = [int(pid) for pid, _, dead in rows if pid.isdigit() and dead != "1"]
+        return [m for leader in leaders for m in session_members(leader)]
+
     def reaped(self, pid: int) -> bool:
         """Whether the pane process ``pid`` is gone, its zombie reaped by this server.
 
@@ -199,8 +209,11 @@ def tmux_server(root: Path) -> Iterator[TmuxServer]:
         server.start()
         yield server
     finally:
+        members = server.pane_processes()
         server.kill()
         end_leftovers(server.socket)
+        if any(identity_of(m.pid) == m for m in members):  # what ignored the hangup
+            asyncio.run(end_processes(members))
         shutil.rmtree(socket_dir, ignore_errors=True)
 
 
