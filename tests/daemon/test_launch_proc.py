@@ -13,6 +13,7 @@ import pytest
 
 from openbus.daemon.launch_proc import (
     ProcessIdentity,
+    children_of,
     close_pane,
     end_processes,
     identity_of,
@@ -79,11 +80,8 @@ def test_a_process_that_left_the_pane_s_session_is_left_alone(server: TmuxServer
     leader = pane_pid(server, pane)
 
     def escaped() -> int | None:
-        for child in Path(f"/proc/{leader}/task/{leader}/children").read_text().split():
-            stat = Path(f"/proc/{child}/stat").read_text().rpartition(")")[2].split()
-            if stat[3] != str(leader):
-                return int(child)
-        return None
+        inside = {m.pid for m in session_members(leader)}
+        return next((c for c in children_of(leader) if c not in inside), None)
 
     away = wait_until(escaped, what="the process in a session of its own")
     members = members_once(server, pane, 2)
