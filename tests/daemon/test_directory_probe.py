@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import json
 import os
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from openbus.daemon.directory_probe import ProcessProbe, StatFiles, proc_identity
+from tests.support.fds import open_to
 from tests.support.wait import until_execed, wait_until
 
 
@@ -102,11 +102,7 @@ def _state(pid: int) -> str:
 
 def _held_for(pid: int) -> int:
     """How many of this process's open files are ``/proc/<pid>/stat``."""
-    found = 0
-    for fd in os.listdir("/proc/self/fd"):
-        with contextlib.suppress(OSError):
-            found += os.readlink(f"/proc/self/fd/{fd}") == f"/proc/{pid}/stat"
-    return found
+    return len(open_to(f"/proc/{pid}/stat"))
 
 
 def _started(*argv: str) -> subprocess.Popen[bytes]:

@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import os
 import subprocess
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import replace
 
 from openbus.daemon.tmux.adapter import PaneInfo
 from openbus.daemon.tmux.processes import REPORTS, ProcessWatch
+from tests.support.fds import open_to
 from tests.support.wait import async_wait_until, let_others_run
 
 BASE = PaneInfo(
@@ -68,8 +68,8 @@ def told_any(told: list[str]) -> Callable[[], Awaitable[list[str]]]:
     return check
 
 
-def open_fds() -> set[str]:
-    return set(os.listdir("/proc/self/fd"))
+def pidfds() -> set[str]:
+    return open_to("anon_inode:[pidfd]")
 
 
 def test_a_watched_process_that_exits_is_told_once() -> None:
@@ -143,13 +143,14 @@ def test_with_no_pidfd_to_be_had_the_pane_is_left_to_the_listing_until_forgotten
 
 def test_a_dead_pane_and_a_forgotten_one_hold_no_descriptor() -> None:
     async def scenario(watch: ProcessWatch, told: list[str]) -> None:
-        before = open_fds()
+        before = pidfds()
         watch.sync([pane(first.pid, "%1"), pane(second.pid, "%2")])
         assert watch.watched == 2
-        assert len(open_fds() - before) == 2
+        opened = pidfds() - before
+        assert len(opened) == 2
         watch.sync([pane(first.pid, "%1", dead=True)])  # %1 dead, %2 gone
         assert watch.watched == 0
-        assert open_fds() == before
+        assert not pidfds() & opened
 
     with sleepers(2) as (first, second):
         run(scenario)
