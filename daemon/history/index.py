@@ -34,10 +34,24 @@ from openbus.daemon.history.store import DB_NAME, HistoryStore
 from openbus.kernel.clock import Clock
 from openbus.kernel.errors import BadRequest
 
-__all__ = ["DB_NAME", "MAX_LIMIT", "HistoryIndex", "ReconcileStats", "in_repo"]
+__all__ = ["DB_NAME", "MAX_LIMIT", "HistoryIndex", "ReconcileStats", "in_repo", "watched_liveness"]
 
 MAX_LIMIT = 100
 MIN_PREFIX = 4  # the shortest session id prefix ``get_by_prefix`` resolves
+
+
+def watched_liveness(
+    sources: Sources, clock: Clock, pane_for_pid: PaneForPid | None = None
+) -> LivenessProbe:
+    """The daemon's liveness probe: its open-files scans are kept while nothing opens or closes
+    a file in the transcript folders (an inotify watch on them, ``open_watch``, closed with the
+    probe), and ``pane_for_pid`` names a live session's pane."""
+    # OpenCode's database sits at the top of its data folder, beside folders of snapshots and
+    # logs that are no transcript's: that folder alone is watched
+    watch = OpenWatch(sources.open_file_trees(), sources.opencode_dirs)
+    return LivenessProbe(
+        sources.claude_dirs, clock=clock, pane_for_pid=pane_for_pid, open_watch=watch
+    )
 
 
 class HistoryIndex:
@@ -47,23 +61,16 @@ class HistoryIndex:
         sources: Sources,
         *,
         clock: Clock,
-        pane_for_pid: PaneForPid | None = None,
         liveness: LivenessProbe | None = None,
     ) -> None:
+        """``liveness``: the probe the index asks (``watched_liveness`` in the daemon), closed
+        with the index; by default one that scans by time alone and names no pane (the CLI's
+        offline commands never ask it, so no watch is started for them)."""
         self.path = path
         self.sources = sources
         self.clock = clock
-        self.open_watch: OpenWatch | None = None
         if liveness is None:
-            # OpenCode's database sits at the top of its data folder, beside folders of
-            # snapshots and logs that are no transcript's: that folder alone is watched
-            self.open_watch = OpenWatch(sources.open_file_trees(), sources.opencode_dirs)
-            liveness = LivenessProbe(
-                sources.claude_dirs,
-                clock=clock,
-                pane_for_pid=pane_for_pid,
-                open_watch=self.open_watch,
-            )
+            liveness = LivenessProbe(sources.claude_dirs, clock=clock)
         self.liveness_probe = liveness
         self.store = HistoryStore(path)
         self.reconciler = Reconciler(self.store, sources, clock=clock)
@@ -71,8 +78,7 @@ class HistoryIndex:
 
     def close(self) -> None:
         self.store.close()
-        if self.open_watch is not None:
-            self.open_watch.close()
+        self.liveness_probe.close()
 
     # ---------------------------------------------------------------- reading
 

@@ -131,6 +131,10 @@ class OpenEvents(Protocol):
 
     def covers(self, path: str) -> bool: ...
 
+    def folders(self) -> int: ...
+
+    def close(self) -> None: ...
+
 
 class LivenessProbe:
     def __init__(
@@ -153,6 +157,14 @@ class LivenessProbe:
         self._claude: tuple[float, _ClaudeScan] | None = None
         self._codex: tuple[float, _CodexScan] | None = None
         self._refreshing = threading.Lock()  # held while a background open-files scan runs
+
+    def close(self) -> None:
+        """Closes the open watch it was given (it is the probe's from then on)."""
+        if self.open_watch is not None:
+            self.open_watch.close()
+
+    def watched_folders(self) -> int:
+        return self.open_watch.folders() if self.open_watch is not None else 0
 
     # ---------------------------------------------------------------- scans
 

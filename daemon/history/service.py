@@ -50,6 +50,7 @@ from openbus.daemon.history.index import (
     HistoryIndex,
     ReconcileStats,
     in_repo,
+    watched_liveness,
 )
 from openbus.daemon.history.liveness import PaneForPid
 from openbus.daemon.history.model import HARNESSES, PENDING_HARNESSES, Liveness, SessionEntry
@@ -140,7 +141,7 @@ class HistoryService(Feature):
             # liveness: open-files scans taken, and the transcript folders whose opens and
             # closes are watched (their files' scans are kept while nothing happens there)
             "open_files_scans": self.index.liveness_probe.scans,
-            "watched_folders": watch.folders() if (watch := self.index.open_watch) else 0,
+            "watched_folders": self.index.liveness_probe.watched_folders(),
         }
 
     # ---------------------------------------------------------------- executors
@@ -289,9 +290,10 @@ def _key(params: Any) -> tuple[str, str]:
 
 def open_index(config: Config, clock: Clock, pane_for_pid: PaneForPid) -> HistoryIndex:
     """The daemon's index; ``pane_for_pid`` (the directory's) names a live session's pane."""
+    sources = Sources.from_config(config)
     return HistoryIndex(
         config.daemon.state_dir / DB_NAME,
-        Sources.from_config(config),
+        sources,
         clock=clock,
-        pane_for_pid=pane_for_pid,
+        liveness=watched_liveness(sources, clock, pane_for_pid),
     )

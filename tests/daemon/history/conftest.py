@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from openbus.daemon.history.index import HistoryIndex
+from openbus.daemon.history.index import HistoryIndex, watched_liveness
 from openbus.daemon.history.sources import Sources
 from openbus.kernel.testing import FixedClock
 from tests.daemon.history.homes import ClaudeHome, CodexHome
@@ -43,10 +43,13 @@ def world(tmp_path: Path) -> Iterator[World]:
     codex = CodexHome(tmp_path / "codex")
     widget = _checkout(tmp_path / "src" / "widget", "git@github.com:acme/widget.git")
     gadget = _checkout(tmp_path / "src" / "gadget", "https://github.com/acme/gadget.git")
+    sources = Sources((claude.root,), (codex.root,))
+    clock = FixedClock()
     index = HistoryIndex(
         tmp_path / "state" / "history.db",
-        Sources((claude.root,), (codex.root,)),
-        clock=FixedClock(),
+        sources,
+        clock=clock,
+        liveness=watched_liveness(sources, clock),
     )
     yield World(tmp_path, claude, codex, index, widget, gadget)
     index.close()

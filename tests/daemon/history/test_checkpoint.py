@@ -40,7 +40,8 @@ def test_closing_the_store_stops_its_checkpoint_thread_and_leaves_no_wal(tmp_pat
     path = tmp_path / "history.db"
     s = HistoryStore(path)
     s.upsert(entry("one", "a note"))
-    started = [t for t in threading.enumerate() if t not in before]
+    # (only the store's own: an earlier test's executor may start a thread meanwhile)
+    started = [t for t in threading.enumerate() if t not in before and t.name.startswith("history")]
     assert [t.name for t in started] == ["history-checkpoint"]
     s.close()
     assert not started[0].is_alive()

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from openbus.daemon.history.index import HistoryIndex, watched_liveness
 from openbus.daemon.history.model import LiveState
 from openbus.kernel.errors import BadRequest, NotFound
 from openbus.kernel.testing import FixedClock
 from tests.daemon.history.conftest import World, populate
+from tests.support.fds import open_to
 
 
 def test_search_ranks_title_matches_first_and_names_the_matched_terms(world: World) -> None:
@@ -104,7 +106,7 @@ def test_a_codex_sessions_liveness_is_kept_while_nothing_opens_or_closes_its_rol
 ) -> None:
     populate(world)
     world.index.reconcile()
-    assert world.index.open_watch is not None and world.index.open_watch.folders() >= 3
+    assert world.index.liveness_probe.watched_folders() >= 3
     clock = world.index.clock
     assert isinstance(clock, FixedClock)
     hit = world.index.search("billing postgres")[0]
@@ -114,3 +116,27 @@ def test_a_codex_sessions_liveness_is_kept_while_nothing_opens_or_closes_its_rol
     clock.advance(3600)
     assert world.index.liveness(hit.entry).state is LiveState.NOT_RUNNING
     assert world.index.liveness_probe.scans == scans
+
+
+def test_an_index_opened_without_a_probe_starts_no_watch_and_closing_one_ends_its_watch(
+    world: World,
+) -> None:
+    """The CLI's offline commands (status, reindex) open the index without a probe: they never
+    ask for liveness, so no inotify watch is started for them."""
+    populate(world)
+    inotify = "anon_inode:inotify"
+    sources, clock = world.index.sources, FixedClock()
+    before = open_to(inotify)
+    watched = HistoryIndex(
+        world.tmp / "watched.db", sources, clock=clock, liveness=watched_liveness(sources, clock)
+    )
+    started = open_to(inotify) - before
+    assert len(started) == 1 and watched.liveness_probe.watched_folders() >= 3
+    offline = HistoryIndex(world.tmp / "offline.db", sources, clock=clock)
+    try:
+        assert offline.liveness_probe.watched_folders() == 0
+        assert open_to(inotify) - before == started
+    finally:
+        offline.close()
+    watched.close()
+    assert not open_to(inotify) & started
