@@ -129,6 +129,9 @@ class AgentUsers:
     def release(self, user: PoolUser) -> None:
         self.pool.release(user)
 
+    def user_with_uid(self, uid: int) -> PoolUser | None:
+        return next((user for user in self.pool.users if user.uid == uid), None)
+
     def health(self) -> dict[str, object]:
         busy: Sequence[PoolUser] = self.pool.in_use(*running_uids(), self.clock.now())
         return {"pool_users": len(self.pool.users), "pool_in_use": len(busy)}

@@ -59,6 +59,10 @@ request):
   suspended when it is bound to a session (``agent.suspended``: its grant returns when that
   session is resumed) and revoked otherwise (``agent.revoked``); either way the revocation
   hooks run (its MCP sessions close) and its token fails from then on;
+* so is a principal whose pane was closed while its process runs on (a harness that ignores
+  tmux's hangup, as Gemini CLI does: orphaned, it would keep its grant with no pane a person
+  could see), and what ran in the pane is ended as ``launch_proc.close_pane`` ends it (another
+  user's processes, a hosted agent's, cannot be signalled by the daemon: logged);
 * every launch is recorded (``launch_records``): its process is followed, and one that ended
   is ``exited``, or ``lost`` when the tmux server it ran on is gone (what restore offers);
 * a Codex principal is bound to its session id once its rollout's ``session_meta`` is seen
@@ -78,10 +82,11 @@ import contextlib
 import json
 import logging
 import os
+import signal
 import sys
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -113,8 +118,12 @@ from openbus.daemon.launch_plan import (
 from openbus.daemon.launch_proc import (
     ProcessIdentity,
     close_pane,
+    end_processes,
     find_codex_session,
     identity_of,
+    own_signals,
+    session_members,
+    uid_of,
 )
 from openbus.daemon.launch_records import LaunchRecord, LaunchRecords
 from openbus.daemon.messaging.delivery import PASTE_BURST_SECONDS
@@ -162,6 +171,8 @@ class AgentUserPool(Protocol):
 
     def release(self, user: PoolUser) -> None: ...
 
+    def user_with_uid(self, uid: int) -> PoolUser | None: ...
+
     def health(self) -> dict[str, object]: ...
 
 
@@ -208,6 +219,7 @@ class LaunchService(Feature):
         self.launched: dict[str, Launched] = {}  # principal id -> what this daemon launched
         self.env_dir = config.daemon.state_dir / "launch"
         self._revoking: set[str] = set()
+        self._ending: set[asyncio.Task[None]] = set()  # ending what a closed pane left running
         self._listed: dict[str, asyncio.Event] = {}  # principal id -> tools/list answered
         # token hash -> set once the launch that handed it out committed (or failed)
         self._committing: dict[str, asyncio.Event] = {}
@@ -345,7 +357,7 @@ class LaunchService(Feature):
     async def _failed(self, pane: str, launcher: Launcher, dead: tuple[int | None, str]) -> Any:
         """The launch's failure, once the dead pane has been read: it is closed."""
         status, screen = dead
-        await close_pane(self.tmux, pane)
+        await self.close_pane(pane)
         lines = [line.rstrip() for line in screen.splitlines() if line.strip()]
         lines = [line for line in lines if not line.startswith("Pane is dead")]
         last = "\n".join(lines[-LAST_SCREEN_LINES:]) or "(the screen was empty)"
@@ -389,7 +401,7 @@ class LaunchService(Feature):
         dead = await self._dead(pane, launcher)
         if dead is not None:
             raise await self._failed(pane, launcher, dead)
-        await close_pane(self.tmux, pane)
+        await self.close_pane(pane)
         raise Unavailable(
             f"the directory did not see the new pane {pane} within {SEEN_SECONDS:.0f} s; "
             "it was closed (is the tmux watcher running?)"
@@ -896,12 +908,94 @@ class LaunchService(Feature):
     async def tick(self) -> None:
         await self.sweep_once()
 
+    async def stop(self) -> None:
+        for task in list(self._ending):
+            task.cancel()
+        await asyncio.gather(*self._ending, return_exceptions=True)
+
+    async def _pane_closed(self, principal: Principal) -> bool:
+        """Whether the pane it was launched in is gone, or now runs another process, while its
+        own process runs on: a harness that ignores the hangup outlives the pane tmux closed
+        (Gemini CLI does). The directory answers while it shows the pane running that process;
+        otherwise tmux itself, and a tmux that does not answer is not known to have closed it."""
+        pane = principal.pane_id
+        if pane is None:
+            return False
+        with contextlib.suppress(OpenbusError):
+            if self.directory.entry(pane).info.pid == principal.pid:
+                return False
+        try:
+            info = await self.tmux.pane_if_there(pane)
+        except OpenbusError:
+            return False
+        return info is None or info.pid != principal.pid
+
+    async def close_pane(self, pane: str) -> None:
+        """Kill ``pane`` and end what ran in it (``launch_proc.close_pane``), a pool user's
+        processes too (``_send``)."""
+        await close_pane(self.tmux, pane, send=self._send)
+
+    async def _send(
+        self, members: Sequence[ProcessIdentity], sig: signal.Signals
+    ) -> list[ProcessIdentity]:
+        """Signal what the daemon may itself; on a hosted box in pool mode, a pool user's
+        processes as that user: sudo (``kill``), started by the agents' tmux server, whose user
+        alone the deployed rule lets run commands as pool users. Only that uid's processes can
+        be hit, and a pool user runs one agent and is not handed out again while anything of
+        it runs, so a pid reused between the identity check and the kill is that agent's own."""
+        sent = await own_signals(members, sig)
+        pool = self.pool
+        if pool is None:
+            return sent
+        by_user: dict[str, list[ProcessIdentity]] = {}
+        for member in members:
+            uid = uid_of(member.pid) if member not in sent else None
+            user = pool.user_with_uid(uid) if uid is not None else None
+            if user is not None and identity_of(member.pid) == member:
+                by_user.setdefault(user.name, []).append(member)
+        for name, theirs in by_user.items():
+            kill = ["kill", f"-{sig.name.removeprefix('SIG')}", *(str(m.pid) for m in theirs)]
+            try:
+                await self.tmux.run_as_server(as_pool_user(kill, user=name, env_names=[]))
+            except OpenbusError as exc:
+                log.warning("could not signal %s's processes: %s", name, exc.message)
+                continue
+            sent += theirs
+        return sent
+
+    def _end_left_running(self, principal: Principal, leader: int) -> None:
+        """End, off the sweep, what ran in a closed pane: the members of the session its
+        process led, as ``close_pane`` does after its own kill (a pool user's through
+        ``_send``; another user's the daemon may not signal are logged)."""
+        members = session_members(leader)
+
+        async def end() -> None:
+            left = await end_processes(members, send=self._send)
+            if left:
+                log.warning(
+                    "the pane of %s was closed; %d of its processes run on as another user, "
+                    "which this daemon may not signal: %s",
+                    principal.id,
+                    len(left),
+                    ", ".join(str(m.pid) for m in left),
+                )
+
+        task = asyncio.get_running_loop().create_task(end())
+        self._ending.add(task)
+        task.add_done_callback(self._ending.discard)
+
     async def ensure_live(self, principal: Principal) -> bool:
-        """False (and the principal suspended or revoked) when its process has exited."""
-        if self._alive(principal):
-            return True
-        await self.ended(principal, "its pane's process exited")
-        return False
+        """False (and the principal suspended or revoked) when its process has exited, or its
+        pane was closed while the process ran on (what ran in the pane is then ended)."""
+        if not self._alive(principal):
+            await self.ended(principal, "its pane's process exited")
+            return False
+        if await self._pane_closed(principal):
+            await self.ended(principal, "its pane was closed; what ran in it is ended")
+            if principal.pid:
+                self._end_left_running(principal, principal.pid)
+            return False
+        return True
 
     async def ended(self, principal: Principal, reason: str) -> None:
         """Its process is gone: a principal bound to a session is suspended (its grant waits
@@ -975,8 +1069,7 @@ class LaunchService(Feature):
         for principal in self.grants.active():
             if principal.owner is None or principal.pid is None:
                 continue
-            if not self._alive(principal):
-                await self.ended(principal, "its pane's process exited")
+            if not await self.ensure_live(principal):
                 continue
             if principal.harness == "codex" and principal.session_id is None:
                 known = self.launched.get(principal.id)
@@ -1064,7 +1157,8 @@ class LaunchService(Feature):
 @dataclass(frozen=True)
 class LiveTokens:
     """The MCP endpoint's verifier: a token's principal while it is active and its process
-    lives (a principal whose process exited is revoked on the spot)."""
+    lives in its pane (a principal whose process exited, or whose pane was closed, is revoked
+    on the spot)."""
 
     grants: Grants
     launches: LaunchService

@@ -14,8 +14,8 @@
   still running after ``HANGUP_SECONDS`` are sent SIGTERM, and SIGKILL after
   ``TERM_SECONDS``. Each is signalled through a pidfd opened while its identity still
   matches, so a pid reused meanwhile is never signalled. A process that left the session
-  (``setsid``) is left alone, and so are other users' (a hosted box's agents, which the
-  daemon may not signal).
+  (``setsid``) is left alone, and so are other users', unless the caller's ``send`` can
+  signal them (a hosted box's pool users: ``LaunchService._send``, through sudo).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import asyncio
 import contextlib
 import os
 import signal
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -93,15 +93,39 @@ def _signal(member: ProcessIdentity, sig: signal.Signals) -> bool:
         os.close(pidfd)
 
 
+def uid_of(pid: int) -> int | None:
+    """The real uid ``pid`` runs as; None once it is gone."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith("Uid:"):
+            return int(line.split()[1])
+    return None
+
+
+# sends a signal to those of the processes it can; returns those it sent it to
+Signaller = Callable[[Sequence[ProcessIdentity], signal.Signals], Awaitable[list[ProcessIdentity]]]
+
+
+async def own_signals(
+    members: Sequence[ProcessIdentity], sig: signal.Signals
+) -> list[ProcessIdentity]:
+    """The daemon's own signals, each through a pidfd (``_signal``): not another user's."""
+    return [m for m in members if _signal(m, sig)]
+
+
 async def end_processes(
     members: Sequence[ProcessIdentity],
     *,
     hangup: float = HANGUP_SECONDS,
     term: float = TERM_SECONDS,
+    send: Signaller = own_signals,
 ) -> list[ProcessIdentity]:
-    """Wait up to ``hangup`` seconds for ``members`` to end, then send those still running
+    """Wait up to ``hangup`` seconds for ``members`` to end, then ``send`` those still running
     SIGTERM and, after ``term`` seconds more, SIGKILL. Returns those still running after all
-    (another user's, which cannot be signalled: no wait is spent on them)."""
+    (those ``send`` could not signal, another user's: no wait is spent on them)."""
     loop = asyncio.get_running_loop()
 
     async def running(among: Sequence[ProcessIdentity], seconds: float) -> list[ProcessIdentity]:
@@ -114,14 +138,14 @@ async def end_processes(
 
     left = await running(members, hangup)
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        sent = [m for m in left if _signal(m, sig)]
+        sent = await send(left, sig) if left else []
         if not sent:
             break
         left = [m for m in left if m not in sent] + await running(sent, term)
     return left
 
 
-async def close_pane(tmux: Tmux, pane: str) -> None:
+async def close_pane(tmux: Tmux, pane: str, *, send: Signaller = own_signals) -> None:
     """Kill ``pane`` and end the processes that ran in it (see the module's notes). A pane
     already gone, or a tmux that does not answer, is not an error: nothing more is done."""
     members: list[ProcessIdentity] = []
@@ -131,7 +155,7 @@ async def close_pane(tmux: Tmux, pane: str) -> None:
             members = session_members(info.pid)
     with contextlib.suppress(OpenbusError):
         await tmux.kill_pane(pane)
-    await end_processes(members)
+    await end_processes(members, send=send)
 
 
 def children_of(pid: int) -> list[int]:

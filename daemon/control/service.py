@@ -96,7 +96,6 @@ from openbus.daemon.gate import Call, Gate, Write
 from openbus.daemon.grants import CONTROL_ROLE, Grants, Principal
 from openbus.daemon.launch import LaunchService
 from openbus.daemon.launch_plan import PROMPTABLE, connect_unavailable, one_shot
-from openbus.daemon.launch_proc import close_pane
 from openbus.daemon.messaging.service import MessagingService
 from openbus.daemon.pane_owners import PaneOwners
 from openbus.daemon.resume import Resumer, session_ref
@@ -317,7 +316,7 @@ class ControlService(Feature):
         self._follower = None
         await self.launch.revoke(old, f"re-seeded: {reason}")
         if old.pane_id is not None:
-            await close_pane(self.tmux, old.pane_id)  # (and a harness that ignores the hangup)
+            await self.launch.close_pane(old.pane_id)  # (and a harness that ignores the hangup)
         try:
             await self.gate.run(human(old.owner), "control.start", {})
         except OpenbusError as exc:

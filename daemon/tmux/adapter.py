@@ -25,6 +25,7 @@ import contextlib
 import itertools
 import os
 import re
+import shlex
 import shutil
 import socket as socketlib
 from collections.abc import Mapping, Sequence
@@ -461,3 +462,15 @@ class Tmux:
     async def kill_pane(self, pane_id: str) -> None:
         check_pane_id(pane_id)
         await self._read_command("kill-pane", "-t", pane_id)
+
+    async def run_as_server(self, argv: Sequence[str]) -> None:
+        """Start ``argv`` as the tmux server's user (``run-shell -b``: not waited for, its
+        output dropped). On a hosted box that user is the agents' and may do what the daemon's
+        may not: run a command as a pool user (sudo). The words are quoted for tmux's shell;
+        a ``#`` (a tmux format) is refused, not expanded."""
+        words = _check_argv(argv)
+        for i, word in enumerate(words):
+            if "#" in word:
+                raise BadRequest("argv items may not hold '#'", field=f"argv[{i}]")
+        line = " ".join(shlex.quote(w) for w in words)
+        await self._read_command("run-shell", "-b", f"{line} >/dev/null 2>&1")

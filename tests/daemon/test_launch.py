@@ -12,6 +12,7 @@ import termios
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,6 +29,7 @@ from openbus.daemon.launch_plan import (
     plan_resume,
     resume_unavailable,
 )
+from openbus.daemon.launch_proc import identity_of
 from openbus.kernel.errors import BadRequest
 from openbus.kernel.scopes import Preset
 from tests.daemon.mcp.conftest import Fleet, make_fleet
@@ -412,6 +414,12 @@ def test_an_agent_that_dies_at_once_is_reported_failed_with_its_status_and_last_
         assert "1" not in panes
 
 
+def script_agent(path: Path, source: str, **env: str) -> dict[str, Any]:
+    """A launcher running the Python ``source`` (written to ``path``) as Claude Code."""
+    path.write_text(source)
+    return {"harness": "claude", "argv": [sys.executable, str(path)], "env": env}
+
+
 EARLY_AGENT = """
 import json, os, signal, sys, urllib.error, urllib.request
 url = json.loads(sys.argv[sys.argv.index("--mcp-config") + 1])["mcpServers"]["openbus"]["url"]
@@ -437,16 +445,48 @@ def test_an_agent_presenting_its_token_before_its_launch_has_committed_is_answer
     # passed): this agent, not recognisably Claude Code, calls the endpoint well before that,
     # as a restored TUI can while the directory is still catching up with a new tmux server
     answered = tmp_path / "answered"
-    script = tmp_path / "early.py"
-    script.write_text(EARLY_AGENT)
-    early = {
-        "harness": "claude",
-        "argv": [sys.executable, str(script)],
-        "env": {"ANSWERED": str(answered)},
-    }
+    early = script_agent(tmp_path / "early.py", EARLY_AGENT, ANSWERED=str(answered))
     with make_fleet(tmp_path, {"launchers.early": early}) as fleet:
         launched = fleet.launch("early", "observe")
         wait_until(answered.exists, timeout=60, what="the agent's first MCP request answered")
         assert answered.read_text() == "200"
         records = [r for r in fleet.audit() if r["action"] == "launch"]
         assert [r["details"]["pid"] for r in records] == [launched["pid"]]
+
+
+HANGUP_PROOF_AGENT = """
+import os, signal, subprocess, sys
+signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as Gemini CLI: tmux's hangup does not end it
+child = subprocess.Popen([sys.executable, "-c",
+    "import signal; signal.signal(signal.SIGHUP, signal.SIG_IGN); signal.pause()"])
+open(os.environ["CHILD"], "w").write(str(child.pid))
+signal.pause()
+"""
+
+
+def test_an_agent_whose_pane_is_closed_while_it_runs_on_loses_its_grant_and_is_ended(
+    tmp_path: Path,
+) -> None:
+    child_file = tmp_path / "child"
+    proof = script_agent(tmp_path / "proof.py", HANGUP_PROOF_AGENT, CHILD=str(child_file))
+    with make_fleet(tmp_path, {"launchers.proof": proof}) as fleet:
+        launched = fleet.launch("proof", "observe")
+        token = fleet.token_of(launched["pid"])
+        assert raw(fleet, token).status_code == 200
+        child = int(wait_until(child_file.read_text, what="the agent's child process"))
+        agent, child_start = identity_of(launched["pid"]), identity_of(child)
+        assert agent is not None and child_start is not None
+
+        fleet.tmux.run("kill-pane", "-t", launched["pane"])
+        # the hangup ended neither; the daemon does, and the token is dead from then on
+        wait_until(
+            lambda: identity_of(agent.pid) != agent and identity_of(child) != child_start,
+            timeout=30,
+            what="the agent and its child to be ended",
+        )
+        assert raw(fleet, token).status_code == 401
+        # bound to its session: suspended (a resume gives the grant back)
+        ended = [r for r in fleet.audit() if r["action"] == "agent.suspended"]
+        assert [(r["details"]["principal"], r["details"]["reason"]) for r in ended] == [
+            (launched["connect"]["principal"], "its pane was closed; what ran in it is ended")
+        ]

@@ -56,6 +56,14 @@ FAKE_AGENT = [
     "agent",
 ]
 
+# an agent that ignores tmux's hangup, as Gemini CLI does, and leaves a child that does too
+HANGUP_PROOF_AGENT = [
+    "/bin/sh",
+    "-c",
+    'printenv OPENBUS_TOKEN > "$HOME/token"; trap "" HUP; sleep 600 & exec sleep 600',
+    "agent",
+]
+
 needs_root = pytest.mark.skipif(
     os.geteuid() != 0,
     reason="needs root: creates real users and groups and runs the daemon as one of them",
@@ -321,6 +329,7 @@ def box() -> Iterator[HostedBox]:
             "tmux": {"socket": str(tmux_socket)},
             "policy": signed_policy(root / "org"),
             "launchers.fakeclaude": {"harness": "claude", "argv": FAKE_AGENT},
+            "launchers.hangupproof": {"harness": "claude", "argv": HANGUP_PROOF_AGENT},
         }
         daemon = start_daemon(root / "daemon", hosted, user=daemon_user)
         hosted_box = HostedBox(

@@ -53,9 +53,11 @@ def idle_pool(box: HostedBox) -> Iterator[None]:
     wait_until(lambda: not any(pids_of(u) for u in uids), timeout=15, what="the pool to be idle")
 
 
-def launch(box: HostedBox, preset: str = "collaborate") -> dict[str, Any]:
+def launch(
+    box: HostedBox, preset: str = "collaborate", launcher: str = "fakeclaude"
+) -> dict[str, Any]:
     python, env = python_for(box.operator)
-    argv = [python, "-m", "openbus.daemon.cli", "launch", "fakeclaude", "--preset", preset]
+    argv = [python, "-m", "openbus.daemon.cli", "launch", launcher, "--preset", preset]
     argv += ["--cwd", "/tmp", "--json", "--config", str(box.daemon.config_path)]
     done = as_user(box.operator, argv, env=dict(env))
     assert done.returncode == 0, done.stderr
@@ -172,6 +174,24 @@ def test_a_pool_user_goes_back_to_the_pool_only_when_nothing_of_it_runs(box: Hos
     os.kill(straggler, signal.SIGKILL)
     wait_until(lambda: not pids_of(uid), timeout=10, what=f"nothing of {user} to run")
     assert launch(box, "observe")["agent_user"] == user
+
+
+def test_an_agent_whose_pane_is_closed_while_it_runs_on_is_ended_as_its_pool_user(
+    box: HostedBox,
+) -> None:
+    """The daemon may not signal a pool user's processes: the agents' tmux server, whose user
+    may run commands as pool users, ends them for it (sudo), and the pool user is free again."""
+    launched = launch(box, "observe", "hangupproof")
+    user = launched["agent_user"]
+    uid = pwd.getpwnam(user).pw_uid
+    token = token_of(agent_process(launched))
+    assert mcp_initialize(box, token) == 200
+    wait_until(lambda: len(pids_of(uid)) == 2, what="the agent and its child")
+    killed = box.tmux("kill-pane", "-t", launched["pane"])
+    assert killed.returncode == 0, killed.stderr
+    wait_until(lambda: not pids_of(uid), timeout=30, what=f"nothing of {user} to run")
+    assert mcp_initialize(box, token) == 401
+    assert launch(box, "observe")["agent_user"] == user  # the lowest uid, free again
 
 
 def sudo_as(box: HostedBox, target: str, *argv: str) -> subprocess.CompletedProcess[str]:

@@ -150,6 +150,18 @@ def test_a_window_made_to_remain_keeps_a_process_that_exits_at_once_with_its_sta
     assert all(run(tmux.pane_option(other, "remain-on-exit")) is None for other in others)
 
 
+def test_a_command_run_as_the_server_gets_its_words_as_given_and_no_tmux_format(
+    server: TmuxServer, tmp_path: Path
+) -> None:
+    tmux = Tmux(server.socket)
+    said = tmp_path / "said"
+    words = ["sh", "-c", 'printf %s "$1" > "$2"', "sh", "it's $HOME; `x` * ~", str(said)]
+    run(tmux.run_as_server(words))
+    assert wait_until(lambda: said.exists() and said.read_text()) == "it's $HOME; `x` * ~"
+    with pytest.raises(BadRequest, match="#"):
+        run(tmux.run_as_server(["echo", "#{pane_id}"]))
+
+
 def test_a_missing_pane_is_not_found_and_bad_keys_are_refused(server: TmuxServer) -> None:
     tmux = Tmux(server.socket)
     with pytest.raises(NotFound, match="%999"):
