@@ -61,8 +61,8 @@ request):
   hooks run (its MCP sessions close) and its token fails from then on;
 * so is a principal whose pane was closed while its process runs on (a harness that ignores
   tmux's hangup, as Gemini CLI does: orphaned, it would keep its grant with no pane a person
-  could see), and what ran in the pane is ended as ``launch_proc.close_pane`` ends it (another
-  user's processes, a hosted agent's, cannot be signalled by the daemon: logged);
+  could see), and what ran in the pane is ended as ``launch_proc.close_pane`` ends it (a
+  hosted agent's processes, another user's, by the agents' tmux server: ``_send``);
 * every launch is recorded (``launch_records``): its process is followed, and one that ended
   is ``exited``, or ``lost`` when the tmux server it ran on is gone (what restore offers);
 * a Codex principal is bound to its session id once its rollout's ``session_meta`` is seen
@@ -248,12 +248,18 @@ class LaunchService(Feature):
             raise BadRequest(f"no launcher named {value!r} (configured: {known})", field="launcher")
         return launcher
 
-    def _server_is_another_users(self) -> bool:
+    def _server_uid(self) -> int | None:
+        """The agents' tmux server's user when it is another than the daemon's (a hosted
+        box), else None."""
         socket = self.config.tmux.socket
         try:
-            return socket is not None and socket.stat().st_uid != os.getuid()
+            uid = socket.stat().st_uid if socket is not None else None
         except OSError:
-            return False
+            return None
+        return uid if uid != os.getuid() else None
+
+    def _server_is_another_users(self) -> bool:
+        return self._server_uid() is not None
 
     def _write_env_file(self, env: Mapping[str, str]) -> Path:
         name = "env-" + self.random.token_bytes(12).hex() + ".json"
@@ -938,27 +944,32 @@ class LaunchService(Feature):
     async def _send(
         self, members: Sequence[ProcessIdentity], sig: signal.Signals
     ) -> list[ProcessIdentity]:
-        """Signal what the daemon may itself; on a hosted box in pool mode, a pool user's
-        processes as that user: sudo (``kill``), started by the agents' tmux server, whose user
-        alone the deployed rule lets run commands as pool users. Only that uid's processes can
-        be hit, and a pool user runs one agent and is not handed out again while anything of
-        it runs, so a pid reused between the identity check and the kill is that agent's own."""
+        """Signal what the daemon may itself. On a hosted box the agents run as other users,
+        whom the agents' tmux server may signal for it (``run-shell``): its own user's
+        processes (``shared`` mode) directly, a pool user's (``pool`` mode) through sudo as that
+        user, which the deployed rule lets it do. Only that uid's processes can be hit, and a
+        pool user runs one agent and is not handed out again while anything of it runs, so a
+        pid reused between the identity check and the kill is that agent's own."""
         sent = await own_signals(members, sig)
-        pool = self.pool
-        if pool is None:
+        server = self._server_uid()
+        if server is None:
             return sent
-        by_user: dict[str, list[ProcessIdentity]] = {}
+        by_user: dict[str | None, list[ProcessIdentity]] = {}  # None: the server's own user
         for member in members:
             uid = uid_of(member.pid) if member not in sent else None
-            user = pool.user_with_uid(uid) if uid is not None else None
-            if user is not None and identity_of(member.pid) == member:
+            if uid is None or identity_of(member.pid) != member:
+                continue
+            if uid == server:
+                by_user.setdefault(None, []).append(member)
+            elif self.pool is not None and (user := self.pool.user_with_uid(uid)) is not None:
                 by_user.setdefault(user.name, []).append(member)
         for name, theirs in by_user.items():
             kill = ["kill", f"-{sig.name.removeprefix('SIG')}", *(str(m.pid) for m in theirs)]
+            argv = kill if name is None else as_pool_user(kill, user=name, env_names=[])
             try:
-                await self.tmux.run_as_server(as_pool_user(kill, user=name, env_names=[]))
+                await self.tmux.run_as_server(argv)
             except OpenbusError as exc:
-                log.warning("could not signal %s's processes: %s", name, exc.message)
+                log.warning("could not have tmux signal %s: %s", name or "its user", exc.message)
                 continue
             sent += theirs
         return sent

@@ -18,6 +18,7 @@ Everything is removed after the module: processes, users, groups and files.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pwd
@@ -289,6 +290,19 @@ def mcp_initialize(box: HostedBox, token: str) -> int:
 
 @pytest.fixture(scope="module")
 def box() -> Iterator[HostedBox]:
+    with hosted_box("pool") as made:
+        yield made
+
+
+@pytest.fixture(scope="module")
+def shared_box() -> Iterator[HostedBox]:
+    """A box whose agents all run as the agents' tmux server's user (``shared`` mode)."""
+    with hosted_box("shared") as made:
+        yield made
+
+
+@contextlib.contextmanager
+def hosted_box(isolation: str) -> Iterator[HostedBox]:
     if os.geteuid() != 0:
         skip_missing("root", "needs root: creates real users and groups")
     accounts = Accounts()
@@ -325,6 +339,7 @@ def box() -> Iterator[HostedBox]:
                 "operators_group": operators,
                 "tunnel_public_key": str(public),
                 "agent_pool_group": pool_group,
+                "agent_isolation": isolation,
             },
             "tmux": {"socket": str(tmux_socket)},
             "policy": signed_policy(root / "org"),
@@ -358,25 +373,8 @@ def box() -> Iterator[HostedBox]:
                 os.killpg(daemon.process.pid, signal.SIGKILL)
         if agent and tmux_socket.exists():
             as_user(agent, ["tmux", "-S", str(tmux_socket), "kill-server"])
-            wait_until(
-                lambda: not _has_processes(agent), timeout=10, what="the agent's tmux to exit"
-            )
-        for user in pool_users:
-            try:
-                wait_until(
-                    lambda user=user: not _has_processes(user),
-                    timeout=10,
-                    what=f"the agents of pool user {user} to exit",
-                )
-            except Timeout:
-                # an agent slow to end on its server's hangup (a real harness on a loaded
-                # host): killed, so the account can go
-                subprocess.run(["pkill", "-KILL", "-u", user], check=False)
-                wait_until(
-                    lambda user=user: not _has_processes(user),
-                    timeout=10,
-                    what=f"the killed agents of pool user {user} to exit",
-                )
+        for user in [agent, *pool_users] if agent else pool_users:
+            _until_nothing_runs(user)
         if sudoers is not None:
             sudoers.unlink(missing_ok=True)
         left = accounts.remove_all()
@@ -394,6 +392,18 @@ def pam_service() -> Iterator[str]:
         yield name
     finally:
         path.unlink(missing_ok=True)
+
+
+def _until_nothing_runs(user: str) -> None:
+    """Wait for ``user``'s processes to end on their tmux server's hangup; one slow to (a real
+    harness on a loaded host) or that ignores it is killed, so the account can go."""
+    try:
+        wait_until(lambda: not _has_processes(user), timeout=10, what=f"{user}'s agents to exit")
+    except Timeout:
+        subprocess.run(["pkill", "-KILL", "-u", user], check=False)
+        wait_until(
+            lambda: not _has_processes(user), timeout=10, what=f"{user}'s killed agents to exit"
+        )
 
 
 def _has_processes(user: str) -> bool:
