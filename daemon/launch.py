@@ -925,8 +925,8 @@ class LaunchService(Feature):
         (Gemini CLI does). The directory answers while it shows the pane running that process;
         otherwise tmux itself, and a tmux that does not answer is not known to have closed it."""
         pane = principal.pane_id
-        if pane is None:
-            return False
+        if pane is None or not principal.pid:
+            return False  # not attached to a pane's process yet (its launch is committing)
         with contextlib.suppress(OpenbusError):
             if self.directory.entry(pane).info.pid == principal.pid:
                 return False
@@ -1001,10 +1001,9 @@ class LaunchService(Feature):
         if not self._alive(principal):
             await self.ended(principal, "its pane's process exited")
             return False
-        if await self._pane_closed(principal):
+        if await self._pane_closed(principal) and principal.pid:
             await self.ended(principal, "its pane was closed; what ran in it is ended")
-            if principal.pid:
-                self._end_left_running(principal, principal.pid)
+            self._end_left_running(principal, principal.pid)
             return False
         return True
 
