@@ -1,7 +1,8 @@
 """The real Gemini CLI, each pinned version, launched through ``openbus launch`` with preset
 observe against the stub model: its per-launch settings file offers it the openbus tools, its
 ``list_panes`` call is audited as that agent (bound to the session id given at launch), and the
-settings file is private to the daemon's user and gone once the agent has ended."""
+settings file is private to the daemon's user and gone once the agent has ended; its TUI,
+which outlives the hangup of a closed pane, is ended by the daemon and loses its grant."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from openbus.daemon.launch_proc import identity_of, session_members
 from tests.daemon.mcp.test_real_clients import agent_calls, audit
 from tests.support.daemon import running_daemon
 from tests.support.harnesses import pin_params
@@ -86,3 +88,53 @@ def test_gemini_launched_with_observe_is_offered_the_tools_and_its_call_is_audit
             what="the agent's end",
         )
         wait_until(lambda: not settings.exists(), timeout=10, what="the settings file removed")
+
+
+PAST_START_SECONDS = 5.0
+
+
+def age(pid: int) -> float:
+    """How long ``pid`` has run, in seconds."""
+    start = int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[19])
+    uptime = float(Path("/proc/uptime").read_text().split()[0])
+    return uptime - start / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.mark.parametrize("version", pin_params("gemini"))
+def test_a_gemini_tui_whose_pane_is_closed_loses_its_grant_and_is_ended(
+    tmp_path: Path, stub: StubModel, tmux: TmuxServer, state_dir: Path, version: Any
+) -> None:
+    """Gemini CLI's TUI runs on after tmux closes its pane once it is past its first seconds
+    (measured here, both versions: closed as its composer shows, ~1.5 s after start, it exits;
+    a second later and after, it runs on every time, idle): orphaned, it kept its grant and
+    its memory. The daemon ends it."""
+    project = tmp_path / "project"
+    project.mkdir()
+    gemini = make_harness("gemini", tmp_path / "g", stub, project, version=version.version)
+    launcher = {"harness": "gemini", "argv": gemini.tui_argv(), "env": gemini.env()}
+    extra = {
+        "tmux": {"socket": str(tmux.socket)},
+        "daemon": {"state_dir": str(state_dir)},
+        "launchers.geminitui": launcher,
+    }
+    (tmp_path / "d").mkdir()
+    with running_daemon(tmp_path / "d", extra) as daemon:
+        args = ["launch", "geminitui", "--preset", "observe", "--cwd", str(project), "--json"]
+        launched = json.loads(daemon.cli(*args, check=True).stdout)
+        principal = launched["connect"]["principal"]
+        members = session_members(launched["pid"])
+        assert members, "Gemini CLI's processes"
+        # what is waited for is Gemini CLI's own change of behaviour with its age
+        wait_until(lambda: age(launched["pid"]) >= PAST_START_SECONDS, what="Gemini CLI's start")
+        tmux.run("kill-pane", "-t", launched["pane"])
+        wait_until(
+            lambda: all(identity_of(m.pid) != m for m in members),
+            timeout=30,
+            what="Gemini CLI's processes to be ended",
+        )
+        ended = [
+            (r["details"]["principal"], r["details"]["reason"])
+            for r in audit(daemon)
+            if r["action"] in ("agent.suspended", "agent.revoked")
+        ]
+        assert ended == [(principal, "its pane was closed; what ran in it is ended")]
