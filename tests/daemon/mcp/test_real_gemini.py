@@ -6,6 +6,7 @@ which outlives the hangup of a closed pane, is ended by the daemon and loses its
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -19,7 +20,7 @@ import pytest
 
 from openbus.daemon.launch_proc import identity_of, session_members
 from tests.daemon.mcp.test_real_clients import agent_calls, audit
-from tests.support.daemon import running_daemon
+from tests.support.daemon import RunningDaemon, running_daemon
 from tests.support.harnesses import pin_params
 from tests.support.more_harnesses import make_harness
 from tests.support.require import skip_missing
@@ -45,6 +46,27 @@ def state_dir() -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def gemini_daemon(
+    tmp_path: Path, tmux: TmuxServer, state_dir: Path, launcher: dict[str, Any]
+) -> Iterator[RunningDaemon]:
+    """A daemon on the test's tmux server whose launcher ``gemini`` is ``launcher``."""
+    extra = {
+        "tmux": {"socket": str(tmux.socket)},
+        "daemon": {"state_dir": str(state_dir)},
+        "launchers.gemini": launcher,
+    }
+    (tmp_path / "d").mkdir()
+    with running_daemon(tmp_path / "d", extra) as daemon:
+        yield daemon
+
+
+def launch(daemon: RunningDaemon, project: Path) -> dict[str, Any]:
+    args = ["launch", "gemini", "--preset", "observe", "--cwd", str(project), "--json"]
+    launched: dict[str, Any] = json.loads(daemon.cli(*args, check=True).stdout)
+    return launched
+
+
 @pytest.mark.parametrize("version", pin_params("gemini"))
 def test_gemini_launched_with_observe_is_offered_the_tools_and_its_call_is_audited_as_it(
     tmp_path: Path, stub: StubModel, tmux: TmuxServer, state_dir: Path, version: Any
@@ -60,15 +82,8 @@ def test_gemini_launched_with_observe_is_offered_the_tools_and_its_call_is_audit
         "argv": gemini.print_argv(f"please run {WORD}"),
         "env": gemini.env(),
     }
-    extra = {
-        "tmux": {"socket": str(tmux.socket)},
-        "daemon": {"state_dir": str(state_dir)},
-        "launchers.geminip": launcher,
-    }
-    (tmp_path / "d").mkdir()
-    with running_daemon(tmp_path / "d", extra) as daemon:
-        args = ["launch", "geminip", "--preset", "observe", "--cwd", str(project), "--json"]
-        launched = json.loads(daemon.cli(*args, check=True).stdout)
+    with gemini_daemon(tmp_path, tmux, state_dir, launcher) as daemon:
+        launched = launch(daemon, project)
         connect = launched["connect"]
         assert connect["connected"] and connect["session_id"]
         actor = connect["actor"]
@@ -112,15 +127,8 @@ def test_a_gemini_tui_whose_pane_is_closed_loses_its_grant_and_is_ended(
     project.mkdir()
     gemini = make_harness("gemini", tmp_path / "g", stub, project, version=version.version)
     launcher = {"harness": "gemini", "argv": gemini.tui_argv(), "env": gemini.env()}
-    extra = {
-        "tmux": {"socket": str(tmux.socket)},
-        "daemon": {"state_dir": str(state_dir)},
-        "launchers.geminitui": launcher,
-    }
-    (tmp_path / "d").mkdir()
-    with running_daemon(tmp_path / "d", extra) as daemon:
-        args = ["launch", "geminitui", "--preset", "observe", "--cwd", str(project), "--json"]
-        launched = json.loads(daemon.cli(*args, check=True).stdout)
+    with gemini_daemon(tmp_path, tmux, state_dir, launcher) as daemon:
+        launched = launch(daemon, project)
         principal = launched["connect"]["principal"]
         members = session_members(launched["pid"])
         assert members, "Gemini CLI's processes"
