@@ -170,11 +170,16 @@ class Tmux:
         return [self.binary, "-S", str(self.socket)]
 
     def reachable(self) -> bool:
-        """Whether a server answers on the socket (a connect, no process started)."""
+        """Whether a server listens on the socket (a connect, no process started). One whose
+        queue of connections is full (a wedged server that many clients wait on: the connect
+        would block) is there, busy, not gone: callers take "not reachable" for the server's
+        end (its panes and their agents with it)."""
         with socketlib.socket(socketlib.AF_UNIX, socketlib.SOCK_STREAM) as sock:
             sock.settimeout(1.0)
             try:
                 sock.connect(str(self.socket))
+            except (BlockingIOError, TimeoutError):
+                return True
             except OSError:
                 return False
         return True

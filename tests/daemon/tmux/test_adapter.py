@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import sys
 from collections.abc import Awaitable
 from pathlib import Path
@@ -188,6 +189,30 @@ def test_no_server_is_unavailable(tmp_path: Path) -> None:
     assert not tmux.reachable()
     with pytest.raises(Unavailable, match="no tmux server"):
         run(tmux.list_panes())
+
+
+def test_a_server_too_busy_to_take_a_connection_is_reachable_and_a_closed_socket_is_not(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "busy"
+    waiting: list[socket.socket] = []
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind(str(path))
+        listener.listen(0)  # never accepts: the connections queue until the queue is full
+        try:
+            while True:
+                client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                waiting.append(client)
+                client.setblocking(False)
+                try:
+                    client.connect(str(path))
+                except BlockingIOError:
+                    break
+            assert Tmux(path).reachable()  # there, wedged: not the server's end
+        finally:
+            for client in waiting:
+                client.close()
+    assert path.exists() and not Tmux(path).reachable()  # nothing listens any more
 
 
 def test_the_default_socket_follows_tmux_rules() -> None:
