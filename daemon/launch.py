@@ -116,6 +116,7 @@ from openbus.daemon.launch_plan import (
     plan_launch,
 )
 from openbus.daemon.launch_proc import (
+    TERM_SECONDS,
     ProcessIdentity,
     close_pane,
     end_processes,
@@ -123,6 +124,7 @@ from openbus.daemon.launch_proc import (
     identity_of,
     own_signals,
     session_members,
+    still_running,
     uid_of,
 )
 from openbus.daemon.launch_records import LaunchRecord, LaunchRecords
@@ -982,6 +984,8 @@ class LaunchService(Feature):
 
         async def end() -> None:
             left = await end_processes(members, send=self._send)
+            # (sudo, root's, in pool mode: it ends once the agent it ran has)
+            left = await still_running(left, TERM_SECONDS)
             if left:
                 log.warning(
                     "the pane of %s was closed; %d of its processes run on as another user, "

@@ -116,6 +116,17 @@ async def own_signals(
     return [m for m in members if _signal(m, sig)]
 
 
+async def still_running(among: Sequence[ProcessIdentity], seconds: float) -> list[ProcessIdentity]:
+    """Those of ``among`` still running once they have all ended or ``seconds`` passed."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while True:
+        left = [m for m in among if identity_of(m.pid) == m]
+        if not left or loop.time() >= deadline:
+            return left
+        await asyncio.sleep(END_POLL_SECONDS)
+
+
 async def end_processes(
     members: Sequence[ProcessIdentity],
     *,
@@ -126,22 +137,12 @@ async def end_processes(
     """Wait up to ``hangup`` seconds for ``members`` to end, then ``send`` those still running
     SIGTERM and, after ``term`` seconds more, SIGKILL. Returns those still running after all
     (those ``send`` could not signal, another user's: no wait is spent on them)."""
-    loop = asyncio.get_running_loop()
-
-    async def running(among: Sequence[ProcessIdentity], seconds: float) -> list[ProcessIdentity]:
-        deadline = loop.time() + seconds
-        while True:
-            left = [m for m in among if identity_of(m.pid) == m]
-            if not left or loop.time() >= deadline:
-                return left
-            await asyncio.sleep(END_POLL_SECONDS)
-
-    left = await running(members, hangup)
+    left = await still_running(members, hangup)
     for sig in (signal.SIGTERM, signal.SIGKILL):
         sent = await send(left, sig) if left else []
         if not sent:
             break
-        left = [m for m in left if m not in sent] + await running(sent, term)
+        left = [m for m in left if m not in sent] + await still_running(sent, term)
     return left
 
 
