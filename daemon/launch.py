@@ -934,6 +934,10 @@ class LaunchService(Feature):
                 return False
         try:
             info = await self.tmux.pane_if_there(pane)
+            if info is None and self.tmux.reachable():
+                # its server runs and says there is no such pane: a second, independent look
+                # (the whole listing) before anything is ended
+                info = next((p for p in await self.tmux.list_panes() if p.pane_id == pane), None)
         except OpenbusError:
             return False
         return info is None or info.pid != principal.pid

@@ -464,8 +464,9 @@ signal.pause()
 """
 
 
+@pytest.mark.parametrize("close", [["kill-pane", "-t", "{pane}"], ["kill-server"]])
 def test_an_agent_whose_pane_is_closed_while_it_runs_on_loses_its_grant_and_is_ended(
-    tmp_path: Path,
+    tmp_path: Path, close: list[str]
 ) -> None:
     child_file = tmp_path / "child"
     proof = script_agent(tmp_path / "proof.py", HANGUP_PROOF_AGENT, CHILD=str(child_file))
@@ -477,7 +478,7 @@ def test_an_agent_whose_pane_is_closed_while_it_runs_on_loses_its_grant_and_is_e
         agent, child_start = identity_of(launched["pid"]), identity_of(child)
         assert agent is not None and child_start is not None
 
-        fleet.tmux.run("kill-pane", "-t", launched["pane"])
+        fleet.tmux.run(*(word.format(pane=launched["pane"]) for word in close))
         # the hangup ended neither; the daemon does, and the token is dead from then on
         wait_until(
             lambda: identity_of(agent.pid) != agent and identity_of(child) != child_start,
