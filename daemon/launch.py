@@ -921,17 +921,13 @@ class LaunchService(Feature):
             task.cancel()
         await asyncio.gather(*self._ending, return_exceptions=True)
 
-    async def _pane_closed(self, principal: Principal) -> bool:
-        """Whether the pane it was launched in is gone, or now runs another process, while its
-        own process runs on: a harness that ignores the hangup outlives the pane tmux closed
+    async def _pane_closed(self, pane: str | None, pid: int) -> bool:
+        """Whether ``pane``, launched running ``pid``, is gone or now runs another process,
+        while ``pid`` runs on: a harness that ignores the hangup outlives the pane tmux closed
         (Gemini CLI does). The directory answers while it shows the pane running that process;
         otherwise tmux itself, and a tmux that does not answer is not known to have closed it."""
-        pane = principal.pane_id
-        if pane is None or not principal.pid:
-            return False  # not attached to a pane's process yet (its launch is committing)
-        with contextlib.suppress(OpenbusError):
-            if self.directory.entry(pane).info.pid == principal.pid:
-                return False
+        if pane is None or self._seen(pane, pid) is not None:
+            return False
         try:
             info = await self.tmux.pane_if_there(pane)
             if info is None and self.tmux.reachable():
@@ -940,7 +936,7 @@ class LaunchService(Feature):
                 info = next((p for p in await self.tmux.list_panes() if p.pane_id == pane), None)
         except OpenbusError:
             return False
-        return info is None or info.pid != principal.pid
+        return info is None or info.pid != pid
 
     async def close_pane(self, pane: str) -> None:
         """Kill ``pane`` and end what ran in it (``launch_proc.close_pane``), a pool user's
@@ -980,7 +976,7 @@ class LaunchService(Feature):
             sent += theirs
         return sent
 
-    def _end_left_running(self, principal: Principal, leader: int) -> None:
+    def _end_left_running(self, principal: str, leader: int) -> None:
         """End, off the sweep, what ran in a closed pane: the members of the session its
         process led, as ``close_pane`` does after its own kill (a pool user's through
         ``_send``; another user's the daemon may not signal are logged)."""
@@ -994,7 +990,7 @@ class LaunchService(Feature):
                 log.warning(
                     "the pane of %s was closed; %d of its processes run on as another user, "
                     "which this daemon may not signal: %s",
-                    principal.id,
+                    principal,
                     len(left),
                     ", ".join(str(m.pid) for m in left),
                 )
@@ -1009,9 +1005,10 @@ class LaunchService(Feature):
         if not self._alive(principal):
             await self.ended(principal, "its pane's process exited")
             return False
-        if await self._pane_closed(principal) and principal.pid:
+        pid = principal.pid  # (none: not attached to a pane's process yet, its launch committing)
+        if pid and await self._pane_closed(principal.pane_id, pid):
             await self.ended(principal, "its pane was closed; what ran in it is ended")
-            self._end_left_running(principal, principal.pid)
+            self._end_left_running(principal.id, pid)
             return False
         return True
 
