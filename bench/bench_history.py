@@ -315,9 +315,9 @@ def fill_index(path: Path, n: int, corpus_seed: int) -> None:
                 db.execute(f"INSERT INTO {table} ({table}, rank) VALUES ('automerge', 0)")
             text = [(rowid, e, text_row(e)) for rowid, e in texts]
             db.executemany(insert_text(shard), ((rowid, *t) for rowid, _e, t in text))
-            scoped = ((rowid, scope_row(e, t)) for rowid, e, t in text)
+            scoped = (scope_row(rowid, e, t) for rowid, e, t in text)
             db.executemany(
-                insert_scope(shard), ((rowid, *row) for rowid, row in scoped if row is not None)
+                insert_scope(shard), ((rowid, *row) for rowid, row in (s for s in scoped if s))
             )
     db.execute("COMMIT")
     for shard in shard_tables(db):

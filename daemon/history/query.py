@@ -148,6 +148,16 @@ def repo_token(key: str) -> str:
     return "r" + hashlib.sha256(key.encode()).hexdigest()[:24]
 
 
+REPO_BUCKET_BITS = 22
+
+
+def repo_bucket(key: str) -> int:
+    """A number below ``2**REPO_BUCKET_BITS`` standing for a repo key (from its token): the
+    store keeps a repo's own terms together under it. Two repos may share one; their terms
+    still differ (each is prefixed with its own token)."""
+    return int(repo_token(key)[1:], 16) >> (24 * 4 - REPO_BUCKET_BITS)
+
+
 def repo_short(repo: str | None) -> str | None:
     """The owner/name of a ``host/owner/name`` identity (none for a toplevel path)."""
     if not repo or repo.startswith("/"):

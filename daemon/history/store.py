@@ -32,9 +32,14 @@ nor owner/name can equal, so the sessions of that identity are exactly those the
 finds) walks the scope tables instead, with the query's words prefixed the same way: a term's
 list there holds only that repo's sessions, so bm25 reads a list the size of the repo's share
 of a term rather than the shard's, with no repo conjunct; its document counts are the repo's
-own. Any other repo filter is a conjunct on ``repokeys`` in the full-text tables. The
-full-text tables keep no text: an entry leaves them by FTS5's ``delete`` with the values it
-was written with, made again from the stored entry (``text_row``, ``scope_row``).
+own. A scope row's rowid is its entry's id under its repo's bucket (``scope_rowid``:
+22 bits of the repo token above the id's 40), so one repo's rows sit together, in id order:
+bm25 looks up each candidate's column sizes by rowid, and a repo's candidates then share a
+few pages of that table rather than each reading its own (a search's rows are scattered
+across the whole fleet's otherwise). Any other repo filter is a conjunct on ``repokeys`` in
+the full-text tables. The full-text tables keep no text: an entry leaves them by FTS5's
+``delete`` with the values it was written with, made again from the stored entry
+(``text_row``, ``scope_row``).
 
 One connection, shared by the daemon's event loop and a reconcile thread under a lock; the
 WAL's checkpoints run beside it (``checkpoint``). A
@@ -64,6 +69,7 @@ from openbus.daemon.history.files import FileKey
 from openbus.daemon.history.model import HARNESSES, PENDING_HARNESSES, SessionEntry
 from openbus.daemon.history.parse import resume_argv
 from openbus.daemon.history.query import (
+    repo_bucket,
     repo_keys,
     repo_short,
     repo_token,
@@ -73,6 +79,7 @@ from openbus.daemon.history.query import (
 from openbus.kernel.errors import BadRequest, NotFound, Unavailable
 
 KnownFile = tuple[int, int, int, str, str | None]  # FileKey, harness, session id
+ScopeRow = tuple[int, tuple[str, ...]]  # a scope table's rowid (``scope_rowid``), its values
 
 
 class KnownRepo(NamedTuple):
@@ -101,8 +108,13 @@ WINDOW = 200_000
 MERGE_AFTER = 1000
 # Sessions per full-text shard (bench/bench_history.py measures the trade).
 SHARD_ROWS = 100_000
-SCHEMA_VERSION = 5  # 4: the repos' own terms (``sessions_scope_<k>``); 5: text not kept twice
+# 4: the repos' own terms (``sessions_scope_<k>``); 5: text not kept twice; 6: scope rows by repo
+SCHEMA_VERSION = 6
 FTS_PREFIX = "sessions_fts_"
+# A scope row's rowid: its repo's bucket above the entry's id (``scope_rowid``). Ids stay below
+# 2**40 (a trillion writes); the bucket's 22 bits keep the rowid below 2**62.
+SCOPE_ID_BITS = 40
+SCOPE_ID_MASK = (1 << SCOPE_ID_BITS) - 1
 SCOPE_PREFIX = "sessions_scope_"
 BUSY_TIMEOUT_MS = 10_000
 CUT_WAL_WAIT_MS = 1000  # an expunge's WAL checkpoint waits this long for a reader holding it
@@ -391,6 +403,8 @@ class HistoryStore:
                 f" WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT ?",
                 (match, CANDIDATES - len(found)),
             ).fetchall()
+            if scoped:
+                rows = [(r & SCOPE_ID_MASK, s) for r, s in rows]
             found += rows
             kept += sum(1 for r, _ in rows if r not in skip) if skip else len(rows)
             if len(found) >= CANDIDATES:
@@ -499,7 +513,7 @@ class HistoryStore:
                 self._written.add(shard)
                 rows = ((rowid, *text) for rowid, _e, text in group)
                 self._db.executemany(insert_text(shard), rows)
-            self._scope((rowid, scope_row(e, text)) for rowid, e, text in texts)
+            self._scope(scope_row(rowid, e, text) for rowid, e, text in texts)
             self._unmerged += len(entries)
         self._db.executemany(
             "INSERT INTO files (path, harness, size, mtime_ns, inode, session_id)"
@@ -609,27 +623,26 @@ class HistoryStore:
             ]
         return found
 
-    def _scope(
-        self, scoped: Iterable[tuple[int, tuple[str, ...] | None]], command: str = ""
-    ) -> None:
-        """Entries' ``scope_row`` (by rowid; None: none), written to their shards' scope
-        tables (``command`` ""), or taken out of them (``"delete"``, with the same values:
-        the tables keep no text to find them by)."""
-        rows = sorted(
-            ((rowid, row) for rowid, row in scoped if row is not None), key=lambda r: r[0]
-        )
+    def _scope(self, scoped: Iterable[ScopeRow | None], command: str = "") -> None:
+        """Entries' ``scope_row`` (None: none), written to their shards' scope tables
+        (``command`` ""), or taken out of them (``"delete"``, with the same values: the tables
+        keep no text to find them by)."""
+        rows = sorted((row for row in scoped if row is not None), key=self._scope_shard)
         shards = self._shard_list()
-        for shard, group in itertools.groupby(rows, key=lambda r: r[0] // self.shard_rows):
+        for shard, group in itertools.groupby(rows, key=self._scope_shard):
             if shard in shards:
                 values = ((rowid, *row) for rowid, row in group)
                 self._db.executemany(insert_scope(shard, command), values)
+
+    def _scope_shard(self, row: ScopeRow) -> int:
+        return (row[0] & SCOPE_ID_MASK) // self.shard_rows
 
     def _delete_ids(self, rowids: Sequence[int]) -> None:
         """The entries of these rowids, from ``sessions`` and from their full-text shards."""
         if not rowids:
             return
         old = [(rowid, text_row(e), e) for rowid, e in sorted(self._rows(rowids).items())]
-        self._scope(((rowid, scope_row(e, text)) for rowid, text, e in old), "delete")
+        self._scope((scope_row(rowid, e, text) for rowid, text, e in old), "delete")
         shards = self._shard_list()
         for shard, group in itertools.groupby(old, key=lambda r: r[0] // self.shard_rows):
             if shard in shards:
@@ -698,13 +711,24 @@ def _json_strings(items: tuple[str, ...]) -> str:
     return "[" + ", ".join(map(encode_basestring_ascii, items)) + "]"
 
 
-def scope_row(e: SessionEntry, text: tuple[str, ...]) -> tuple[str, ...] | None:
-    """The values of ``insert_scope`` for an entry, after its rowid: its ``text_row``'s
-    text columns as the words of the repo identities it has (none without one)."""
+def scope_row(rowid: int, e: SessionEntry, text: tuple[str, ...]) -> ScopeRow | None:
+    """The rowid and values of ``insert_scope`` for the entry of ``rowid``: its
+    ``text_row``'s text columns as the words of the repo identities it has (none without
+    one), under the bucket of the first (``scope_rowid``; an entry has one identity, its
+    origin's: the other keys are a path and an owner/name)."""
     keys = scope_keys(e)
     if not keys:
         return None
-    return tuple(scoped_words(keys, column) for column in text[:6])
+    return scope_rowid(keys[0], rowid), tuple(scoped_words(keys, column) for column in text[:6])
+
+
+def scope_rowid(key: str, rowid: int) -> int:
+    """The scope-table rowid of the entry of ``rowid`` in repo ``key``: the repo's bucket
+    above the id, so a repo's rows sit together, newest last (``SCOPE_ID_MASK`` takes the
+    id back)."""
+    if not 0 < rowid <= SCOPE_ID_MASK:
+        raise ValueError(f"a session rowid out of the scope tables' range: {rowid}")
+    return (repo_bucket(key) << SCOPE_ID_BITS) | rowid
 
 
 def text_row(e: SessionEntry) -> tuple[str, ...]:

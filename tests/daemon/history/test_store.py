@@ -16,6 +16,7 @@ from openbus.daemon.history.model import SessionEntry
 from openbus.daemon.history.query import (
     match_expressions,
     query_terms,
+    repo_bucket,
     scope_key,
     scoped_expressions,
 )
@@ -256,6 +257,30 @@ def test_a_search_within_a_repo_identity_reads_its_own_terms_and_keeps_no_stale_
         table = store.scope_table(k)
         s._db.execute(f"INSERT INTO {table} ({table}) VALUES ('integrity-check')")
     assert _scoped(s, "rotate zebra", gadget) == ["g-full"]
+    s.close()
+
+
+def test_a_repos_own_terms_sit_together_under_its_bucket_and_come_back_as_the_entries_ids(
+    tmp_path: Path,
+) -> None:
+    s = HistoryStore(tmp_path / "history.db")
+    repos = [f"github.com/acme/r{i}" for i in range(4)]
+    s.upsert_many(_in(repos[i % 4], f"s{i}", f"okapi number {i}") for i in range(40))
+    table = store.scope_table(0)
+    by_repo: dict[int, list[int]] = {}
+    for (rowid,) in s._db.execute(f"SELECT rowid FROM {table} ORDER BY rowid"):
+        by_repo.setdefault(rowid >> store.SCOPE_ID_BITS, []).append(rowid & store.SCOPE_ID_MASK)
+    ids = {k: int(v) for k, v in s._db.execute("SELECT session_id, id FROM sessions")}
+    assert by_repo == {
+        repo_bucket(r): sorted(ids[f"s{i}"] for i in range(40) if i % 4 == n)
+        for n, r in enumerate(repos)
+    }  # each repo's rows one run, in id order
+    newest_first = [f"s{i}" for i in range(38, -1, -4)]
+    assert _scoped(s, "okapi", repos[2], limit=10) == newest_first[:10]
+    partial = [x for x in newest_first if x != "s6"]
+    assert _scoped(s, "number 6", repos[2]) == ["s6", *partial[:9]]  # full match first
+    with pytest.raises(ValueError):
+        store.scope_rowid(repos[0], store.SCOPE_ID_MASK + 1)
     s.close()
 
 
