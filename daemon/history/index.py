@@ -122,9 +122,13 @@ class HistoryIndex:
             anyterm, every = scoped_expressions(terms, key)
         else:
             anyterm, every = match_expressions(terms, repo)
+        # an entry that matched every term holds them all: its text is looked through only
+        # for a partial match's
         return [
-            Hit(entry, score, matched_terms(entry, terms))
-            for entry, score in self.store.ranked(anyterm, every, limit, scoped=key is not None)
+            Hit(entry, score, tuple(terms) if full else matched_terms(entry, terms))
+            for entry, score, full in self.store.ranked(
+                anyterm, every, limit, scoped=key is not None
+            )
         ]
 
     def liveness(self, entry: SessionEntry) -> Liveness:

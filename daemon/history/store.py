@@ -339,14 +339,15 @@ class HistoryStore:
 
     def ranked(
         self, anyterm: str, every: str | None, limit: int, *, scoped: bool = False
-    ) -> list[tuple[SessionEntry, float]]:
+    ) -> list[tuple[SessionEntry, float, bool]]:
         """The ``limit`` best entries with their bm25 scores (lower is better) for the
         ``MATCH`` expressions of any term and of every term (``None``: one term), over the
-        repos' own terms when ``scoped`` (``scoped_expressions``)."""
+        repos' own terms when ``scoped`` (``scoped_expressions``), and whether each matched
+        every term."""
         with self._lock, self._snapshot():
             ranked = self._ranked(anyterm, every, limit, scoped)
             rows = self._rows(list(ranked))
-        return [(rows[rowid], score) for rowid, score in ranked.items()]
+        return [(rows[rowid], score, full) for rowid, (score, full) in ranked.items()]
 
     @contextlib.contextmanager
     def _snapshot(self) -> Iterator[None]:
@@ -361,7 +362,7 @@ class HistoryStore:
 
     def _ranked(
         self, anyterm: str, every: str | None, limit: int, scoped: bool
-    ) -> dict[int, float]:
+    ) -> dict[int, tuple[float, bool]]:
         # bounded walks down the full-text shards, newest first: every term, then any term. A
         # candidate matching every term is among the newest CANDIDATES full matches (they are
         # a subset of the candidates), so this is what marking each candidate would give,
@@ -377,9 +378,9 @@ class HistoryStore:
                 for r, s in self._walk(anyterm, limit - len(full), scoped, whole)
                 if r not in whole
             ]
-        best = heapq.nsmallest(limit, full)
-        best += heapq.nsmallest(limit - len(best), partial)
-        return {-r: float(s) for s, r in best}
+        best = [(s, r, True) for s, r in heapq.nsmallest(limit, full)]
+        best += [(s, r, False) for s, r in heapq.nsmallest(limit - len(best), partial)]
+        return {-r: (float(s), whole) for s, r, whole in best}
 
     def _walk(
         self,

@@ -122,7 +122,7 @@ def _entry(session_id: str, prompt: str) -> SessionEntry:
 
 def _search(s: HistoryStore, query: str, limit: int = 10) -> list[str]:
     anyterm, every = match_expressions(query_terms(query), None)
-    return [e.session_id for e, _ in s.ranked(anyterm, every, limit)]
+    return [e.session_id for e, _, _ in s.ranked(anyterm, every, limit)]
 
 
 def _shard_rows(path: Path) -> dict[int, set[int]]:
@@ -217,7 +217,7 @@ def _scoped(s: HistoryStore, query: str, repo: str, limit: int = 10) -> list[str
     key = scope_key(repo)
     assert key is not None
     anyterm, every = scoped_expressions(query_terms(query), key)
-    return [e.session_id for e, _ in s.ranked(anyterm, every, limit, scoped=True)]
+    return [e.session_id for e, _, _ in s.ranked(anyterm, every, limit, scoped=True)]
 
 
 def _in(repo: str, session_id: str, prompt: str) -> SessionEntry:
