@@ -191,6 +191,23 @@ def test_an_older_match_ranks_only_when_the_newest_window_does_not_fill_the_page
     s.close()
 
 
+def test_an_index_whose_repo_terms_are_kept_by_session_id_is_dropped_for_a_rebuild(
+    tmp_path: Path,
+) -> None:
+    """Schema 5 kept a scope row under its session's id: its searches within a repo would
+    mix the two orders, so the index is rebuilt from the transcripts."""
+    path = tmp_path / "history.db"
+    s = HistoryStore(path)
+    s.upsert(_in("github.com/acme/widget", "old", "zebra"))
+    s._db.execute("PRAGMA user_version = 5")
+    s.close()
+    s = HistoryStore(path)
+    assert s.count() == 0
+    s.upsert(_in("github.com/acme/widget", "new", "zebra"))
+    assert _scoped(s, "zebra", "github.com/acme/widget") == ["new"]
+    s.close()
+
+
 def test_an_index_of_the_unsharded_schema_is_dropped_for_a_rebuild(tmp_path: Path) -> None:
     path = tmp_path / "history.db"
     db = sqlite3.connect(path)
