@@ -317,7 +317,7 @@ def fill_index(path: Path, n: int, corpus_seed: int) -> None:
             db.executemany(insert_text(shard), ((rowid, *t) for rowid, _e, t in text))
             scoped = (scope_row(rowid, e, t) for rowid, e, t in text)
             db.executemany(
-                insert_scope(shard), ((rowid, *row) for rowid, row in (s for s in scoped if s))
+                insert_scope(shard), ((rowid, *row) for rowid, row in filter(None, scoped))
             )
     db.execute("COMMIT")
     for shard in shard_tables(db):
