@@ -18,7 +18,7 @@ import contextlib
 import grp
 import os
 import pwd
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from pathlib import Path
 
 from openbus.daemon.config import Config
@@ -120,8 +120,8 @@ class AgentUsers:
             )
         return cls(AgentPool(members, group=hosted.agent_pool_group), clock)
 
-    def acquire(self, want: str | None = None) -> PoolUser:
-        return self.pool.acquire(*running_uids(), self.clock.now(), want=want)
+    def acquire(self, want: str | None = None, live: Set[str] = frozenset()) -> PoolUser:
+        return self.pool.acquire(*running_uids(), self.clock.now(), want=want, live=live)
 
     def started(self, user: PoolUser, pid: int) -> None:
         self.pool.started(user, pid)

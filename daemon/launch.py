@@ -86,7 +86,7 @@ import signal
 import sys
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -167,7 +167,7 @@ STATUS_SECONDS = 2.0
 class AgentUserPool(Protocol):
     """Where each agent's own uid comes from on a hosted box in ``pool`` mode."""
 
-    def acquire(self, want: str | None = None) -> PoolUser: ...
+    def acquire(self, want: str | None = None, live: Set[str] = frozenset()) -> PoolUser: ...
 
     def started(self, user: PoolUser, pid: int) -> None: ...
 
@@ -876,12 +876,14 @@ class LaunchService(Feature):
             raise
         return pane, pid, None
 
-    @staticmethod
-    async def _pool_user(pool: AgentUserPool, want: str | None) -> PoolUser:
+    async def _pool_user(self, pool: AgentUserPool, want: str | None) -> PoolUser:
         """A free pool user, or the one named ``want`` once the processes of its last agent
-        have ended (bounded: a uid that keeps running refuses the resume, naming it)."""
+        have ended (bounded: a uid that keeps running refuses the resume, naming it). With
+        none free, the refusal names the users busy with no live launch: what an ended agent
+        left running holds them."""
         if want is None:
-            return pool.acquire()
+            live = {r.agent_user for r in self.records.live() if r.agent_user is not None}
+            return pool.acquire(live=live)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + POOL_USER_FREE_SECONDS
         while True:

@@ -13,7 +13,9 @@ that fails before its window opened gives its user back at once. So a uid goes b
 only when nothing of it runs, and two launches in flight never get the same one.
 
 Users are handed out lowest uid first; with every user busy the launch is refused (``Conflict``
-naming the field ``agent_user``), never given a shared uid. A session that ran under a pool user
+naming the field ``agent_user``), never given a shared uid; the refusal names the users busy
+with no live agent (the caller says which run one) and no launch under way: only what an ended
+agent left running holds them. A session that ran under a pool user
 is resumed (restart-to-connect, resume, restore) under that same user, whose home holds the
 harness's transcript and config: ``acquire(..., want=NAME)`` gives that user only, and refuses
 while it is busy rather than hand the session another uid.
@@ -44,11 +46,19 @@ class AgentPool:
         self._held: dict[int, _Hold] = {}  # uid -> the launch it was given to
 
     def acquire(
-        self, running: Set[int], pids: Set[int], now: float, *, want: str | None = None
+        self,
+        running: Set[int],
+        pids: Set[int],
+        now: float,
+        *,
+        want: str | None = None,
+        live: Set[str] = frozenset(),
     ) -> PoolUser:
         """The free user with the lowest uid (or the user named ``want``), now held;
         ``Conflict`` when none is free. ``running``: the uids of every process; ``pids``: every
-        process id."""
+        process id; ``live``: the names of the users a live agent runs as (only to say, when
+        none is free, which users run nothing but what an ended agent left running)."""
+        launching = set(self._held)
         self._settle(running, pids, now)
         if want is not None:
             return self._acquire_named(want, running, now)
@@ -56,9 +66,14 @@ class AgentPool:
             if user.uid not in running and user.uid not in self._held:
                 self._held[user.uid] = _Hold(now)
                 return user
+        left = [
+            u.name
+            for u in self.users
+            if u.uid in running and u.uid not in launching and u.name not in live
+        ]
         raise Conflict(
-            f"every agent user of the pool (group {self.group}, {len(self.users)} users) runs "
-            "an agent; stop one or add users to the pool",
+            f"every agent user of the pool (group {self.group}, {len(self.users)} users) is "
+            f"busy{_left_running(left)}; stop an agent or add users to the pool",
             field="agent_user",
         )
 
@@ -98,6 +113,18 @@ class AgentPool:
             gone = hold.pid is not None and hold.pid not in pids
             if uid in running or gone or now - hold.since > HOLD_SECONDS:
                 del self._held[uid]
+
+
+def _left_running(names: Sequence[str]) -> str:
+    """What a refusal says of the users busy with no live agent: their ended agent left
+    something running, which only ending it frees."""
+    if not names:
+        return ""
+    runs, them = ("runs", "it") if len(names) == 1 else ("run", "them")
+    return (
+        f" ({', '.join(names)} {runs} no agent, only processes an ended agent left running: "
+        f"end those to free {them})"
+    )
 
 
 @dataclass

@@ -170,6 +170,10 @@ def test_a_pool_user_goes_back_to_the_pool_only_when_nothing_of_it_runs(box: Hos
         )
     assert full.status_code == 409, full.text
     assert full.json()["field"] == "agent_user"
+    assert (
+        f"({user} runs no agent, only processes an ended agent left running"
+        in (full.json()["message"])
+    )
 
     os.kill(straggler, signal.SIGKILL)
     wait_until(lambda: not pids_of(uid), timeout=10, what=f"nothing of {user} to run")

@@ -32,6 +32,21 @@ def test_with_every_user_busy_the_launch_is_refused_naming_the_field() -> None:
     assert "openbus-agents" in err.value.message
 
 
+def test_a_refusal_names_the_users_busy_with_no_live_agent_but_not_one_being_launched() -> None:
+    p = pool()
+    assert p.acquire(NOBODY, NOBODY, 0.0) == A  # being launched: its uid runs, no record yet
+    with pytest.raises(Conflict) as err:
+        p.acquire(frozenset({1001, 1002, 1003}), NOBODY, 1.0, live={"c"})
+    assert "(openbus-agent-2 runs no agent, only processes an ended agent left running" in (
+        err.value.message
+    )
+    assert "openbus-agent-1" not in err.value.message
+    with pytest.raises(Conflict) as err:
+        every = {"c", "openbus-agent-1", "openbus-agent-2"}  # A's launch recorded by now
+        p.acquire(frozenset({1001, 1002, 1003}), NOBODY, 2.0, live=every)
+    assert "left running" not in err.value.message  # each busy user runs a live agent
+
+
 def test_a_held_user_stays_busy_until_its_uid_runs_then_until_nothing_of_it_runs() -> None:
     p = pool()
     assert p.acquire(NOBODY, NOBODY, 0.0) == A
