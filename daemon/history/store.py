@@ -393,6 +393,7 @@ class HistoryStore:
         newest first: it stops once there are that many, or once the shards walked span the
         newest ``WINDOW`` sessions and ``need`` of the rows found are not in ``skip``."""
         weights = ", ".join(str(w) for w in (SCOPE_WEIGHTS if scoped else WEIGHTS))
+        rowid = f"rowid & {SCOPE_ID_MASK}" if scoped else "rowid"  # the session's id
         shards = self._shard_list()
         top = (shards[0] + 1) * self.shard_rows if shards else 0
         found: list[tuple[int, float]] = []
@@ -400,12 +401,10 @@ class HistoryStore:
         for shard in shards:
             table = scope_table(shard) if scoped else shard_table(shard)
             rows = self._db.execute(
-                f"SELECT rowid, bm25({table}, {weights}) FROM {table}"
+                f"SELECT {rowid}, bm25({table}, {weights}) FROM {table}"
                 f" WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT ?",
                 (match, CANDIDATES - len(found)),
             ).fetchall()
-            if scoped:
-                rows = [(r & SCOPE_ID_MASK, s) for r, s in rows]
             found += rows
             kept += sum(1 for r, _ in rows if r not in skip) if skip else len(rows)
             if len(found) >= CANDIDATES:
