@@ -54,15 +54,21 @@ system-deps:
 	@command -v chromium >/dev/null 2>&1 || { apt-get update -q && apt-get install -y -q chromium; } || $(call or_skip,chromium,chromium could not be installed)
 
 # The real harness CLIs at every pinned version, for the tests that drive them against a stub
-# model. $* is a pin, <name>-<version>; the name picks the npm package.
+# model. $* is a pin, <name>-<version>; the name picks the npm package. The registry fails a
+# fetch now and then, so an install is tried three times before it counts as failed.
 harness_name = $(firstword $(subst -, ,$(1)))
 harnesses: $(foreach pin,$(HARNESS_PINS),$(HARNESS_DIR)/$(pin)/.installed)
 $(HARNESS_DIR)/%/.installed:
 	@pin='$*'; name=$${pin%%-*}; version=$${pin#*-}; \
 	  mkdir -p $(HARNESS_DIR)/$* && cd $(HARNESS_DIR)/$* && \
 	  { [ -f package.json ] || echo '{"private":true}' > package.json; } && \
-	  npm install --no-audit --no-fund --loglevel=error \
-	    $(HARNESS_PACKAGE_$(call harness_name,$*))@$$version $(HARNESS_EXTRA_$(call harness_name,$*)) && \
+	  attempt=1 && \
+	  while ! npm install --no-audit --no-fund --loglevel=error \
+	      $(HARNESS_PACKAGE_$(call harness_name,$*))@$$version $(HARNESS_EXTRA_$(call harness_name,$*)); do \
+	    [ $$attempt -lt 3 ] || { attempt=failed; break; }; \
+	    echo "npm could not install $* (attempt $$attempt of 3); trying again in $$((attempt * 10)) s"; \
+	    sleep $$((attempt * 10)); attempt=$$((attempt + 1)); \
+	  done && [ $$attempt != failed ] && \
 	  PATH="$$PWD/node_modules/.bin:$$PATH" node_modules/.bin/$$name --version >/dev/null && \
 	  touch .installed && echo "installed $*" \
 	  || $(call or_skip,harness,npm could not install $* (retried next run))
