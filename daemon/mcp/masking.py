@@ -13,11 +13,15 @@ Each masked span becomes ``[masked <kind>]``; the kinds found are reported besid
 the reader knows something was taken out.
 
 Most text holds no secret, so each line is first tested cheaply: every detector regex (and
-the keyword and high-entropy scanners' own patterns) is parsed once into the literals one of
-which any match must contain (``needles_of``), and a regex runs on a line only when the
-lowercased line holds one of its needles. Needles holding a shorter one are looked for only
-when that one is there. A line that is not ASCII skips nothing (case-insensitive matching
-reaches ASCII letters from others). The answer is the same as running every detector.
+the keyword and high-entropy scanners' own patterns) is parsed once into its requirements:
+sets of literals one of which any match must contain (``requirements_of``). A regex runs on a
+line only when the lowercased line holds one of the needles of its first requirement and
+meets the others that can rule out prose (the keyword detector, the dearest, needs one of its
+keywords and a quote: a title that mentions "keys" skips it). Needles holding a shorter one
+are looked for only when that one is there. In a line that is not ASCII (a TUI's screen
+lines all are: borders, prompts, spinners) the four letters case-insensitive matching takes
+for ASCII ones are read as those (``ASCII_KIN``, checked against ``re`` by the tests). The
+answer is the same as running every detector.
 """
 
 from __future__ import annotations
@@ -40,6 +44,10 @@ _c: Any = importlib.import_module("re._constants")
 OPENBUS_TOKEN = re.compile(r"obk_[A-Za-z0-9_-]{16,}")
 OPENBUS_KIND = "openbus token"
 CHOSEN_KEPT = 4096  # needle sets whose detectors are kept worked out
+# The letters past ASCII that a case-insensitive ``re`` pattern matches with an ASCII letter
+# (its simple lowercase mapping, and its extra cases): dotted and dotless I, the Kelvin sign
+# and the long s. A needle is looked for in a text with these read as the ASCII letter.
+ASCII_KIN = {0x130: "i", 0x131: "i", 0x212A: "k", 0x17F: "s"}
 
 
 @dataclass(frozen=True)
@@ -77,13 +85,13 @@ def _keyword_prefilter() -> re.Pattern[str] | None:
     return re.compile(needle, re.IGNORECASE)
 
 
-def _needles(items: Any) -> frozenset[str] | None:
-    """Lowercase ASCII literals, at least one of which is in every match of the parsed
-    sequence ``items`` (None when none can be named). A run of literal characters in the
-    sequence is such a set (of one); so is a set of plain characters, a group or a repeat of
-    at least one whose body has one, and an alternation each of whose branches has one (their
-    union). Of those, the set whose shortest needle is longest (then the smallest) is kept.
-    Zero-width items end a run, which only makes the run shorter, so it stays a requirement."""
+def _requirements(items: Any) -> list[frozenset[str]]:
+    """Sets of lowercase ASCII literals, each of which (one of its literals) is in every match
+    of the parsed sequence ``items``. A run of literal characters in the sequence is such a
+    set (of one); so is a set of plain characters, and an alternation each of whose branches
+    has one (the union of each branch's best); a group, or a repeat of at least one, adds its
+    body's own. Zero-width items end a run, which only makes the run shorter, so it stays a
+    requirement."""
     found: list[frozenset[str]] = []
     run = ""
     for op, arg in items:
@@ -93,52 +101,79 @@ def _needles(items: Any) -> frozenset[str] | None:
         if run:
             found.append(frozenset({run}))
             run = ""
-        sub: frozenset[str] | None = None
         if op is _c.IN and arg and all(o is _c.LITERAL and c < 128 for o, c in arg):
-            sub = frozenset(chr(c).lower() for _, c in arg)  # one of a few characters
+            found.append(frozenset(chr(c).lower() for _, c in arg))  # one of a few characters
         elif op is _c.SUBPATTERN:
-            sub = _needles(arg[-1])
+            found += _requirements(arg[-1])
         elif op is _c.ATOMIC_GROUP:
-            sub = _needles(arg)
+            found += _requirements(arg)
         elif op in (_c.MAX_REPEAT, _c.MIN_REPEAT, _c.POSSESSIVE_REPEAT) and arg[0] >= 1:
-            sub = _needles(arg[2])
+            found += _requirements(arg[2])
         elif op is _c.BRANCH:
-            branches = [_needles(branch) for branch in arg[1]]
+            branches = [_best(_requirements(branch)) for branch in arg[1]]
             if all(branches):
-                sub = frozenset().union(*(b for b in branches if b))
-        if sub:
-            found.append(sub)
+                found.append(frozenset().union(*(b for b in branches if b)))
     if run:
         found.append(frozenset({run}))
+    return found
+
+
+def _best(found: list[frozenset[str]]) -> frozenset[str] | None:
+    """Of requirements, the one whose shortest needle is longest (then the smallest)."""
     return max(found, key=lambda needles: (min(map(len, needles)), -len(needles)), default=None)
+
+
+def requirements_of(regex: re.Pattern[str]) -> list[frozenset[str]]:
+    """Every requirement a text must meet (one of each set's literals, lowercased) for
+    ``regex`` to match in it (``_requirements``); none when it cannot be parsed."""
+    try:
+        return _requirements(_parser.parse(regex.pattern, regex.flags))
+    except (re.error, TypeError, ValueError, IndexError, AttributeError):
+        return []
 
 
 def needles_of(regex: re.Pattern[str]) -> frozenset[str] | None:
     """What a text must hold (lowercased, one of them) for ``regex`` to match in it: the
-    cheap test that lets a text skip the regex (see ``_needles``). None: no such test."""
-    try:
-        return _needles(_parser.parse(regex.pattern, regex.flags))
-    except (re.error, TypeError, ValueError, IndexError, AttributeError):
-        return None
+    cheapest of its requirements to look for first. None: no such test."""
+    return _best(requirements_of(regex))
 
 
-# (regex, its needles or None): one detector's patterns with their cheap tests
-Patterns = list[tuple[re.Pattern[str], frozenset[str] | None]]
-
-
-def _scanner_needles(plugin: Any, keyword_needles: frozenset[str] | None) -> frozenset[str] | None:
-    """The needles of a detector that is not a regex one: the keyword detector's keyword
-    alternation (``_keyword_prefilter``); a high-entropy detector whose scan is its one
-    quoted-string regex, that regex's; any other, none."""
+def _scanner_requirements(
+    plugin: Any, keyword_requirements: list[frozenset[str]]
+) -> list[frozenset[str]]:
+    """The requirements of a detector that is not a regex one: the keyword detector's
+    (``_keyword_requirements``); a high-entropy detector whose scan is its one quoted-string
+    regex, that regex's; any other, none (it runs on every line)."""
     if isinstance(plugin, keyword.KeywordDetector):
-        return keyword_needles
+        return keyword_requirements
     if (
         isinstance(plugin, HighEntropyStringsPlugin)
         and type(plugin).analyze_string is HighEntropyStringsPlugin.analyze_string
         and isinstance(getattr(plugin, "regex", None), re.Pattern)
     ):
-        return needles_of(plugin.regex)
-    return None
+        return requirements_of(plugin.regex)
+    return []
+
+
+def _keyword_requirements() -> list[frozenset[str]]:
+    """What a line must hold for the keyword detector to find anything in it: its keyword
+    alternation (``_keyword_prefilter``), and each requirement every one of its patterns
+    shares (today one of the quotes ``'"` ``, which each of them requires around the value).
+    None at all when the alternation cannot be named."""
+    gate = _keyword_prefilter()
+    needles = needles_of(gate) if gate is not None else None
+    if needles is None:
+        return []
+    patterns = list(getattr(keyword, "QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP", ()))
+    each = [set(requirements_of(p)) for p in patterns]
+    shared = set.intersection(*each) - {needles} if each else set()
+    return [needles, *sorted(shared, key=sorted)]
+
+
+def _narrows(needles: frozenset[str]) -> bool:
+    """Whether a requirement beyond a pattern's first can rule out ordinary prose: not when
+    one of its needles is a space, or a lone letter or digit (nearly every line holds one)."""
+    return not any(n.isspace() or (len(n) == 1 and n.isalnum()) for n in needles)
 
 
 # (plugin, kind, its regexes for a regex detector else None): what runs on a line
@@ -149,30 +184,37 @@ class Masker:
     def __init__(self) -> None:
         with default_settings():
             self._plugins: list[Any] = list(get_plugins())
-        gate = _keyword_prefilter()
-        keyword_needles = needles_of(gate) if gate is not None else None
+        keyword_requirements = _keyword_requirements()
         self._detectors: Detectors = []
-        # (detector, pattern) positions: those no text can skip, and those each needle admits
+        # (detector, pattern) positions: those no text can skip, those each needle admits, and
+        # of those admitted the further requirements each must meet (one needle of each set)
         self._always: set[tuple[int, int]] = set()
         self._admits: dict[str, set[tuple[int, int]]] = {}
+        self._also: dict[tuple[int, int], list[frozenset[str]]] = {}
         for d, plugin in enumerate(self._plugins):
             kind = str(getattr(plugin, "secret_type", type(plugin).__name__))
             if isinstance(plugin, RegexBasedDetector):
                 regexes = list(plugin.denylist)
                 self._detectors.append((plugin, kind, regexes))
-                tests = [needles_of(regex) for regex in regexes]
+                tests = [requirements_of(regex) for regex in regexes]
             else:
                 self._detectors.append((plugin, kind, None))
-                tests = [_scanner_needles(plugin, keyword_needles)]
-            for p, needles in enumerate(tests):
+                tests = [_scanner_requirements(plugin, keyword_requirements)]
+            for p, requirements in enumerate(tests):
+                needles = _best(requirements)
                 if needles is None:
                     self._always.add((d, p))
-                for needle in needles or ():
+                    continue
+                for needle in needles:
                     self._admits.setdefault(needle, set()).add((d, p))
+                also = [r for r in requirements if r != needles and _narrows(r)]
+                if also:
+                    self._also[(d, p)] = also
+        needles_looked_for = set(self._admits).union(*(n for a in self._also.values() for n in a))
         # needles holding no other are tested first; one holding another only when that one is
         # in the text (a text without "pass" holds no "password")
         self._roots: dict[str, list[str]] = {}
-        for needle in sorted(self._admits, key=len):
+        for needle in sorted(needles_looked_for, key=len):
             root = next((r for r in self._roots if r in needle), None)
             if root is None:
                 self._roots[needle] = []
@@ -181,13 +223,11 @@ class Masker:
         self._chosen: dict[tuple[str, ...], Detectors] = {}  # needles found -> _admitted
 
     def _active(self, text: str) -> Detectors:
-        """The detectors (and of theirs the regexes) that can find anything in ``text``. A
-        text that is not ASCII skips nothing, as case-insensitive matching can reach an ASCII
-        letter from one that is not. The detectors a set of needles admits are worked out
-        once per set (``_chosen``): most texts hold one of a few such sets."""
-        if not text.isascii():
-            return self._detectors
-        low = text.lower()
+        """The detectors (and of theirs the regexes) that can find anything in ``text``. In a
+        text that is not ASCII, the four letters that case-insensitive matching takes for
+        ASCII ones are read as those (``ASCII_KIN``). The detectors a set of needles admits
+        are worked out once per set (``_chosen``): most texts hold one of a few such sets."""
+        low = text.lower() if text.isascii() else text.translate(ASCII_KIN).lower()
         found: list[str] = []
         for root, longer in self._roots.items():
             if root in low:
@@ -203,10 +243,13 @@ class Masker:
 
     def _admitted(self, needles: Iterable[str]) -> Detectors:
         """The detectors (and of theirs the regexes) that a text holding ``needles`` (and no
-        other needle) may match: those no text skips, and those a needle admits."""
+        other needle) may match: those no text skips, and those a needle admits whose further
+        requirements the needles meet."""
+        held = set(needles)
         keep = set(self._always)
-        for needle in needles:
-            keep |= self._admits[needle]
+        for needle in held:
+            keep |= self._admits.get(needle, set())
+        keep = {at for at in keep if all(held & also for also in self._also.get(at, ()))}
         out: Detectors = []
         for d, (plugin, kind, regexes) in enumerate(self._detectors):
             if regexes is None:

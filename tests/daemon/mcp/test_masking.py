@@ -3,13 +3,16 @@ detectors on lines they cannot match change no answer."""
 
 from __future__ import annotations
 
+import importlib
 import random
 import re
+import sys
+from typing import Any
 
 import pytest
 
 from openbus.daemon.mcp import masking
-from openbus.daemon.mcp.masking import Masker, needles_of
+from openbus.daemon.mcp.masking import Masker, needles_of, requirements_of
 from openbus.daemon.mcp.observe import _find_project
 
 SECRETS = {
@@ -34,6 +37,8 @@ BENIGN = [
     "https://github.com/acme/widget/pull/42",
     "❯ npm test -- --watch",
     "The password field must not be empty",  # a keyword, no secret
+    'set api_key: "later" then `token` => rotate; secret == "x"',  # keywords and quotes
+    "password: hunter2hunter2 (not quoted)",
     "aws docs say the key rotates yearly",
     "",
 ]
@@ -67,6 +72,7 @@ def test_the_quick_pre_tests_change_no_answer(masker: Masker) -> None:
         for p in range(len(regexes or [0]))
     }
     plain._roots = {}
+    plain._also = {}
     assert len(masker._always) < len(plain._always)  # the pre-tests are in use here
     rng = random.Random(7)
     words = " ".join([*SECRETS.values(), *BENIGN]).split()
@@ -74,6 +80,9 @@ def test_the_quick_pre_tests_change_no_answer(masker: Masker) -> None:
     lines += [" ".join(rng.choices(words, k=rng.randint(1, 12))) for _ in range(300)]
     lines.append("\n".join(SECRETS.values()))
     lines += [line.upper() for line in lines[:40]] + ["naïve " + line for line in lines[:40]]
+    # the letters past ASCII that case-insensitive matching takes for ASCII ones
+    kin = str.maketrans({"i": "ı", "I": "İ", "k": "\u212a", "s": "ſ"})
+    lines += ["│ " + line.translate(kin) for line in [*SECRETS.values(), *BENIGN]]
     for line in lines:
         assert masker.mask(line) == plain.mask(line), line
 
@@ -111,6 +120,45 @@ def test_a_regex_names_the_literals_every_match_must_hold() -> None:
     assert needles_of(re.compile(r"([\'\"])([A-Za-z]+)(\1)")) == {"'", '"'}
     assert needles_of(re.compile(r"(?:api|)key", re.IGNORECASE)) == {"key"}
     assert needles_of(re.compile(r"\d{8,10}[a-z]*")) is None  # nothing literal to require
+
+
+def test_a_regex_names_every_piece_a_match_must_hold() -> None:
+    assert requirements_of(re.compile(r"(?:api_)?key\s*=\s*([\'\"])\w+\1")) == [
+        {"key"},
+        {"="},
+        {"'", '"'},
+    ]
+
+
+def test_the_keyword_detector_runs_only_on_a_line_with_a_keyword_and_a_quote(
+    masker: Masker,
+) -> None:
+    def runs(line: str) -> bool:
+        return "Secret Keyword" in {kind for _, kind, _ in masker._active(line)}
+
+    assert not runs("Rotate the webhook signing keys")  # a keyword, no quote
+    assert not runs('Say "hello" to the new intern')  # a quote, no keyword
+    assert runs('Rotate the "signing" keys')
+    assert "horse" not in masker.mask('db_password = "correct-horse-battery"').text
+
+
+def test_the_letters_read_as_ascii_are_all_that_re_matches_with_an_ascii_one() -> None:
+    lower: Any = importlib.import_module("_sre").unicode_tolower
+    extra: Any = importlib.import_module("re._casefix")._EXTRA_CASES
+    kin = {c: chr(lower(c)) for c in range(128, sys.maxunicode + 1) if lower(c) < 128}
+    for a, others in extra.items():
+        for c in others:
+            if a < 128 <= c:
+                kin[c] = chr(a)
+    assert kin == masking.ASCII_KIN
+    for c, a in kin.items():  # and re agrees
+        assert re.fullmatch(re.escape(a), chr(c), re.IGNORECASE)
+
+
+def test_a_screen_line_skips_the_detectors_it_cannot_match(masker: Masker) -> None:
+    line = "╭─ ❯ rotate the signing keys ─╮"
+    assert len(masker._active(line)) < len(masker._detectors)
+    assert masker._active(line.replace("k", "\u212a")) == masker._active(line)
 
 
 def test_lines_holding_the_same_needles_reuse_one_choice_of_detectors(
