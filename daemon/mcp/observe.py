@@ -163,12 +163,21 @@ def _read_pane_params(args: Mapping[str, Any], ctx: ToolContext) -> Mapping[str,
     return params
 
 
-def _project_session(item: Any) -> dict[str, Any]:
+def _project_session(item: Any, kinds: set[str]) -> dict[str, Any]:
+    """One session on seed 000's allowlist (``HISTORY_FIELDS``), its text fields masked (the
+    kinds found added to ``kinds``): those that came from transcripts or git (title, repo,
+    cwd, branches, PRs). The others are not free text: the harness and the liveness are
+    openbus's own words, the session id is the key ``get_session`` takes, the time is
+    formatted here, and the matched terms are words of the caller's own query."""
     if not isinstance(item, Mapping):
         return {}
     entry = item.get("entry")
     merged = {**entry, **item} if isinstance(entry, Mapping) else item
-    out = {key: merged.get(key) for key in HISTORY_FIELDS if key in merged}
+    out = {}
+    for key in HISTORY_FIELDS:
+        if key in merged:
+            value = merged[key]
+            out[key] = mask_value(value, kinds) if key in SESSION_TEXT_FIELDS else value
     live = merged.get("liveness")
     if isinstance(live, Mapping):
         out["liveness"] = {"state": live.get("state"), "pane": live.get("pane")}
@@ -197,19 +206,12 @@ def _find_params(args: Mapping[str, Any], ctx: ToolContext) -> Mapping[str, Any]
     return {"q": query, "repo": repo or mine, "limit": limit}
 
 
-def _masked_sessions(sessions: list[dict[str, Any]], key: str) -> dict[str, Any]:
-    """``{key: sessions}`` with the text fields that came from transcripts or git (title,
-    repo, cwd, branches, PRs) masked. The others are not free text: the harness and the
-    liveness are openbus's own words, the session id is the key ``get_session`` takes, the
-    time is formatted here, and the matched terms are words of the caller's own query."""
+def _masked_sessions(items: list[Any], key: str) -> dict[str, Any]:
+    """``{key: sessions}``, each projected and masked (``_project_session``), in one pass,
+    with the kinds masked beside them."""
     kinds: set[str] = set()
-    masked = []
-    for session in sessions:
-        shown = dict(session)
-        for k in SESSION_TEXT_FIELDS.intersection(shown):
-            shown[k] = mask_value(shown[k], kinds)
-        masked.append(shown)
-    out: dict[str, Any] = {key: masked if key == "sessions" else masked[0]}
+    sessions = [_project_session(item, kinds) for item in items]
+    out: dict[str, Any] = {key: sessions if key == "sessions" else sessions[0]}
     if kinds:
         out["masked"] = sorted(kinds)
     return out
@@ -217,7 +219,7 @@ def _masked_sessions(sessions: list[dict[str, Any]], key: str) -> dict[str, Any]
 
 def _find_project(result: Any, ctx: ToolContext) -> Any:
     items = result.get("results", []) if isinstance(result, Mapping) else result
-    return _masked_sessions([_project_session(item) for item in (items or [])], "sessions")
+    return _masked_sessions(list(items or []), "sessions")
 
 
 def _get_params(args: Mapping[str, Any], ctx: ToolContext) -> Mapping[str, Any]:
@@ -246,7 +248,7 @@ def _own_repo_or_refuse(ctx: ToolContext, purpose: str) -> str:
 def _get_project(result: Any, ctx: ToolContext) -> Any:
     # the executor's repo filter alone decides what is found: what it returned is in the repo
     session = result.get("session") if isinstance(result, Mapping) else None
-    return _masked_sessions([_project_session(session)], "session")
+    return _masked_sessions([session], "session")
 
 
 def _slim(pane: Mapping[str, Any]) -> dict[str, Any]:
