@@ -48,6 +48,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 import mcp_types as types
+import orjson
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.context import ServerRequestContext
@@ -511,12 +512,22 @@ def _wire(framed: dict[str, Any], *, is_error: bool) -> dict[str, Any]:
     output schema, so there is no ``structuredContent``: sending it too would double what
     each call carries and what every client parses and validates (for 200 panes, most of
     the call)."""
-    text = json.dumps(framed, ensure_ascii=False, separators=(",", ":"))
+    text = _json_text(framed)
     return {
         "content": [{"type": "text", "text": text}],
         "isError": is_error,
         "resultType": "complete",  # required from protocol 2026-07-28, dropped before it
     }
+
+
+def _json_text(value: Any) -> str:
+    """``value`` as compact JSON text, what is not ASCII kept as it is: orjson's (a tenth of
+    the standard library's time for a search's answer, the same text), or the standard
+    library's for what orjson refuses (a lone surrogate, an integer past 64 bits)."""
+    try:
+        return orjson.dumps(value).decode()
+    except orjson.JSONEncodeError:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def _error_result(body: Mapping[str, Any]) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
+from openbus.daemon.mcp.endpoint import _json_text
 from tests.daemon.history.homes import opencode_database
 from tests.daemon.mcp.conftest import SLEEPER, Fleet, make_fleet, read_token
 from tests.support.mcp_results import tool_data
@@ -350,3 +351,11 @@ def test_an_agent_finds_and_gets_an_opencode_session_of_its_own_repo(tmp_path: P
     assert (hit["harness"], hit["session_id"]) == ("opencode", "ses_oc1")
     assert not got.is_error, tool_data(got)
     assert tool_data(got)["result"]["session"]["repo"] == "github.com/acme/widget"
+
+
+def test_a_result_is_compact_json_text_with_its_non_ascii_kept_whatever_orjson_refuses() -> None:
+    plain = {"title": "Fix the “login” test — naïve ✓", "n": [1, 2.5, None, True], "e": {}}
+    assert _json_text(plain) == json.dumps(plain, ensure_ascii=False, separators=(",", ":"))
+    assert json.loads(_json_text(plain)) == plain
+    for refused in ({"title": "half a pair \ud800"}, {"n": 2**70}):  # orjson refuses these
+        assert _json_text(refused) == json.dumps(refused, ensure_ascii=False, separators=(",", ":"))
