@@ -14,6 +14,7 @@ import pytest
 from openbus.daemon.mcp import masking
 from openbus.daemon.mcp.masking import Masker, needles_of, requirements_of
 from openbus.daemon.mcp.observe import _find_project
+from tests.support.masking import every_detector
 
 SECRETS = {
     "AWS Access Key": "deploy with AKIAIOSFODNN7EXAMPLE today",
@@ -65,14 +66,7 @@ def test_plain_text_comes_back_unchanged(masker: Masker) -> None:
 
 
 def test_the_quick_pre_tests_change_no_answer(masker: Masker) -> None:
-    plain = Masker()  # every detector and regex runs on every line
-    plain._always = {
-        (d, p)
-        for d, (_, _, regexes) in enumerate(plain._detectors)
-        for p in range(len(regexes or [0]))
-    }
-    plain._roots = {}
-    plain._also = {}
+    plain = every_detector()
     assert len(masker._always) < len(plain._always)  # the pre-tests are in use here
     rng = random.Random(7)
     words = " ".join([*SECRETS.values(), *BENIGN]).split()
