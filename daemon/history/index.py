@@ -109,7 +109,12 @@ class HistoryIndex:
     def recent(self, limit: int = 20) -> list[SessionEntry]:
         return self.store.recent(limit)
 
-    def search(self, query: str, repo: str | None = None, limit: int = 10) -> list[Hit]:
+    def search(
+        self, query: str, repo: str | None = None, limit: int = 10, *, prompts: bool = True
+    ) -> list[Hit]:
+        """The best ``limit`` entries for ``query`` (within ``repo``'s sessions when given).
+        Without ``prompts``, an entry that matched every term comes without its prompts, for
+        an answer that shows none (``HistoryStore.ranked``)."""
         if not isinstance(query, str):
             raise BadRequest("the query must be text", field="q")
         if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
@@ -127,7 +132,7 @@ class HistoryIndex:
         return [
             Hit(entry, score, tuple(terms) if full else matched_terms(entry, terms))
             for entry, score, full in self.store.ranked(
-                anyterm, every, limit, scoped=key is not None
+                anyterm, every, limit, scoped=key is not None, prompts=prompts
             )
         ]
 

@@ -191,7 +191,9 @@ class HistoryService(Feature):
     def _search(
         self, q: str, repo: str | None, limit: int, shape: Shape
     ) -> tuple[list[dict[str, Any]], list[str]]:
-        hits = self.index.search(q, repo, limit)
+        # an agent's answer shows no prompts (``project_for_agent``): its full matches' are
+        # not read
+        hits = self.index.search(q, repo, limit, prompts=shape is full_for_human)
         results = [shape(h.entry, h.matched_terms, self.index.liveness(h.entry)) for h in hits]
         return results, [f"{h.entry.harness}:{h.entry.session_id}" for h in hits]
 

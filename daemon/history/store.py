@@ -159,6 +159,7 @@ _COLUMNS = (
     "id, harness, session_id, repo, repo_root, origin, cwd, branches, prs, title, prompts, "
     "started, last_active, subagent, parent_session_id, transcript"
 )
+_COLUMNS_BUT_PROMPTS = _COLUMNS.replace(" prompts,", " '[]',")  # the same row, prompts empty
 
 
 def shard_table(shard: int) -> str:
@@ -338,15 +339,25 @@ class HistoryStore:
         return [_row_entry(r) for r in rows]
 
     def ranked(
-        self, anyterm: str, every: str | None, limit: int, *, scoped: bool = False
+        self,
+        anyterm: str,
+        every: str | None,
+        limit: int,
+        *,
+        scoped: bool = False,
+        prompts: bool = True,
     ) -> list[tuple[SessionEntry, float, bool]]:
         """The ``limit`` best entries with their bm25 scores (lower is better) for the
         ``MATCH`` expressions of any term and of every term (``None``: one term), over the
         repos' own terms when ``scoped`` (``scoped_expressions``), and whether each matched
-        every term."""
+        every term. Without ``prompts``, an entry that matched every term comes without its
+        prompts (``()``): up to 20,000 characters a session, not read where no one shows
+        them; a partial match's are read (what it holds is looked for in them)."""
         with self._lock, self._snapshot():
             ranked = self._ranked(anyterm, every, limit, scoped)
-            rows = self._rows(list(ranked))
+            rows = self._rows([r for r, (_, full) in ranked.items() if prompts or not full])
+            if not prompts:
+                rows |= self._rows([r for r, (_, full) in ranked.items() if full], prompts=False)
         return [(rows[rowid], score, full) for rowid, (score, full) in ranked.items()]
 
     @contextlib.contextmanager
@@ -413,12 +424,13 @@ class HistoryStore:
                 break
         return found
 
-    def _rows(self, rowids: Sequence[int]) -> dict[int, SessionEntry]:
+    def _rows(self, rowids: Sequence[int], *, prompts: bool = True) -> dict[int, SessionEntry]:
         if not rowids:
             return {}
         marks = ",".join("?" * len(rowids))
         found = self._db.execute(
-            f"SELECT {_COLUMNS} FROM sessions WHERE id IN ({marks})",
+            f"SELECT {_COLUMNS if prompts else _COLUMNS_BUT_PROMPTS} FROM sessions"
+            f" WHERE id IN ({marks})",
             list(rowids),
         ).fetchall()
         return {row[0]: _row_entry(row) for row in found}

@@ -140,3 +140,21 @@ def test_an_index_opened_without_a_probe_starts_no_watch_and_closing_one_ends_it
         offline.close()
     watched.close()
     assert not open_to(inotify) & started
+
+
+def test_a_search_without_prompts_reads_none_for_full_matches_and_a_partial_ones_whole(
+    world: World,
+) -> None:
+    world.claude.session("c-both", str(world.widget), ["rotate keys", "then flaky retries"])
+    world.claude.session("c-one", str(world.widget), ["tidy up", "only the flaky one here"])
+    world.index.reconcile()
+    shown = {h.entry.session_id: h for h in world.index.search("rotate flaky")}
+    slim = {h.entry.session_id: h for h in world.index.search("rotate flaky", prompts=False)}
+    assert list(shown) == ["c-both", "c-one"]
+    # the same page, in the same order, naming the same terms
+    assert [(k, h.score, h.matched_terms) for k, h in slim.items()] == [
+        (k, h.score, h.matched_terms) for k, h in shown.items()
+    ]
+    assert shown["c-both"].entry.prompts and slim["c-both"].entry.prompts == ()
+    assert slim["c-one"].entry.prompts == shown["c-one"].entry.prompts  # looked through
+    assert slim["c-one"].matched_terms == ("flaky",)  # a term of its prompts only

@@ -113,6 +113,16 @@ def test_a_human_gets_the_full_entry_with_prompts_and_resume_argv(daemon: Daemon
     assert session["liveness"]["state"] == "not_running"
 
 
+def test_a_humans_search_shows_the_prompts_of_a_hit_that_matched_every_term(
+    daemon: Daemon,
+) -> None:
+    human = actors.human("root")
+    result = asyncio.run(daemon.foundation.gate.run(human, "history.search", {"q": "flaky login"}))
+    (found,) = [r for r in result["results"] if r["session_id"] == "c-1"]
+    assert found["prompts"] == ["fix the flaky login test"]
+    assert found["matched_terms"] == ["flaky", "login"]
+
+
 def test_an_agent_without_the_history_scope_is_not_connected(daemon: Daemon) -> None:
     agent = actors.agent_session("claude", "me-1", "p3")
     with pytest.raises(NotConnected):
