@@ -355,9 +355,9 @@ class HistoryStore:
         them; a partial match's are read (what it holds is looked for in them)."""
         with self._lock, self._snapshot():
             ranked = self._ranked(anyterm, every, limit, scoped)
-            rows = self._rows([r for r, (_, full) in ranked.items() if prompts or not full])
-            if not prompts:
-                rows |= self._rows([r for r, (_, full) in ranked.items() if full], prompts=False)
+            bare = {r for r, (_, full) in ranked.items() if full and not prompts}
+            rows = self._rows([r for r in ranked if r not in bare])
+            rows |= self._rows(list(bare), prompts=False)
         return [(rows[rowid], score, full) for rowid, (score, full) in ranked.items()]
 
     @contextlib.contextmanager

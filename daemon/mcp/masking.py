@@ -68,23 +68,6 @@ def _merge(spans: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
     return merged
 
 
-def _keyword_prefilter() -> re.Pattern[str] | None:
-    """A cheap test a line must pass before the keyword detector can find anything in it.
-
-    Every pattern the keyword detector applies to a plain string has its keyword alternation
-    (``password``, ``secret``, ``api_key``, ...) as a required piece, so a line in which that
-    alternation (case-insensitively) matches nowhere cannot yield a finding. If a future
-    detect-secrets builds its patterns otherwise, there is no prefilter (None) and the
-    detector runs on every line as before."""
-    needle = getattr(keyword, "DENYLIST_REGEX", None)
-    patterns = getattr(keyword, "QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP", None)
-    if not isinstance(needle, str) or not patterns:
-        return None
-    if not all(needle in getattr(p, "pattern", "") for p in patterns):
-        return None
-    return re.compile(needle, re.IGNORECASE)
-
-
 def _requirements(items: Any) -> list[frozenset[str]]:
     """Sets of lowercase ASCII literals, each of which (one of its literals) is in every match
     of the parsed sequence ``items``. A run of literal characters in the sequence is such a
@@ -156,18 +139,16 @@ def _scanner_requirements(
 
 
 def _keyword_requirements() -> list[frozenset[str]]:
-    """What a line must hold for the keyword detector to find anything in it: its keyword
-    alternation (``_keyword_prefilter``), and each requirement every one of its patterns
-    shares (today one of the quotes ``'"` ``, which each of them requires around the value).
-    None at all when the alternation cannot be named."""
-    gate = _keyword_prefilter()
-    needles = needles_of(gate) if gate is not None else None
-    if needles is None:
-        return []
+    """What a line must hold for the keyword detector to find anything in it: each requirement
+    that every pattern it applies to a plain string shares (today its keyword alternation,
+    ``password``, ``secret``, ``api_key``, ..., and one of the quotes ``'"` ``, which each of
+    them requires around the value). None when they share none, or a future detect-secrets
+    keeps them elsewhere: the detector then runs on every line."""
     patterns = list(getattr(keyword, "QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP", ()))
-    each = [set(requirements_of(p)) for p in patterns]
-    shared = set.intersection(*each) - {needles} if each else set()
-    return [needles, *sorted(shared, key=sorted)]
+    if not patterns:
+        return []
+    shared = set.intersection(*(set(requirements_of(p)) for p in patterns))
+    return sorted(shared, key=sorted)
 
 
 def _narrows(needles: frozenset[str]) -> bool:
