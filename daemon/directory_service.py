@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import os
 import socket as socketlib
@@ -34,7 +33,7 @@ from openbus.daemon.directory_probe import ProcessProbe
 from openbus.daemon.feature import Feature
 from openbus.daemon.gate import Call, Gate
 from openbus.daemon.history.liveness import walk_to_pane
-from openbus.daemon.mcp.masking import Masker
+from openbus.daemon.mcp.masking import masker
 from openbus.daemon.pane_owners import PaneOwners
 from openbus.daemon.tmux.adapter import Tmux
 from openbus.daemon.tmux.watcher import Watcher
@@ -200,7 +199,7 @@ def register_pane_detail(
                 )
         detail = {**entry.detail(directory.clock.now()), **screen_of(entry.text)}
         if call.params.get("masked") is True and detail["screen"] is not None:
-            masked = screen_masker().mask(detail["screen"])
+            masked = masker().mask(detail["screen"])
             detail["screen"], detail["masked"] = masked.text, sorted(masked.kinds)
         if call.actor.is_human:
             for section in sections:
@@ -208,11 +207,6 @@ def register_pane_detail(
         return detail
 
     gate.register(PANE, one_pane)
-
-
-@functools.cache
-def screen_masker() -> Masker:
-    return Masker()
 
 
 def screen_of(text: str | None) -> dict[str, Any]:

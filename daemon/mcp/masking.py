@@ -26,6 +26,7 @@ answer is the same as running every detector.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import re
 from collections.abc import Iterable
@@ -289,3 +290,10 @@ class Masker:
 
     def mask_lines(self, lines: Iterable[str]) -> Masked:
         return self.mask("\n".join(lines))
+
+
+@functools.cache
+def masker() -> Masker:
+    """The process's one masker (every detector's patterns parsed once), shared by what
+    masks: the Observe tools and the directory's masked pane reads."""
+    return Masker()

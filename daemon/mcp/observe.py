@@ -28,7 +28,7 @@ from openbus.daemon.grants import Principal
 from openbus.daemon.history.model import HARNESSES
 from openbus.daemon.history.project import AGENT_FIELDS
 from openbus.daemon.history.repo import find_repo
-from openbus.daemon.mcp.masking import Masker
+from openbus.daemon.mcp.masking import masker
 from openbus.daemon.mcp.tools import McpTool, ToolContext
 from openbus.kernel.errors import BadRequest, NotFound
 from openbus.kernel.ids import is_pane_id
@@ -55,11 +55,6 @@ PANE_FIELDS = (
 ALWAYS = frozenset(("pane", "incarnation", "harness", "state"))
 MAX_FIND_LIMIT = 50
 DEFAULT_FIND_LIMIT = 10
-
-
-@functools.cache
-def masker() -> Masker:
-    return Masker()
 
 
 @functools.lru_cache(maxsize=8192)
