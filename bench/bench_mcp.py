@@ -45,6 +45,7 @@ from bench.bench_history import SEED, Corpus
 from openbus.daemon.history.index import DB_NAME, HistoryIndex
 from openbus.daemon.history.model import SessionEntry
 from openbus.daemon.history.sources import Sources
+from openbus.daemon.mcp.masking import masker
 from openbus.kernel.clock import SystemClock
 from tests.support.daemon import running_daemon
 from tests.support.mcp_results import tool_data
@@ -97,13 +98,18 @@ def _history(state: Path, codex_home: Path) -> tuple[str, list[str]]:
     corpus = Corpus(SEED)
     repo = corpus.repos[OWN_REPO]
     state.mkdir(mode=0o700, parents=True, exist_ok=True)
-    index = HistoryIndex(state / DB_NAME, Sources(), clock=SystemClock())
+    # as the daemon keeps it: every entry screened by the agents' masker
+    index = HistoryIndex(state / DB_NAME, Sources(), clock=SystemClock(), screen=masker())
     started = time.perf_counter()
     for first in range(0, SESSIONS, 10_000):
         entries = [corpus.entry(i) for i in range(first, min(first + 10_000, SESSIONS))]
         index.upsert_many(_rollouts_on_disk(entries, repo, codex_home))
+    built = time.perf_counter() - started
+    started = time.perf_counter()
+    screened = index.screen_pass()  # as the daemon's pass after a reconcile leaves them
     print(
-        f"history index: {index.count():,} sessions built in {time.perf_counter() - started:.0f}s"
+        f"history index: {index.count():,} sessions built in {built:.0f}s; {screened:,} "
+        f"screened for the agents' masker in {time.perf_counter() - started:.1f}s"
     )
     index.close()
     host, _, path = repo.partition("/")

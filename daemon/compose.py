@@ -53,6 +53,7 @@ from openbus.daemon.history.service import HistoryService, open_index
 from openbus.daemon.human_feed import HumanFeed
 from openbus.daemon.launch import LaunchService, LiveTokens
 from openbus.daemon.mcp.endpoint import McpEndpoint
+from openbus.daemon.mcp.masking import masker
 from openbus.daemon.mcp.observe import OBSERVE_TOOLS
 from openbus.daemon.mcp.tools import McpTool, ToolRegistry
 from openbus.daemon.messaging.fleet import DirectoryFleet
@@ -156,7 +157,7 @@ def build(
     )
     owners = PaneOwners(base.grants, config.hosted, clock)
     directory = DirectoryFeature(gate, config, clock, random, owners)
-    history = HistoryService(gate, open_index(config, clock, directory.pane_for_pid))
+    history = HistoryService(gate, open_index(config, clock, directory.pane_for_pid, masker()))
     audit_export = AuditExport(
         config,
         clock,

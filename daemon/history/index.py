@@ -5,7 +5,8 @@ keeps them in step with the transcripts the sources (``sources``) find, and ``pu
 one at once; ``search`` turns the query into quoted terms and ``MATCH`` expressions
 (``query``), has the store rank them and names the terms each hit holds; ``expunge`` removes a
 session and what the harness keeps of it (``expunge``); ``liveness`` asks the probe whether a
-session still runs.
+session still runs; ``screen_pass`` has the agents' masker screen what was written since
+(``store``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from openbus.daemon.history.expunge import expunge_entry
 from openbus.daemon.history.liveness import LivenessProbe, PaneForPid
 from openbus.daemon.history.model import Hit, Liveness, SessionEntry
 from openbus.daemon.history.open_watch import OpenWatch
+from openbus.daemon.history.project import TextScreen, shown_texts
 from openbus.daemon.history.query import (
     in_repo,
     match_expressions,
@@ -38,6 +40,9 @@ __all__ = ["DB_NAME", "MAX_LIMIT", "HistoryIndex", "ReconcileStats", "in_repo", 
 
 MAX_LIMIT = 100
 MIN_PREFIX = 4  # the shortest session id prefix ``get_by_prefix`` resolves
+# entries screened at a time: the store's lock is held for the read and the marks, not the
+# masking (about 20 us an entry)
+SCREEN_BATCH = 256
 
 
 def watched_liveness(
@@ -62,10 +67,13 @@ class HistoryIndex:
         *,
         clock: Clock,
         liveness: LivenessProbe | None = None,
+        screen: TextScreen | None = None,
     ) -> None:
         """``liveness``: the probe the index asks (``watched_liveness`` in the daemon), closed
         with the index; by default one that scans by time alone and names no pane (the CLI's
-        offline commands never ask it, so no watch is started for them)."""
+        offline commands never ask it, so no watch is started for them). ``screen``: what
+        masks an agent's text, asked about the entries written (``screen_pass``); without
+        one, nothing is screened and every hit is masked when an agent reads it."""
         self.path = path
         self.sources = sources
         self.clock = clock
@@ -73,6 +81,7 @@ class HistoryIndex:
             liveness = LivenessProbe(sources.claude_dirs, clock=clock)
         self.liveness_probe = liveness
         self.store = HistoryStore(path)
+        self.screen = screen
         self.reconciler = Reconciler(self.store, sources, clock=clock)
         self._expunging = 0  # expunges running (each merges a full-text shard: seconds)
 
@@ -135,6 +144,34 @@ class HistoryIndex:
                 anyterm, every, limit, scoped=key is not None, prompts=prompts
             )
         ]
+
+    # ---------------------------------------------------------------- screening
+
+    def screen_pass(self, cancel: threading.Event | None = None) -> int:
+        """Screens every entry not yet screened under the masker's rules, a batch at a time
+        (the masking outside the store's lock), until none is left, ``cancel`` is set, or a
+        batch marks nothing (its rows all rewritten meanwhile: the next pass takes them).
+        Returns how many were screened."""
+        screen = self.screen
+        fingerprint = screen.fingerprint if screen is not None else None
+        if screen is None or fingerprint is None:
+            return 0
+        done = 0
+        while cancel is None or not cancel.is_set():
+            batch = self.store.unscreened(fingerprint, SCREEN_BATCH)
+            if not batch:
+                break
+            found = [(rowid, e, screen.clean(shown_texts(e))) for rowid, e in batch]
+            marked = self.store.mark_screened(fingerprint, found)
+            done += marked
+            if not marked:
+                break
+        return done
+
+    def unscreened(self) -> int | None:
+        """How many entries the next screening pass has to screen (None: no screening)."""
+        fingerprint = self.screen.fingerprint if self.screen is not None else None
+        return None if fingerprint is None else self.store.count_unscreened(fingerprint)
 
     def liveness(self, entry: SessionEntry) -> Liveness:
         return self.liveness_probe.of(entry)

@@ -87,6 +87,9 @@ class SessionEntry:
     parent_session_id: str | None = None
     transcript: str | None = None  # path; None once the transcript is gone
     extra_files: tuple[str, ...] = field(default=())
+    # as read from the index: the fingerprint of the masking rules under which its shown text
+    # (``project.shown_texts``) was screened and held nothing to mask; None: not so known
+    clean_under: int | None = field(default=None, compare=False)
 
     @property
     def key(self) -> tuple[str, str]:

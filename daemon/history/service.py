@@ -20,7 +20,10 @@ Actions (every call goes through the gate and leaves one audit record):
   index on someone's behalf leaves its audit record here.
 
 Reconcile runs in a worker thread: once at start, then whenever a search finds the last pass
-older than ``STALE_SECONDS``. An agent's search does not wait for it (seed 000: "a reconcile
+older than ``STALE_SECONDS``. After each pass (and each push or reindex), a screening pass in
+another worker thread has the agents' masker screen the entries written since
+(``HistoryIndex.screen_pass``): no search or reconcile waits for it, and ``/healthz`` says how
+many are left (``unscreened``). An agent's search does not wait for it (seed 000: "a reconcile
 that a search starts but does not wait for"); a person's waits up to
 ``SEARCH_WAITS_SECONDS``, and any answer given while one still runs says the index is
 refreshing (``refreshing``). Claude Code entries arrive sooner through the hooks. A person's
@@ -54,7 +57,7 @@ from openbus.daemon.history.index import (
 )
 from openbus.daemon.history.liveness import PaneForPid
 from openbus.daemon.history.model import HARNESSES, PENDING_HARNESSES, Liveness, SessionEntry
-from openbus.daemon.history.project import full_for_human, project_for_agent
+from openbus.daemon.history.project import TextScreen, full_for_human, project_for_agent
 from openbus.daemon.history.sources import Sources
 from openbus.kernel.clock import Clock
 from openbus.kernel.errors import BadRequest, NotFound
@@ -86,6 +89,7 @@ class HistoryService(Feature):
         self.index = index
         self._cancel = threading.Event()
         self._running: asyncio.Future[ReconcileStats] | None = None
+        self._screening: asyncio.Future[int] | None = None
         self.last_stats: ReconcileStats | None = None
         gate.register(SEARCH, self.search)
         gate.register(GET, self.get)
@@ -104,7 +108,24 @@ class HistoryService(Feature):
             return None
         loop = asyncio.get_running_loop()
         self._running = loop.run_in_executor(None, self._reconcile)
+        self._running.add_done_callback(lambda _: self._screen_soon())
         return self._running
+
+    def _screen_soon(self) -> None:
+        """Start a screening pass in a worker thread unless one runs (or the daemon stops)."""
+        if self._cancel.is_set() or self.index.screen is None:
+            return
+        if self._screening is not None and not self._screening.done():
+            return
+        loop = asyncio.get_running_loop()
+        self._screening = loop.run_in_executor(None, self._screen)
+
+    def _screen(self) -> int:
+        try:
+            return self.index.screen_pass(self._cancel)
+        except Exception:
+            log.exception("history screening failed")
+            raise
 
     def _reconcile(self) -> ReconcileStats:
         try:
@@ -126,17 +147,20 @@ class HistoryService(Feature):
 
     async def stop(self) -> None:
         self._cancel.set()
-        if self._running is not None:
-            try:
-                await self._running
-            except Exception:
-                log.debug("reconcile ended with an error at stop", exc_info=True)
+        for running in (self._running, self._screening):
+            if running is not None:
+                try:
+                    await running
+                except Exception:
+                    log.debug("reconcile or screening ended with an error at stop", exc_info=True)
         self.index.close()
 
     def health(self) -> dict[str, Any]:
         return {
             "sessions": self.index.count(),
             "reconciling": self.index.reconcile_running(),
+            # entries the agents' masker has yet to screen (null: none is screened)
+            "unscreened": self.index.unscreened(),
             "pending_harnesses": list(PENDING_HARNESSES),
             # liveness: open-files scans taken, and the transcript folders whose opens and
             # closes are watched (their files' scans are kept while nothing happens there)
@@ -231,6 +255,7 @@ class HistoryService(Feature):
 
     async def push(self, call: Call) -> Any:
         entries = await asyncio.to_thread(self._push, call.params)
+        self._screen_soon()
         keys = [f"{e.harness}:{e.session_id}" for e in entries]
         call.target = keys[0] if len(keys) == 1 else None
         call.details["indexed"] = keys
@@ -257,6 +282,7 @@ class HistoryService(Feature):
         if not isinstance(full, bool):
             raise BadRequest("full must be true or false", field="full")
         stats = await asyncio.to_thread(self._reindex, full)
+        self._screen_soon()
         data = stats.to_dict()
         call.details.update(
             full=full,
@@ -290,12 +316,16 @@ def _key(params: Any) -> tuple[str, str]:
     return harness, session_id
 
 
-def open_index(config: Config, clock: Clock, pane_for_pid: PaneForPid) -> HistoryIndex:
-    """The daemon's index; ``pane_for_pid`` (the directory's) names a live session's pane."""
+def open_index(
+    config: Config, clock: Clock, pane_for_pid: PaneForPid, screen: TextScreen
+) -> HistoryIndex:
+    """The daemon's index; ``pane_for_pid`` (the directory's) names a live session's pane,
+    ``screen`` (the agents' masker) is asked about each entry written."""
     sources = Sources.from_config(config)
     return HistoryIndex(
         config.daemon.state_dir / DB_NAME,
         sources,
         clock=clock,
         liveness=watched_liveness(sources, clock, pane_for_pid),
+        screen=screen,
     )

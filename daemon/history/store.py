@@ -1,6 +1,7 @@
 """The history index's own SQLite database (``history.db``, WAL) with FTS5 and bm25.
 
-Tables: ``sessions`` (one row per (harness, session id): the entry), ``sessions_fts_<k>``
+Tables: ``sessions`` (one row per (harness, session id): the entry, and what screening its
+shown text for secrets found, under which masking rules), ``sessions_fts_<k>``
 (the full-text index, FTS5 over title, prompts, repo, cwd, branches, PRs and the repo keys;
 rowid = ``sessions.id``), ``sessions_scope_<k>`` (the repos' own terms: the same text columns
 of each entry with a repo identity, every word prefixed with that repo's token), both
@@ -9,7 +10,17 @@ contentless (terms only: the text is the entry's, kept once, in ``sessions``),
 and the session it produced) and ``meta`` (the shard size). An entry is written with a fresh,
 highest rowid, so rowid order is the order sessions were last indexed in. An index of another
 schema version or shard size is dropped and rebuilt by reconcile: it holds only what the
-transcripts can give again.
+transcripts can give again (an index of schema 6 gains the screening's two columns instead:
+its entries are screened again by the next pass).
+
+Screening: an entry is written unscreened; a later pass (``unscreened``, ``mark_screened``,
+a batch at a time, the masking outside the lock) asks the masker whether the text an agent is
+shown of it (``project.shown_texts``) holds anything to mask, and keeps the answer with the
+masker's fingerprint (``screened_under``, ``shown_clean``). A read gives it as the entry's
+``clean_under``: that fingerprint when it was found clean, else None. So a reconcile writes
+at the rate it did, and a search's hits need not be masked again on every answer. A pass
+marks an entry only while it still holds the text that was screened (a rewritten entry is
+unscreened again), and an entry screened under other rules counts as unscreened.
 
 The full-text index is sharded by rowid range: shard ``k`` holds rowids ``k * shard_rows`` to
 ``(k + 1) * shard_rows - 1``, so the newest shard holds the newest sessions. An upsert deletes
@@ -108,8 +119,13 @@ WINDOW = 200_000
 MERGE_AFTER = 1000
 # Sessions per full-text shard (bench/bench_history.py measures the trade).
 SHARD_ROWS = 100_000
-# 4: the repos' own terms (``sessions_scope_<k>``); 5: text not kept twice; 6: scope rows by repo
-SCHEMA_VERSION = 6
+# 4: the repos' own terms (``sessions_scope_<k>``); 5: text not kept twice; 6: scope rows by
+# repo; 7: what screening each entry's shown text found (kept from 6, the two columns added)
+SCHEMA_VERSION = 7
+_SCREENING = (
+    "ALTER TABLE sessions ADD COLUMN screened_under INTEGER",
+    "ALTER TABLE sessions ADD COLUMN shown_clean INTEGER",
+)
 FTS_PREFIX = "sessions_fts_"
 # A scope row's rowid: its repo's bucket above the entry's id (``scope_rowid``). Ids stay below
 # 2**40 (a trillion writes); the bucket's 22 bits keep the rowid below 2**62.
@@ -138,9 +154,12 @@ CREATE TABLE IF NOT EXISTS sessions (
     subagent INTEGER NOT NULL,
     parent_session_id TEXT,
     transcript TEXT,
+    screened_under INTEGER,
+    shown_clean INTEGER,
     UNIQUE (harness, session_id)
 );
 CREATE INDEX IF NOT EXISTS sessions_parent ON sessions (harness, parent_session_id);
+CREATE INDEX IF NOT EXISTS sessions_screened ON sessions (screened_under);
 CREATE TABLE IF NOT EXISTS files (
     path TEXT PRIMARY KEY,
     harness TEXT NOT NULL,
@@ -157,7 +176,8 @@ CREATE TABLE IF NOT EXISTS meta (
 
 _COLUMNS = (
     "id, harness, session_id, repo, repo_root, origin, cwd, branches, prs, title, prompts, "
-    "started, last_active, subagent, parent_session_id, transcript"
+    "started, last_active, subagent, parent_session_id, transcript,"
+    " CASE WHEN shown_clean THEN screened_under END"
 )
 _COLUMNS_BUT_PROMPTS = _COLUMNS.replace(" prompts,", " '[]',")  # the same row, prompts empty
 
@@ -231,9 +251,12 @@ class HistoryStore:
 
     def _create(self) -> None:
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
-        if version == SCHEMA_VERSION and self._stored_shard_rows() != self.shard_rows:
+        if version in (6, SCHEMA_VERSION) and self._stored_shard_rows() != self.shard_rows:
             version = -1
-        if version != SCHEMA_VERSION:
+        if version == 6:
+            for statement in _SCREENING:
+                self._db.execute(statement)
+        elif version != SCHEMA_VERSION:
             tables = ["sessions_fts", "sessions", "files", "meta"]
             tables += [shard_table(k) for k in shard_tables(self._db)]
             tables += [scope_table(k) for k in shard_tables(self._db, SCOPE_PREFIX)]
@@ -458,6 +481,53 @@ class HistoryStore:
                 )
             }
 
+    # ---------------------------------------------------------------- screening
+
+    def unscreened(self, fingerprint: int, limit: int) -> list[tuple[int, SessionEntry]]:
+        """Up to ``limit`` entries (rowid, entry without its prompts) not yet screened under
+        the rules of ``fingerprint``: never screened, or under other rules."""
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT {_COLUMNS_BUT_PROMPTS} FROM sessions WHERE {_UNSCREENED} LIMIT ?",
+                (fingerprint, fingerprint, limit),
+            ).fetchall()
+        return [(row[0], _row_entry(row)) for row in rows]
+
+    def count_unscreened(self, fingerprint: int) -> int:
+        with self._lock:
+            row = self._db.execute(
+                f"SELECT count(*) FROM sessions WHERE {_UNSCREENED}", (fingerprint, fingerprint)
+            ).fetchone()
+        return int(row[0])
+
+    def mark_screened(
+        self, fingerprint: int, screened: Sequence[tuple[int, SessionEntry, bool]]
+    ) -> int:
+        """Keeps, for each (rowid, entry, clean) of ``unscreened``, that its shown text was
+        found clean (or not) under the rules of ``fingerprint``, while the row still holds the
+        text that was screened (a rowid written again since holds another entry, unscreened).
+        Returns how many were marked."""
+        with self._tx():
+            before = self._db.total_changes
+            self._db.executemany(
+                "UPDATE sessions SET screened_under = ?, shown_clean = ? WHERE id = ?"
+                " AND repo IS ? AND title IS ? AND cwd IS ? AND branches = ? AND prs = ?",
+                (
+                    (
+                        fingerprint,
+                        int(clean),
+                        rowid,
+                        e.repo,
+                        e.title,
+                        e.cwd,
+                        _json_strings(e.branches),
+                        _json_strings(e.prs),
+                    )
+                    for rowid, e, clean in screened
+                ),
+            )
+            return self._db.total_changes - before
+
     # ---------------------------------------------------------------- writing
 
     def upsert(self, entry: SessionEntry) -> None:
@@ -673,6 +743,11 @@ INSERT_SESSION = f"INSERT INTO sessions ({_SESSION_COLUMNS}) VALUES ({','.join('
 INSERT_SESSION_AT = f"INSERT INTO sessions (id, {_SESSION_COLUMNS}) VALUES ({','.join('?' * 17)})"
 
 
+# an entry not screened under the rules of a fingerprint (given twice): a range of the
+# ``sessions_screened`` index each, so a pass with nothing left reads next to nothing
+_UNSCREENED = "(screened_under IS NULL OR screened_under < ? OR screened_under > ?)"
+
+
 def _fts_write(table: str, columns: str, command: str) -> str:
     """An ``INSERT`` of ``columns`` into a full-text table; with a ``command``, that FTS5
     command (``"delete"``) with the same values."""
@@ -813,6 +888,7 @@ def _row_entry(row: Sequence[Any]) -> SessionEntry:
         subagent,
         parent,
         transcript,
+        clean,
     ) = row
     return SessionEntry(
         harness=harness,
@@ -833,6 +909,7 @@ def _row_entry(row: Sequence[Any]) -> SessionEntry:
         subagent=bool(subagent),
         parent_session_id=parent,
         transcript=transcript,
+        clean_under=clean,
     )
 
 

@@ -22,15 +22,27 @@ are looked for only when that one is there. In a line that is not ASCII (a TUI's
 lines all are: borders, prompts, spinners) the four letters case-insensitive matching takes
 for ASCII ones are read as those (``ASCII_KIN``, checked against ``re`` by the tests). The
 answer is the same as running every detector.
+
+The history index asks the masker once, in a pass after it writes a session, whether the
+session's shown text holds anything to mask (``clean``), and keeps the answer with the masker's
+``fingerprint``: a digest of every rule (detect-secrets' version and each plugin's settings and
+patterns, openbus's own token pattern, this module's source). A search's hit kept clean under
+the fingerprint of the masker now running is not masked again; under any other, or none, it is
+(``mcp.observe``). A changed rule or detector changes the fingerprint, so no answer given under
+the old rules is taken for one under the new.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib
+import importlib.metadata
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from detect_secrets.plugins import keyword
@@ -158,6 +170,33 @@ def _narrows(needles: frozenset[str]) -> bool:
     return not any(n.isspace() or (len(n) == 1 and n.isalnum()) for n in needles)
 
 
+def _fingerprint(plugins: list[Any]) -> int | None:
+    """A digest (63 bits, an SQLite integer) of everything masking's answers depend on:
+    detect-secrets' version, each plugin's class, settings and patterns, openbus's token
+    pattern and this module's source. None when any of it cannot be read: then no answer is
+    kept for later (fail closed: everything is masked when read)."""
+    digest = hashlib.sha256()
+    try:
+        digest.update(importlib.metadata.version("detect-secrets").encode())
+        for plugin in plugins:
+            kind = type(plugin)
+            settings = json.dumps(plugin.json(), sort_keys=True, default=str)
+            digest.update(f"\0{kind.__module__}.{kind.__qualname__}\0{settings}".encode())
+            for regex in getattr(plugin, "denylist", ()):
+                digest.update(f"\0{regex.pattern}\0{regex.flags}".encode())
+        digest.update(f"\0{OPENBUS_TOKEN.pattern}\0".encode())
+        digest.update(Path(__file__).read_bytes())
+    except (
+        OSError,
+        ValueError,
+        TypeError,
+        AttributeError,
+        importlib.metadata.PackageNotFoundError,
+    ):
+        return None
+    return int.from_bytes(digest.digest()[:8], "big") >> 1
+
+
 # (plugin, kind, its regexes for a regex detector else None): what runs on a line
 Detectors = list[tuple[Any, str, list[re.Pattern[str]] | None]]
 
@@ -203,6 +242,11 @@ class Masker:
             else:
                 self._roots[root].append(needle)
         self._chosen: dict[tuple[str, ...], Detectors] = {}  # needles found -> _admitted
+        self.fingerprint = _fingerprint(self._plugins)
+
+    def clean(self, texts: Iterable[str]) -> bool:
+        """Whether masking would leave every one of ``texts`` as it is (nothing found)."""
+        return not any(self.mask(text).kinds for text in texts)
 
     def _active(self, text: str) -> Detectors:
         """The detectors (and of theirs the regexes) that can find anything in ``text``. In a
@@ -295,5 +339,6 @@ class Masker:
 @functools.cache
 def masker() -> Masker:
     """The process's one masker (every detector's patterns parsed once), shared by what
-    masks: the Observe tools and the directory's masked pane reads."""
+    masks: the Observe tools, the directory's masked pane reads and the history index's
+    screening."""
     return Masker()

@@ -8,7 +8,9 @@ results are cut to what agents may see and made safe to read:
 
 * every string that came from a screen, a title or a summary is masked for secrets
   (``daemon.mcp.masking``; results cached per string, so an unchanged fleet costs nothing);
-* history is projected onto seed 000's allowlist again, whatever the index returned;
+* history is projected onto seed 000's allowlist again, whatever the index returned; a hit
+  the index's screening found clean (``clean_under``), under the masking rules now in force,
+  is not masked again;
 * ``find_sessions`` searches the caller's own repository (the git repo of its launch cwd)
   unless the grant is widened, and ``get_session`` answers only for sessions of that repo
   (the executor's repo filter decides, so what the agent is told and the audit record agree).
@@ -26,7 +28,7 @@ from typing import Any
 
 from openbus.daemon.grants import Principal
 from openbus.daemon.history.model import HARNESSES
-from openbus.daemon.history.project import AGENT_FIELDS
+from openbus.daemon.history.project import AGENT_FIELDS, SHOWN_TEXT_FIELDS
 from openbus.daemon.history.repo import find_repo
 from openbus.daemon.mcp.masking import masker
 from openbus.daemon.mcp.tools import McpTool, ToolContext
@@ -36,7 +38,7 @@ from openbus.kernel.ids import is_pane_id
 _HARNESS_NAMES = ", ".join(HARNESSES[:-1]) + " or " + HARNESSES[-1]
 
 HISTORY_FIELDS = AGENT_FIELDS  # seed 000: "History is index fields only"
-SESSION_TEXT_FIELDS = frozenset(("repo", "title", "cwd", "branches", "prs"))
+SESSION_TEXT_FIELDS = frozenset(SHOWN_TEXT_FIELDS)
 # What an agent needs to route, per pane, and nothing more (no pids, window geometry, tmux
 # session names, revisions or times): every byte here is paid on every call. The title and
 # the PR links are the pane's workstream handles; an exited pane's state says ``exited``.
@@ -163,16 +165,25 @@ def _project_session(item: Any, kinds: set[str]) -> dict[str, Any]:
     kinds found added to ``kinds``): those that came from transcripts or git (title, repo,
     cwd, branches, PRs). The others are not free text: the harness and the liveness are
     openbus's own words, the session id is the key ``get_session`` takes, the time is
-    formatted here, and the matched terms are words of the caller's own query."""
+    formatted here, and the matched terms are words of the caller's own query. A session
+    whose text the index found clean under the masking rules in force (``AgentView``) is not
+    masked again."""
     if not isinstance(item, Mapping):
         return {}
     entry = item.get("entry")
     merged = {**entry, **item} if isinstance(entry, Mapping) else item
+    fingerprint = masker().fingerprint
+    clean = (
+        entry is None  # the view itself: no fields merged in from elsewhere
+        and fingerprint is not None
+        and getattr(item, "clean_under", None) == fingerprint
+    )
     out = {}
     for key in HISTORY_FIELDS:
         if key in merged:
             value = merged[key]
-            out[key] = mask_value(value, kinds) if key in SESSION_TEXT_FIELDS else value
+            masked = key in SESSION_TEXT_FIELDS and not clean
+            out[key] = mask_value(value, kinds) if masked else value
     live = merged.get("liveness")
     if isinstance(live, Mapping):
         out["liveness"] = {"state": live.get("state"), "pane": live.get("pane")}

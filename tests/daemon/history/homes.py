@@ -327,10 +327,17 @@ def history_daemon(
         built.foundation.db.close()
 
 
-def opencode_database(data: Path, session_id: str, prompt: str, cwd: str = "/w/app") -> Path:
+def opencode_database(
+    data: Path,
+    session_id: str,
+    prompt: str,
+    cwd: str = "/w/app",
+    also: Sequence[tuple[str, str]] = (),
+) -> Path:
     """``<data>/opencode.db`` in OpenCode's shape (the tables and columns the index reads, as
-    1.18 writes them) with one session and its one prompt, closed: a WAL database nobody has
-    open, as OpenCode leaves it."""
+    1.18 writes them) with one session and its one prompt (and the sessions ``also`` names
+    with theirs, in the same cwd), closed: a WAL database nobody has open, as OpenCode leaves
+    it."""
     data.mkdir(parents=True, exist_ok=True)
     db = data / "opencode.db"
     conn = sqlite3.connect(db)
@@ -344,26 +351,27 @@ def opencode_database(data: Path, session_id: str, prompt: str, cwd: str = "/w/a
         " time_created INTEGER, time_updated INTEGER, data TEXT);"
     )
     start = int(T0.timestamp() * 1000)
-    conn.execute(
-        "INSERT INTO session VALUES (?, NULL, ?, ?, ?, ?)",
-        (session_id, cwd, f"New session - {T0.isoformat()}", start, start + 5000),
-    )
-    message = {"role": "user", "time": {"created": start + 1000}}
-    conn.execute(
-        "INSERT INTO message VALUES (?, ?, ?, ?, ?)",
-        (f"msg_{session_id}", session_id, start + 1000, start + 1000, json.dumps(message)),
-    )
-    conn.execute(
-        "INSERT INTO part VALUES (?, ?, ?, ?, ?, ?)",
-        (
-            f"prt_{session_id}",
-            f"msg_{session_id}",
-            session_id,
-            start + 1000,
-            start + 1000,
-            json.dumps({"type": "text", "text": prompt}),
-        ),
-    )
+    for sid, text in [(session_id, prompt), *also]:
+        conn.execute(
+            "INSERT INTO session VALUES (?, NULL, ?, ?, ?, ?)",
+            (sid, cwd, f"New session - {T0.isoformat()}", start, start + 5000),
+        )
+        message = {"role": "user", "time": {"created": start + 1000}}
+        conn.execute(
+            "INSERT INTO message VALUES (?, ?, ?, ?, ?)",
+            (f"msg_{sid}", sid, start + 1000, start + 1000, json.dumps(message)),
+        )
+        conn.execute(
+            "INSERT INTO part VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                f"prt_{sid}",
+                f"msg_{sid}",
+                sid,
+                start + 1000,
+                start + 1000,
+                json.dumps({"type": "text", "text": text}),
+            ),
+        )
     conn.commit()
     conn.close()  # the last connection: SQLite folds the WAL in and removes it
     return db

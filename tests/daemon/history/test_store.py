@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
@@ -20,7 +21,9 @@ from openbus.daemon.history.query import (
     scope_key,
     scoped_expressions,
 )
+from openbus.daemon.history.sources import Sources
 from openbus.daemon.history.store import HistoryStore, shard_table, shard_tables
+from openbus.kernel.testing import FixedClock
 from tests.daemon.history.conftest import World
 
 
@@ -206,6 +209,106 @@ def test_an_index_whose_repo_terms_are_kept_by_session_id_is_dropped_for_a_rebui
     s.upsert(_in("github.com/acme/widget", "new", "zebra"))
     assert _scoped(s, "zebra", "github.com/acme/widget") == ["new"]
     s.close()
+
+
+class _Screen:
+    """Finds something to mask in a text holding "hunter2"; notes what it was asked."""
+
+    def __init__(self, fingerprint: int | None) -> None:
+        self.fingerprint = fingerprint
+        self.asked: list[list[str]] = []
+
+    def clean(self, texts: Iterable[str]) -> bool:
+        self.asked.append(list(texts))
+        return not any("hunter2" in t for t in self.asked[-1])
+
+
+def _screened_index(path: Path, screen: _Screen) -> HistoryIndex:
+    return HistoryIndex(path, Sources(), clock=FixedClock(), screen=screen)
+
+
+def _clean_under(index: HistoryIndex, prompts: bool = True) -> dict[str, int | None]:
+    return {h.entry.session_id: h.entry.clean_under for h in index.search("zebra", prompts=prompts)}
+
+
+def test_entries_are_written_unscreened_and_a_pass_keeps_what_their_shown_text_holds(
+    tmp_path: Path,
+) -> None:
+    screen = _Screen(fingerprint=77)
+    index = _screened_index(tmp_path / "history.db", screen)
+    shown = replace(
+        _in("github.com/acme/widget", "clean", "zebra hunter2 in a prompt, never shown"),
+        title="zebra crossing",
+        branches=("feat/zebra",),
+        prs=("https://github.com/acme/widget/pull/7",),
+    )
+    index.upsert(shown)
+    index.upsert(replace(_in("github.com/acme/widget", "key", "zebra"), title="zebra hunter2"))
+    assert screen.asked == [] and index.unscreened() == 2  # writing screens nothing
+    assert _clean_under(index) == {"clean": None, "key": None}
+    assert index.screen_pass() == 2
+    # the shown text alone is asked about (the repo, title, cwd, branches and PRs), not prompts
+    assert screen.asked[0] == [
+        "github.com/acme/widget",
+        "zebra crossing",
+        "/w",
+        "feat/zebra",
+        "https://github.com/acme/widget/pull/7",
+    ]
+    for prompts in (True, False):
+        assert _clean_under(index, prompts) == {"clean": 77, "key": None}
+    assert index.get("claude", "clean").clean_under == 77
+    assert index.unscreened() == 0 and index.screen_pass() == 0 and len(screen.asked) == 2
+    index.close()
+    # other rules: every entry is screened again under them (until then, an entry says the
+    # rules it was found clean under, which the agents' projection does not take for these)
+    again = _Screen(fingerprint=78)
+    index = _screened_index(tmp_path / "history.db", again)
+    assert index.unscreened() == 2 and _clean_under(index) == {"clean": 77, "key": None}
+    assert index.screen_pass() == 2 and _clean_under(index) == {"clean": 78, "key": None}
+    index.close()
+
+
+def test_a_screening_keeps_no_answer_for_text_the_entry_no_longer_holds(tmp_path: Path) -> None:
+    s = HistoryStore(tmp_path / "history.db")
+    s.upsert(replace(_entry("s", "zebra"), title="zebra one"))
+    [(rowid, entry)] = s.unscreened(5, 10)
+    # rewritten meanwhile, under the same rowid (it was the newest): another title
+    s.upsert(replace(_entry("s", "zebra"), title="zebra hunter2"))
+    assert s.get("claude", "s").title == "zebra hunter2"
+    assert s.mark_screened(5, [(rowid, entry, True)]) == 0
+    assert s.count_unscreened(5) == 1 and s.get("claude", "s").clean_under is None
+    s.close()
+
+
+def test_without_a_screen_or_with_one_whose_answers_are_not_kept_nothing_is_screened(
+    tmp_path: Path,
+) -> None:
+    unkept = _Screen(fingerprint=None)
+    for index in (
+        _screened_index(tmp_path / "a.db", unkept),
+        HistoryIndex(tmp_path / "b.db", Sources(), clock=FixedClock()),
+    ):
+        index.upsert(_entry("s", "zebra"))
+        assert index.screen_pass() == 0 and index.unscreened() is None
+        assert index.get("claude", "s").clean_under is None
+        index.close()
+    assert unkept.asked == []
+
+
+def test_an_index_of_schema_6_keeps_its_entries_and_has_them_screened(tmp_path: Path) -> None:
+    path = tmp_path / "history.db"
+    s = HistoryStore(path)
+    s.upsert(_entry("old", "zebra"))
+    s._db.executescript(
+        "DROP INDEX sessions_screened; ALTER TABLE sessions DROP COLUMN screened_under;"
+        " ALTER TABLE sessions DROP COLUMN shown_clean; PRAGMA user_version = 6;"
+    )
+    s.close()
+    index = _screened_index(path, _Screen(fingerprint=5))
+    assert index.count() == 1 and index.unscreened() == 1
+    assert index.screen_pass() == 1 and _clean_under(index) == {"old": 5}
+    index.close()
 
 
 def test_an_index_of_the_unsharded_schema_is_dropped_for_a_rebuild(tmp_path: Path) -> None:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import sqlite3
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -18,7 +20,9 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
+from openbus.daemon.history.store import DB_NAME
 from openbus.daemon.mcp.endpoint import _json_text
+from openbus.daemon.mcp.masking import masker
 from tests.daemon.history.homes import opencode_database
 from tests.daemon.mcp.conftest import SLEEPER, Fleet, make_fleet, read_token
 from tests.support.mcp_results import tool_data
@@ -351,6 +355,61 @@ def test_an_agent_finds_and_gets_an_opencode_session_of_its_own_repo(tmp_path: P
     assert (hit["harness"], hit["session_id"]) == ("opencode", "ses_oc1")
     assert not got.is_error, tool_data(got)
     assert tool_data(got)["result"]["session"]["repo"] == "github.com/acme/widget"
+
+
+def test_a_found_session_holding_a_key_is_masked_and_one_the_index_kept_clean_is_sent_as_is(
+    tmp_path: Path,
+) -> None:
+    key = "ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789"
+    xdg = tmp_path / "xdg"
+    opencode_database(
+        xdg / "opencode",
+        "ses_clean",
+        "tidy the release script",
+        str(tmp_path / "project"),
+        also=[("ses_key", f"release with {key} as the token")],
+    )
+    launcher = {"harness": "opencode", "argv": SLEEPER, "env": {"XDG_DATA_HOME": str(xdg)}}
+    with make_fleet(tmp_path, {"launchers.fakeopencode": launcher}) as fleet:
+        with fleet.daemon.human() as human:
+
+            def settled() -> bool:
+                history = human.get("/healthz").json()["history"]
+                return history["sessions"] == 2 and history["unscreened"] == 0
+
+            wait_until(settled, what="the start-up reconcile and the screening after it")
+        launched = fleet.launch("fakeclaude", "observe")
+        token = fleet.token_of(launched["pid"])
+
+        async def go() -> Any:
+            async with mcp_session(fleet, token) as session:
+                await session.initialize()
+                found = await session.call_tool("find_sessions", {"query": "release"})
+                got = await session.call_tool(
+                    "get_session", {"harness": "opencode", "session_id": "ses_key"}
+                )
+                return found, got
+
+        found, got = run(go())
+        with contextlib.closing(sqlite3.connect(fleet.daemon.state_dir / DB_NAME)) as db:
+            kept = {
+                sid: (under, clean)
+                for sid, under, clean in db.execute(
+                    "SELECT session_id, screened_under, shown_clean FROM sessions"
+                )
+            }
+    # the daemon screened both after its reconcile wrote them, under the rules in force: one
+    # clean, the other not
+    fingerprint = masker().fingerprint
+    assert fingerprint is not None
+    assert kept == {"ses_clean": (fingerprint, 1), "ses_key": (fingerprint, 0)}
+    result = tool_data(found)["result"]
+    titles = {s["session_id"]: s["title"] for s in result["sessions"]}
+    assert titles["ses_clean"] == "tidy the release script"
+    assert key not in titles["ses_key"] and "[masked GitHub Token]" in titles["ses_key"]
+    assert result["masked"] == ["GitHub Token"]
+    session = tool_data(got)["result"]["session"]
+    assert key not in session["title"] and tool_data(got)["result"]["masked"] == ["GitHub Token"]
 
 
 def test_a_result_is_compact_json_text_with_its_non_ascii_kept_whatever_orjson_refuses() -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from openbus.daemon.history.project import AgentView
 from openbus.daemon.mcp import masking
 from openbus.daemon.mcp.masking import Masker, needles_of, requirements_of
 from openbus.daemon.mcp.observe import _find_project
@@ -106,6 +107,52 @@ def test_found_sessions_are_masked_in_their_text_but_keep_their_ids() -> None:
     assert "ghp_" not in session["title"] and "[masked GitHub Token]" in session["title"]
     assert projected["masked"] == ["GitHub Token"]
     assert "prompts" not in session
+
+
+def _view(title: str, clean_under: int | None) -> AgentView:
+    view = AgentView(
+        harness="claude",
+        session_id="0f3c9a8e",
+        repo="github.com/acme/widget",
+        title=title,
+        cwd="/home/dev/src/widget",
+        branches=["main"],
+        prs=[],
+        last_active="2026-11-30T06:00:00Z",
+        matched_terms=["release"],
+        liveness={"state": "not_running", "pane": None},
+    )
+    view.clean_under = clean_under
+    return view
+
+
+def test_a_session_the_index_kept_clean_under_the_rules_in_force_is_not_masked_again() -> None:
+    # what the index wrote down is taken as it is: here a title it could never have kept clean
+    # shows that the projection does not mask it again; under other rules, or none, it does
+    title = "use ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789 for the release"
+    fingerprint = masking.masker().fingerprint
+    assert fingerprint is not None
+    trusted = _find_project({"results": [_view(title, fingerprint)]}, None)  # type: ignore[arg-type]
+    assert trusted["sessions"][0]["title"] == title and "masked" not in trusted
+    for other in (fingerprint ^ 1, None):
+        projected = _find_project({"results": [_view(title, other)]}, None)  # type: ignore[arg-type]
+        assert "ghp_" not in projected["sessions"][0]["title"]
+        assert projected["masked"] == ["GitHub Token"]
+
+
+def test_the_fingerprint_names_every_rule_masking_follows(masker: Masker) -> None:
+    plugins = list(masker._plugins)
+    assert masking._fingerprint(plugins) == masker.fingerprint == Masker().fingerprint
+    assert masking._fingerprint(plugins[:-1]) != masker.fingerprint  # a detector fewer
+    entropy = next(p for p in plugins if type(p).__name__ == "HexHighEntropyString")
+    limit = entropy.entropy_limit
+    try:
+        entropy.entropy_limit = limit + 0.5  # a setting changed
+        assert masking._fingerprint(plugins) != masker.fingerprint
+    finally:
+        entropy.entropy_limit = limit
+    assert masker.clean(["tidy the release script", "/home/dev/src/widget"])
+    assert not masker.clean(["tidy", SECRETS["GitHub Token"]])
 
 
 def test_a_regex_names_the_literals_every_match_must_hold() -> None:
