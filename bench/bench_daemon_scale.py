@@ -2,7 +2,8 @@
 
 A private tmux server with 200 panes (10 sessions x 20 windows, each a shell loop that prints
 a line a second while a flag file exists) and a 100,000-session history index (the seeded
-corpus of ``bench_history``, written into the daemon's state directory before it starts).
+corpus of ``bench_history``, written into the daemon's state directory before it starts, its
+entries screened for the agents' masker as a running daemon keeps them).
 
 1. Start-up: from spawning ``openbus serve`` until ``/healthz`` answers and ``/api/directory``
    lists every pane, against the floor of the same interpreter importing the daemon's modules
@@ -42,7 +43,10 @@ from bench.bench_directory import (
 )
 from bench.bench_directory import _rss_mib as rss_mib
 from bench.bench_history import SEED, Corpus, fill_index
-from openbus.daemon.history.index import DB_NAME
+from openbus.daemon.history.index import DB_NAME, HistoryIndex
+from openbus.daemon.history.sources import Sources
+from openbus.daemon.mcp.masking import masker
+from openbus.kernel.clock import SystemClock
 from tests.support.daemon import RunningDaemon, start_daemon
 from tests.support.wait import wait_until
 
@@ -72,6 +76,16 @@ def soak_seconds(argv: list[str]) -> float:
 
 def _rss(daemon: RunningDaemon) -> float:
     return rss_mib([p for p in _group(daemon.process.pid) if _is_python(p)])
+
+
+def _screen(index: Path) -> None:
+    """The index's entries screened for the agents' masker, as a running daemon keeps them
+    (its pass after each reconcile): a daemon started on it has nothing left to screen."""
+    history = HistoryIndex(index, Sources(), clock=SystemClock(), screen=masker())
+    try:
+        history.screen_pass()
+    finally:
+        history.close()
 
 
 def _start(root: Path, run: int, socket: Path, index: Path) -> tuple[RunningDaemon, float, float]:
@@ -139,6 +153,7 @@ def main(argv: list[str] | None = None) -> None:
         index = root / "index.db"
         t0 = time.perf_counter()
         fill_index(index, SESSIONS_IN_INDEX, SEED)
+        _screen(index)
         size = sum(p.stat().st_size for p in root.glob("index.db*")) / 2**20
         print(
             f"{SESSIONS_IN_INDEX:,}-session index ({size:.0f} MiB) built in "
