@@ -121,11 +121,13 @@ class HistoryService(Feature):
         self._screening = loop.run_in_executor(None, self._screen)
 
     def _screen(self) -> int:
+        """A screening pass; a failure is logged, and what it left is screened by the next
+        (its hits are masked as they are read meanwhile)."""
         try:
             return self.index.screen_pass(self._cancel)
         except Exception:
             log.exception("history screening failed")
-            raise
+            return 0
 
     def _reconcile(self) -> ReconcileStats:
         try:
