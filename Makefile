@@ -110,7 +110,7 @@ test: system-deps harnesses $(VENV)/.installed lint types layers wheel-check uni
 
 # nginx only as the tunnel benchmark's peer (a bare TLS proxy); it is never started as a service;
 # valgrind counts the history reindex's instructions against its floor's
-bench: system-deps $(VENV)/.installed
+bench: system-deps harnesses $(VENV)/.installed
 	@[ -x /usr/sbin/nginx ] || { apt-get update -q && apt-get install -y -q --no-install-recommends nginx-light; } || echo "nginx could not be installed; the tunnel bench runs without its peer"
 	@command -v valgrind >/dev/null 2>&1 || { apt-get update -q && apt-get install -y -q --no-install-recommends valgrind; } || echo "valgrind could not be installed; the history bench counts no instructions"
 	$(PY) -m bench
