@@ -322,7 +322,7 @@ def open_index(
     config: Config, clock: Clock, pane_for_pid: PaneForPid, screen: TextScreen
 ) -> HistoryIndex:
     """The daemon's index; ``pane_for_pid`` (the directory's) names a live session's pane,
-    ``screen`` (the agents' masker) is asked about each entry written."""
+    ``screen`` (the agents' masker) screens the entries written (``screen_pass``)."""
     sources = Sources.from_config(config)
     return HistoryIndex(
         config.daemon.state_dir / DB_NAME,

@@ -269,6 +269,24 @@ def test_entries_are_written_unscreened_and_a_pass_keeps_what_their_shown_text_h
     index.close()
 
 
+def test_what_is_left_to_screen_is_read_from_the_screening_index_not_the_sessions(
+    tmp_path: Path,
+) -> None:
+    # /healthz counts it on every call, and a pass asks for it batch by batch: the sessions
+    # table (prompts and all) is never scanned for it
+    s = HistoryStore(tmp_path / "history.db")
+    for i in range(50):
+        s.upsert(_entry(f"s{i}", "zebra"))
+    plan = s._db.execute(
+        f"EXPLAIN QUERY PLAN SELECT count(*) FROM sessions WHERE {store._UNSCREENED}", (5, 5)
+    ).fetchall()
+    steps = [str(row[3]) for row in plan]
+    assert any("COVERING INDEX sessions_screened" in step for step in steps), steps
+    assert not any(step.startswith("SCAN sessions") for step in steps), steps
+    assert s.count_unscreened(5) == 50
+    s.close()
+
+
 def test_a_screening_keeps_no_answer_for_text_the_entry_no_longer_holds(tmp_path: Path) -> None:
     s = HistoryStore(tmp_path / "history.db")
     s.upsert(replace(_entry("s", "zebra"), title="zebra one"))
