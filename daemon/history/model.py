@@ -88,8 +88,10 @@ class SessionEntry:
     transcript: str | None = None  # path; None once the transcript is gone
     extra_files: tuple[str, ...] = field(default=())
     # as read from the index: the fingerprint of the masking rules under which its shown text
-    # (``project.shown_texts``) was screened and held nothing to mask; None: not so known
-    clean_under: int | None = field(default=None, compare=False)
+    # (``project.shown_texts``) was screened and held nothing to mask; None: not so known. Set
+    # by the store alone, as it reads the entry: not an argument, so an entry made from another
+    # by ``dataclasses.replace`` (another title, say) never carries it over
+    clean_under: int | None = field(default=None, compare=False, init=False)
 
     @property
     def key(self) -> tuple[str, str]:

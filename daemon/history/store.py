@@ -890,7 +890,7 @@ def _row_entry(row: Sequence[Any]) -> SessionEntry:
         transcript,
         clean,
     ) = row
-    return SessionEntry(
+    entry = SessionEntry(
         harness=harness,
         session_id=session_id,
         repo=repo,
@@ -909,8 +909,10 @@ def _row_entry(row: Sequence[Any]) -> SessionEntry:
         subagent=bool(subagent),
         parent_session_id=parent,
         transcript=transcript,
-        clean_under=clean,
     )
+    if clean is not None:  # not an argument (``SessionEntry.clean_under``): set as read
+        object.__setattr__(entry, "clean_under", clean)
+    return entry
 
 
 _DECODER = json.JSONDecoder()

@@ -257,7 +257,10 @@ def test_entries_are_written_unscreened_and_a_pass_keeps_what_their_shown_text_h
     ]
     for prompts in (True, False):
         assert _clean_under(index, prompts) == {"clean": 77, "key": None}
-    assert index.get("claude", "clean").clean_under == 77
+    read = index.get("claude", "clean")
+    assert read.clean_under == 77
+    # an entry made from it with another shown text carries no answer over: it is masked
+    assert replace(read, title="zebra hunter2").clean_under is None
     assert index.unscreened() == 0 and index.screen_pass() == 0 and len(screen.asked) == 2
     index.close()
     # other rules: every entry is screened again under them (until then, an entry says the
