@@ -152,8 +152,7 @@ class HistoryIndex:
         (the masking outside the store's lock), until none is left, ``cancel`` is set, or a
         batch marks nothing (its rows all rewritten meanwhile: the next pass takes them).
         Returns how many were screened."""
-        screen = self.screen
-        fingerprint = screen.fingerprint if screen is not None else None
+        screen, fingerprint = self.screen, self._fingerprint()
         if screen is None or fingerprint is None:
             return 0
         done = 0
@@ -170,8 +169,12 @@ class HistoryIndex:
 
     def unscreened(self) -> int | None:
         """How many entries the next screening pass has to screen (None: no screening)."""
-        fingerprint = self.screen.fingerprint if self.screen is not None else None
+        fingerprint = self._fingerprint()
         return None if fingerprint is None else self.store.count_unscreened(fingerprint)
+
+    def _fingerprint(self) -> int | None:
+        """The screen's fingerprint; None without a screen, or one whose answers are not kept."""
+        return self.screen.fingerprint if self.screen is not None else None
 
     def liveness(self, entry: SessionEntry) -> Liveness:
         return self.liveness_probe.of(entry)

@@ -50,9 +50,15 @@ class TextScreen(Protocol):
 
 
 def shown_texts(entry: SessionEntry) -> list[str]:
-    """The strings of an entry's ``SHOWN_TEXT_FIELDS``."""
-    single = (entry.repo, entry.title, entry.cwd)
-    return [*(t for t in single if t is not None), *entry.branches, *entry.prs]
+    """The strings of an entry's ``SHOWN_TEXT_FIELDS``, in their order (a list field's each)."""
+    texts: list[str] = []
+    for name in SHOWN_TEXT_FIELDS:
+        value = getattr(entry, name)
+        if isinstance(value, tuple):
+            texts.extend(value)
+        elif value is not None:
+            texts.append(value)
+    return texts
 
 
 class AgentView(dict[str, Any]):

@@ -79,6 +79,7 @@ from openbus.daemon.history.checkpoint import WRITER_PAGES, Checkpointer
 from openbus.daemon.history.files import FileKey
 from openbus.daemon.history.model import HARNESSES, PENDING_HARNESSES, SessionEntry
 from openbus.daemon.history.parse import resume_argv
+from openbus.daemon.history.project import SHOWN_TEXT_FIELDS
 from openbus.daemon.history.query import (
     repo_bucket,
     repo_keys,
@@ -510,19 +511,10 @@ class HistoryStore:
         with self._tx():
             before = self._db.total_changes
             self._db.executemany(
-                "UPDATE sessions SET screened_under = ?, shown_clean = ? WHERE id = ?"
-                " AND repo IS ? AND title IS ? AND cwd IS ? AND branches = ? AND prs = ?",
+                "UPDATE sessions SET screened_under = ?, shown_clean = ? WHERE id = ? AND "
+                + " AND ".join(f"{name} IS ?" for name in SHOWN_TEXT_FIELDS),
                 (
-                    (
-                        fingerprint,
-                        int(clean),
-                        rowid,
-                        e.repo,
-                        e.title,
-                        e.cwd,
-                        _json_strings(e.branches),
-                        _json_strings(e.prs),
-                    )
+                    (fingerprint, int(clean), rowid, *_stored_shown(e))
                     for rowid, e, clean in screened
                 ),
             )
@@ -791,6 +783,12 @@ def session_row(e: SessionEntry) -> tuple[Any, ...]:
         e.parent_session_id,
         e.transcript,
     )
+
+
+def _stored_shown(e: SessionEntry) -> list[str | None]:
+    """The ``SHOWN_TEXT_FIELDS`` columns of an entry as ``session_row`` stores them."""
+    values = (getattr(e, name) for name in SHOWN_TEXT_FIELDS)
+    return [_json_strings(v) if isinstance(v, tuple) else v for v in values]
 
 
 def _json_strings(items: tuple[str, ...]) -> str:

@@ -241,20 +241,27 @@ def test_a_body_nested_past_the_decoder_is_a_parse_error_and_the_endpoint_goes_o
     assert raw(fleet, token).status_code == 200
 
 
-def test_find_sessions_searches_the_callers_own_repo_and_frames_data(fleet: Fleet) -> None:
+def as_observe_agent(fleet: Fleet, *calls: tuple[str, dict[str, Any]]) -> tuple[Any, list[Any]]:
+    """The tools an Observe agent launched now is shown, and what each of its ``calls`` (tool,
+    arguments) answers, in order, over one MCP session."""
     launched = fleet.launch("fakeclaude", "observe")
     token = fleet.token_of(launched["pid"])
 
-    async def go() -> Any:
+    async def go() -> tuple[Any, list[Any]]:
         async with mcp_session(fleet, token) as session:
             await session.initialize()
-            found = await session.call_tool("find_sessions", {"query": "widget"})
-            other = await session.call_tool(
-                "find_sessions", {"query": "widget", "repo": "github.com/else/where"}
-            )
-            return found, other
+            listed = await session.list_tools()
+            return listed, [await session.call_tool(name, args) for name, args in calls]
 
-    found, other = run(go())
+    return run(go())
+
+
+def test_find_sessions_searches_the_callers_own_repo_and_frames_data(fleet: Fleet) -> None:
+    _, (found, other) = as_observe_agent(
+        fleet,
+        ("find_sessions", {"query": "widget"}),
+        ("find_sessions", {"query": "widget", "repo": "github.com/else/where"}),
+    )
     assert not found.is_error, tool_data(found)
     assert tool_data(found)["source"] == "openbus history index"
     assert tool_data(found)["result"] == {"sessions": []}
@@ -333,20 +340,11 @@ def test_an_agent_finds_and_gets_an_opencode_session_of_its_own_repo(tmp_path: P
                 lambda: human.get("/healthz").json()["history"]["sessions"] == 1,
                 what="the start-up reconcile",
             )
-        launched = fleet.launch("fakeclaude", "observe")
-        token = fleet.token_of(launched["pid"])
-
-        async def go() -> Any:
-            async with mcp_session(fleet, token) as session:
-                await session.initialize()
-                listed = await session.list_tools()
-                found = await session.call_tool("find_sessions", {"query": "release script"})
-                got = await session.call_tool(
-                    "get_session", {"harness": "opencode", "session_id": "ses_oc1"}
-                )
-                return listed, found, got
-
-        listed, found, got = run(go())
+        listed, (found, got) = as_observe_agent(
+            fleet,
+            ("find_sessions", {"query": "release script"}),
+            ("get_session", {"harness": "opencode", "session_id": "ses_oc1"}),
+        )
     [get_tool] = [t for t in listed.tools if t.name == "get_session"]
     harnesses = get_tool.input_schema["properties"]["harness"]["enum"]
     assert set(harnesses) == {"claude", "codex", "omp", "gemini", "opencode"}
@@ -378,19 +376,11 @@ def test_a_found_session_holding_a_key_is_masked_and_one_the_index_kept_clean_is
                 return history["sessions"] == 2 and history["unscreened"] == 0
 
             wait_until(settled, what="the start-up reconcile and the screening after it")
-        launched = fleet.launch("fakeclaude", "observe")
-        token = fleet.token_of(launched["pid"])
-
-        async def go() -> Any:
-            async with mcp_session(fleet, token) as session:
-                await session.initialize()
-                found = await session.call_tool("find_sessions", {"query": "release"})
-                got = await session.call_tool(
-                    "get_session", {"harness": "opencode", "session_id": "ses_key"}
-                )
-                return found, got
-
-        found, got = run(go())
+        _, (found, got) = as_observe_agent(
+            fleet,
+            ("find_sessions", {"query": "release"}),
+            ("get_session", {"harness": "opencode", "session_id": "ses_key"}),
+        )
         with contextlib.closing(sqlite3.connect(fleet.daemon.state_dir / DB_NAME)) as db:
             kept = {
                 sid: (under, clean)
